@@ -1,0 +1,143 @@
+// Typed configuration of a normlab model and training run.
+//
+// The configuration is parsed once, at the boundary (TOML file plus `--set section.key=value`
+// overrides, see config_file.h), into these plain structs with enums. Nothing below the command
+// line reads options by string. `validate()` reports every problem at once.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace normlab {
+
+// Where normalization sits relative to the residual add of each sublayer (see model/plan.h).
+enum class Placement { post, pre, peri, reordered, deepnorm, mix };
+enum class NormKind { layernorm, rmsnorm };
+enum class QKNormKind { none, rmsnorm, layernorm };
+enum class QKNormScope { head, full };
+enum class QKNormPosition { pre_rope, post_rope };
+enum class PosKind { rope, learned };
+// gelu: exact erf GELU; gelu_tanh: GPT-2's tanh approximation; swiglu: silu(gate) * up;
+// geglu: gelu_tanh(gate) * up (Gemma).
+enum class MlpKind { gelu, gelu_tanh, swiglu, geglu };
+// gpt2: normal(0, init_std) with residual output projections scaled by 1/sqrt(2L);
+// normal: normal(0, init_std) everywhere; xavier: Xavier/Glorot uniform (original Transformer).
+enum class InitKind { gpt2, normal, xavier };
+enum class ScheduleKind { cosine, linear, constant };
+
+struct ModelConfig {
+  int vocab_size = 256;
+  int n_layer = 4;
+  int d_model = 128;
+  int n_head = 4;
+  int d_ff = 512;   // hidden width of the MLP (per branch for gated MLPs)
+  int seq_len = 128;
+  Placement placement = Placement::pre;
+  double mix_ratio = 0.25;  // Mix-LN: fraction of blocks (rounded up) that use post-norm
+  NormKind norm = NormKind::layernorm;
+  double norm_eps = 1e-5;
+  bool norm_bias = false;          // LayerNorm with a learnable bias
+  double norm_gain_offset = 0.0;   // gain applied as (offset + w); Gemma uses 1 with w init 0
+  QKNormKind qk_norm = QKNormKind::none;
+  QKNormScope qk_norm_scope = QKNormScope::head;
+  QKNormPosition qk_norm_position = QKNormPosition::pre_rope;
+  PosKind pos = PosKind::rope;
+  double rope_theta = 10000.0;
+  MlpKind mlp = MlpKind::gelu;
+  bool bias = false;               // biases on every linear layer (GPT-2 style)
+  bool tie_embeddings = true;
+  double attn_softcap = 0.0;       // 0 = off
+  double final_softcap = 0.0;      // 0 = off
+  double attn_scale = 0.0;         // 0 = 1/sqrt(head_dim)
+  double embed_scale = 1.0;        // token embeddings multiplied by this (Gemma: sqrt(d_model))
+  InitKind init = InitKind::gpt2;
+  double init_std = 0.02;
+
+  int head_dim() const { return d_model / n_head; }
+
+  friend bool operator==(const ModelConfig&, const ModelConfig&) = default;
+};
+
+struct OptimConfig {
+  double lr = 1e-3;
+  double min_lr_ratio = 0.1;  // floor of the decay as a fraction of lr
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;
+  bool decay_embeddings = true;
+  double grad_clip = 1.0;  // global-norm clipping; 0 = off
+  int warmup_steps = 100;
+  ScheduleKind schedule = ScheduleKind::cosine;
+
+  friend bool operator==(const OptimConfig&, const OptimConfig&) = default;
+};
+
+struct TrainConfig {
+  std::uint64_t seed = 1337;
+  double z_loss = 0.0;  // 0 = off
+  int steps = 1000;
+  int batch_size = 8;
+  int grad_accum = 1;
+  int eval_interval = 100;
+  int eval_batches = 8;
+  int log_interval = 10;
+  int checkpoint_interval = 500;
+  int keep_checkpoints = 2;
+  int threads = 0;  // 0 = all cores
+
+  friend bool operator==(const TrainConfig&, const TrainConfig&) = default;
+};
+
+struct DataConfig {
+  std::string path;          // empty = embedded corpus
+  double val_fraction = 0.05;
+
+  friend bool operator==(const DataConfig&, const DataConfig&) = default;
+};
+
+struct DiagConfig {
+  int interval = 0;          // 0 = off
+  bool per_head = false;
+
+  friend bool operator==(const DiagConfig&, const DiagConfig&) = default;
+};
+
+struct Config {
+  ModelConfig model;
+  OptimConfig optim;
+  TrainConfig train;
+  DataConfig data;
+  DiagConfig diag;
+
+  friend bool operator==(const Config&, const Config&) = default;
+};
+
+// Every problem with a config, one line each (empty when valid).
+std::vector<std::string> validation_errors(const Config& c);
+// Throws ConfigError listing every problem.
+void validate(const Config& c);
+
+// Enum <-> string, for config files, JSON and messages.
+std::string_view to_string(Placement v);
+std::string_view to_string(NormKind v);
+std::string_view to_string(QKNormKind v);
+std::string_view to_string(QKNormScope v);
+std::string_view to_string(QKNormPosition v);
+std::string_view to_string(PosKind v);
+std::string_view to_string(MlpKind v);
+std::string_view to_string(InitKind v);
+std::string_view to_string(ScheduleKind v);
+
+// Every enumerator's name in declaration order: enum_names<E>()[i] == to_string(E(i)).
+// Defined for the enums above.
+template <class E>
+std::span<const std::string_view> enum_names();
+// Name -> enumerator; std::nullopt when `name` is not one of enum_names<E>().
+template <class E>
+std::optional<E> enum_from_string(std::string_view name);
+
+}  // namespace normlab

@@ -1,0 +1,242 @@
+// Enum names and validation of the typed configuration (see include/normlab/config.h).
+//
+// Parsing lives in io/config_file.cpp; this file only knows the structs. Validation collects every
+// problem instead of stopping at the first, and each message names the key and its value.
+#include "normlab/config.h"
+
+#include <cmath>
+#include <cstddef>
+#include <iterator>
+#include <limits>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "normlab/errors.h"
+
+namespace normlab {
+
+namespace {
+
+// One table per enum: the names in declaration order, and the last enumerator so that a missing
+// name is a compile error rather than an out-of-bounds read.
+template <class E>
+struct EnumTable;
+
+template <>
+struct EnumTable<Placement> {
+  static constexpr std::string_view names[] = {"post",      "pre",      "peri",
+                                               "reordered", "deepnorm", "mix"};
+  static constexpr Placement last = Placement::mix;
+};
+template <>
+struct EnumTable<NormKind> {
+  static constexpr std::string_view names[] = {"layernorm", "rmsnorm"};
+  static constexpr NormKind last = NormKind::rmsnorm;
+};
+template <>
+struct EnumTable<QKNormKind> {
+  static constexpr std::string_view names[] = {"none", "rmsnorm", "layernorm"};
+  static constexpr QKNormKind last = QKNormKind::layernorm;
+};
+template <>
+struct EnumTable<QKNormScope> {
+  static constexpr std::string_view names[] = {"head", "full"};
+  static constexpr QKNormScope last = QKNormScope::full;
+};
+template <>
+struct EnumTable<QKNormPosition> {
+  static constexpr std::string_view names[] = {"pre_rope", "post_rope"};
+  static constexpr QKNormPosition last = QKNormPosition::post_rope;
+};
+template <>
+struct EnumTable<PosKind> {
+  static constexpr std::string_view names[] = {"rope", "learned"};
+  static constexpr PosKind last = PosKind::learned;
+};
+template <>
+struct EnumTable<MlpKind> {
+  static constexpr std::string_view names[] = {"gelu", "gelu_tanh", "swiglu", "geglu"};
+  static constexpr MlpKind last = MlpKind::geglu;
+};
+template <>
+struct EnumTable<InitKind> {
+  static constexpr std::string_view names[] = {"gpt2", "normal", "xavier"};
+  static constexpr InitKind last = InitKind::xavier;
+};
+template <>
+struct EnumTable<ScheduleKind> {
+  static constexpr std::string_view names[] = {"cosine", "linear", "constant"};
+  static constexpr ScheduleKind last = ScheduleKind::constant;
+};
+
+template <class E>
+bool is_valid_enum(E v) {
+  const auto i = static_cast<std::size_t>(v);
+  return i < std::size(EnumTable<E>::names);
+}
+
+}  // namespace
+
+template <class E>
+std::span<const std::string_view> enum_names() {
+  static_assert(std::size(EnumTable<E>::names) == static_cast<std::size_t>(EnumTable<E>::last) + 1,
+                "enum name table out of step with the enum");
+  return EnumTable<E>::names;
+}
+
+template <class E>
+std::optional<E> enum_from_string(std::string_view name) {
+  const auto names = enum_names<E>();
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name) return static_cast<E>(i);
+  return std::nullopt;
+}
+
+#define NL_ENUM(E)                                                                      \
+  template std::span<const std::string_view> enum_names<E>();                           \
+  template std::optional<E> enum_from_string<E>(std::string_view);                      \
+  std::string_view to_string(E v) {                                                     \
+    return is_valid_enum(v) ? EnumTable<E>::names[static_cast<std::size_t>(v)] : "<invalid>"; \
+  }
+NL_ENUM(Placement)
+NL_ENUM(NormKind)
+NL_ENUM(QKNormKind)
+NL_ENUM(QKNormScope)
+NL_ENUM(QKNormPosition)
+NL_ENUM(PosKind)
+NL_ENUM(MlpKind)
+NL_ENUM(InitKind)
+NL_ENUM(ScheduleKind)
+#undef NL_ENUM
+
+namespace {
+
+// Collects one message per violated rule. Every floating-point rule also rejects NaN and infinity:
+// the comparisons are written so that NaN fails them, and non-finite values are refused outright.
+class Checker {
+ public:
+  std::vector<std::string> problems;
+
+  template <class T>
+  void greater_than(std::string_view key, T v, T lo) {
+    if (!(finite(v) && v > lo)) add(key, v, fmt::format("must be > {}", lo));
+  }
+  template <class T>
+  void at_least(std::string_view key, T v, T lo) {
+    if (!(finite(v) && v >= lo)) add(key, v, fmt::format("must be >= {}", lo));
+  }
+  // [lo, hi] when hi_inclusive, else [lo, hi).
+  void in_range(std::string_view key, double v, double lo, double hi, bool hi_inclusive) {
+    const bool ok = finite(v) && v >= lo && (hi_inclusive ? v <= hi : v < hi);
+    if (!ok) add(key, v, fmt::format("must be in [{}, {}{}", lo, hi, hi_inclusive ? "]" : ")"));
+  }
+  void is_finite(std::string_view key, double v) {
+    if (!finite(v)) add(key, v, "must be a finite number");
+  }
+  template <class E>
+  void valid_enum(std::string_view key, E v) {
+    if (!is_valid_enum(v))
+      add(key, static_cast<long long>(v),
+          fmt::format("is not a valid value (allowed: {})", fmt::join(enum_names<E>(), ", ")));
+  }
+  void add(std::string message) { problems.push_back(std::move(message)); }
+
+ private:
+  template <class T>
+  static bool finite(T v) {
+    if constexpr (std::is_floating_point_v<T>) return std::isfinite(v);
+    return true;
+  }
+  template <class T>
+  void add(std::string_view key, T v, std::string_view rule) {
+    problems.push_back(fmt::format("{} = {} {}", key, v, rule));
+  }
+};
+
+}  // namespace
+
+std::vector<std::string> validation_errors(const Config& c) {
+  Checker k;
+  // KEY(model.n_layer) expands to the key's name and its value, so messages cannot drift from the
+  // field names.
+#define KEY(field) std::string_view(#field), c.field
+
+  const ModelConfig& m = c.model;
+  k.greater_than(KEY(model.vocab_size), 0);
+  k.greater_than(KEY(model.n_layer), 0);
+  k.greater_than(KEY(model.d_model), 0);
+  k.greater_than(KEY(model.n_head), 0);
+  k.greater_than(KEY(model.d_ff), 0);
+  k.greater_than(KEY(model.seq_len), 0);
+  k.valid_enum(KEY(model.placement));
+  k.in_range(KEY(model.mix_ratio), 0.0, 1.0, true);
+  k.valid_enum(KEY(model.norm));
+  k.greater_than(KEY(model.norm_eps), 0.0);
+  k.is_finite(KEY(model.norm_gain_offset));
+  k.valid_enum(KEY(model.qk_norm));
+  k.valid_enum(KEY(model.qk_norm_scope));
+  k.valid_enum(KEY(model.qk_norm_position));
+  k.valid_enum(KEY(model.pos));
+  k.greater_than(KEY(model.rope_theta), 0.0);
+  k.valid_enum(KEY(model.mlp));
+  k.at_least(KEY(model.attn_softcap), 0.0);
+  k.at_least(KEY(model.final_softcap), 0.0);
+  k.at_least(KEY(model.attn_scale), 0.0);
+  k.greater_than(KEY(model.embed_scale), 0.0);
+  k.valid_enum(KEY(model.init));
+  k.greater_than(KEY(model.init_std), 0.0);
+  if (m.d_model > 0 && m.n_head > 0) {
+    if (m.d_model % m.n_head != 0) {
+      k.add(fmt::format("model.d_model = {} is not divisible by model.n_head = {}", m.d_model,
+                        m.n_head));
+    } else if (m.pos == PosKind::rope && m.head_dim() % 2 != 0) {
+      // RoPE rotates pairs (x[2i], x[2i+1]) of each head's dimensions.
+      k.add(fmt::format("model.d_model / model.n_head = {} / {} = {} is an odd head dimension; "
+                        "model.pos = \"rope\" needs an even one",
+                        m.d_model, m.n_head, m.head_dim()));
+    }
+  }
+
+  k.greater_than(KEY(optim.lr), 0.0);
+  k.in_range(KEY(optim.min_lr_ratio), 0.0, 1.0, true);
+  k.in_range(KEY(optim.beta1), 0.0, 1.0, false);
+  k.in_range(KEY(optim.beta2), 0.0, 1.0, false);
+  k.greater_than(KEY(optim.eps), 0.0);
+  k.at_least(KEY(optim.weight_decay), 0.0);
+  k.at_least(KEY(optim.grad_clip), 0.0);
+  k.at_least(KEY(optim.warmup_steps), 0);
+  k.valid_enum(KEY(optim.schedule));
+
+  // TOML integers are signed 64-bit; a larger seed could not be written back to a config file.
+  constexpr auto max_seed = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+  if (c.train.seed > max_seed)
+    k.add(fmt::format("train.seed = {} must be <= {} (the largest TOML integer)", c.train.seed,
+                      max_seed));
+  k.at_least(KEY(train.z_loss), 0.0);
+  k.at_least(KEY(train.steps), 0);
+  k.greater_than(KEY(train.batch_size), 0);
+  k.greater_than(KEY(train.grad_accum), 0);
+  k.at_least(KEY(train.eval_interval), 0);
+  k.at_least(KEY(train.eval_batches), 0);
+  if (c.train.eval_interval > 0 && c.train.eval_batches == 0)
+    k.add(fmt::format("train.eval_batches = 0 must be > 0 when train.eval_interval = {} > 0",
+                      c.train.eval_interval));
+  k.at_least(KEY(train.log_interval), 0);
+  k.at_least(KEY(train.checkpoint_interval), 0);
+  k.at_least(KEY(train.keep_checkpoints), 1);
+  k.at_least(KEY(train.threads), 0);
+
+  k.in_range(KEY(data.val_fraction), 0.0, 1.0, false);
+
+  k.at_least(KEY(diag.interval), 0);
+#undef KEY
+  return std::move(k.problems);
+}
+
+void validate(const Config& c) {
+  auto problems = validation_errors(c);
+  if (!problems.empty()) throw ConfigError(std::move(problems));
+}
+
+}  // namespace normlab

@@ -1,0 +1,46 @@
+// The parameter table: every parameter of the model declared once (name, shape, initialisation,
+// group, weight decay). Arenas for parameters, gradients and optimizer state, checkpoint names,
+// per-layer diagnostics and parity tests all iterate this table; nothing keeps a parallel list.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace normlab {
+
+enum class ParamInit { normal, uniform, constant };
+// Coarse groups for diagnostics (update ratios, grad norms) and optimizer settings.
+enum class ParamGroup { embedding, attention, mlp, norm, head };
+std::string_view to_string(ParamGroup g);
+
+struct ParamSpec {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  long numel = 0;
+  long offset = 0;          // into every arena (params, grads, optimizer moments)
+  ParamInit init = ParamInit::normal;
+  double init_scale = 0;    // std (normal), bound (uniform) or the value (constant)
+  bool decay = false;       // decoupled weight decay applies
+  bool is_bias = false;
+  ParamGroup group = ParamGroup::attention;
+  int layer = -1;           // block index, -1 for embeddings / final norm / head
+  int sublayer = -1;        // 0 attention, 1 MLP, -1 neither
+};
+
+class ParamTable {
+ public:
+  // Declares a parameter; returns its arena offset. Throws InternalError on a duplicate name.
+  long add(ParamSpec spec);
+  const std::vector<ParamSpec>& specs() const { return specs_; }
+  const ParamSpec* find(std::string_view name) const;
+  long total() const { return total_; }
+
+ private:
+  std::vector<ParamSpec> specs_;
+  std::unordered_map<std::string, std::size_t> index_;
+  long total_ = 0;
+};
+
+}  // namespace normlab

@@ -1,0 +1,39 @@
+// The block plan: where normalization sits relative to the residual add, as data.
+//
+// Every sublayer (attention or MLP) with branch F updates the residual stream x by one routine,
+//   u = norm_in ? N_in(x) : x;  f = F(u);  g = norm_out ? N_out(f) : f;
+//   s = alpha * x + g;          x' = norm_after_add ? N_post(s) : s
+// which the model runs forward and replays backward. A placement is nothing but the choice of these
+// four fields per sublayer; adding a placement means adding a case to build_plan(), nothing else.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "normlab/config.h"
+
+namespace normlab {
+
+struct SublayerPlan {
+  bool norm_in = false;         // normalise the branch input
+  bool norm_out = false;        // normalise the branch output before the add
+  double alpha = 1.0;           // residual scale (DeepNorm)
+  bool norm_after_add = false;  // normalise the sum (post-norm): the norm sits ON the residual path
+};
+
+struct BlockPlan {
+  SublayerPlan attn, mlp;
+};
+
+struct ModelPlan {
+  std::vector<BlockPlan> blocks;
+  bool final_norm = false;  // needed iff the last sublayer leaves the residual stream unnormalised
+  // DeepNorm's initialisation scale for value/output/MLP weights; 0 when not used.
+  double deepnorm_beta = 0.0;
+};
+
+ModelPlan build_plan(const ModelConfig& m);
+
+// Human-readable description, e.g. "x = x + N_out(F(N_in(x)))", for `normlab info` and docs.
+std::string describe(const SublayerPlan& p);
+
+}  // namespace normlab

@@ -1,0 +1,679 @@
+#include "model/transformer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "normlab/errors.h"
+#include "ops/activation.h"
+#include "ops/attention.h"
+#include "ops/cross_entropy.h"
+#include "ops/embedding.h"
+#include "ops/glu.h"
+#include "ops/layernorm.h"
+#include "ops/linear.h"
+#include "ops/rmsnorm.h"
+#include "ops/rope.h"
+#include "ops/softcap.h"
+#include "tensor/rng.h"
+
+namespace normlab {
+
+namespace {
+
+bool gated(MlpKind m) { return m == MlpKind::swiglu || m == MlpKind::geglu; }
+
+ops::Activation activation_of(MlpKind m) {
+  switch (m) {
+    case MlpKind::gelu: return ops::Activation::gelu_erf;
+    case MlpKind::gelu_tanh: return ops::Activation::gelu_tanh;
+    case MlpKind::swiglu: return ops::Activation::silu;
+    case MlpKind::geglu: return ops::Activation::gelu_tanh;
+  }
+  return ops::Activation::gelu_erf;
+}
+
+template <class T>
+void zero(T* x, long n) {
+  std::memset(x, 0, sizeof(T) * n);
+}
+
+// Copies columns [col, col + C) of src (N, ld) into dst (N, C), or back.
+template <class T>
+void gather_cols(T* dst, const T* src, long N, int C, int ld, int col) {
+#pragma omp parallel for schedule(static) if (N * C > 32768)
+  for (long r = 0; r < N; ++r) std::memcpy(dst + r * C, src + r * ld + col, sizeof(T) * C);
+}
+template <class T>
+void scatter_cols(T* dst, const T* src, long N, int C, int ld, int col) {
+#pragma omp parallel for schedule(static) if (N * C > 32768)
+  for (long r = 0; r < N; ++r) std::memcpy(dst + r * ld + col, src + r * C, sizeof(T) * C);
+}
+
+}  // namespace
+
+template <class T>
+Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq)
+    : cfg_(cfg), plan_(build_plan(cfg)), maxB_(max_batch), maxT_(max_seq) {
+  NL_CHECK(max_batch > 0 && max_seq > 0 && max_seq <= cfg.seq_len,
+           "batch {} x seq {} does not fit model.seq_len = {}", max_batch, max_seq, cfg.seq_len);
+  build_table();
+  params_.assign(table_.total(), T(0));
+  grads_.assign(table_.total(), T(0));
+
+  // QK path: the order of norm and RoPE on queries and keys, as a tiny plan of its own.
+  const bool qk = cfg_.qk_norm != QKNormKind::none, rope = cfg_.pos == PosKind::rope;
+  if (cfg_.qk_norm_position == QKNormPosition::pre_rope) {
+    if (qk) qk_stages_.push_back(QkStage::norm);
+    if (rope) qk_stages_.push_back(QkStage::rope);
+  } else {
+    if (rope) qk_stages_.push_back(QkStage::rope);
+    if (qk) qk_stages_.push_back(QkStage::norm);
+  }
+
+  // Size the activation arena once: first pass counts, second pass assigns.
+  const long N = static_cast<long>(max_batch) * max_seq;
+  const int C = cfg_.d_model, H = cfg_.n_head, D = cfg_.head_dim(), F = cfg_.d_ff,
+            V = cfg_.vocab_size, L = cfg_.n_layer;
+  const long TT = static_cast<long>(max_seq) * max_seq;
+  const int F_in = gated(cfg_.mlp) ? 2 * F : F;
+  head_chunk_ = static_cast<int>(std::clamp<long>((1L << 22) / V, 64, N));
+  for (int pass = 0; pass < 2; ++pass) {
+    arena_used_ = 0;
+    res_.assign(2 * L + 1, nullptr);
+    for (auto& r : res_) r = alloc(N * C);
+    attn_acts_.assign(L, {});
+    mlp_acts_.assign(L, {});
+    auto sub_acts = [&](SublayerActs& a, const SublayerPlan& pl) {
+      alloc_norm(a.in, pl.norm_in, N, C);
+      a.f = alloc(N * C);
+      alloc_norm(a.out, pl.norm_out, N, C);
+      if (pl.norm_after_add) a.s = alloc(N * C);
+      // The norm_post output is the next residual state; only its statistics live here.
+      if (pl.norm_after_add) {
+        a.post.mean = alloc(N);
+        a.post.rstd = alloc(N);
+      }
+    };
+    for (int l = 0; l < L; ++l) {
+      AttnActs& a = attn_acts_[l];
+      sub_acts(a.res, plan_.blocks[l].attn);
+      a.qkv = alloc(N * 3 * C);
+      for (std::size_t st = 0; st <= qk_stages_.size(); ++st) {
+        a.qs[st] = alloc(N * C);
+        a.ks[st] = alloc(N * C);
+      }
+      const long qk_rows = cfg_.qk_norm_scope == QKNormScope::head ? N * H : N;
+      if (qk) {
+        a.qn.mean = alloc(qk_rows);
+        a.qn.rstd = alloc(qk_rows);
+        a.kn.mean = alloc(qk_rows);
+        a.kn.rstd = alloc(qk_rows);
+      }
+      a.v = alloc(N * C);
+      a.P = alloc(max_batch * H * TT);
+      if (cfg_.attn_softcap > 0) a.th = alloc(max_batch * H * TT);
+      a.o = alloc(N * C);
+      MlpActs& m = mlp_acts_[l];
+      sub_acts(m.res, plan_.blocks[l].mlp);
+      m.h = alloc(N * F_in);
+      m.a = alloc(N * F);
+    }
+    alloc_norm(final_cache_, plan_.final_norm, N, C);
+    if (rope) {
+      rope_cos_ = alloc(static_cast<long>(cfg_.seq_len) * D / 2);
+      rope_sin_ = alloc(static_cast<long>(cfg_.seq_len) * D / 2);
+    }
+    const long wide = std::max<long>({N * 3 * C, N * F_in});
+    d_res_a_ = alloc(N * C);
+    d_res_b_ = alloc(N * C);
+    d_tmp1_ = alloc(N * C);
+    d_tmp2_ = alloc(N * C);
+    d_u_ = alloc(N * C);
+    d_qkv_ = alloc(wide);
+    d_q_ = alloc(N * C);
+    d_k_ = alloc(N * C);
+    d_v_ = alloc(N * C);
+    d_o_ = alloc(N * C);
+    d_st_a_ = alloc(N * C);
+    d_st_b_ = alloc(N * C);
+    d_h_ = alloc(N * F_in);
+    d_a_ = alloc(N * F);
+    d_final_ = alloc(N * C);
+    head_logits_ = alloc(static_cast<long>(head_chunk_) * V);
+    head_dlogits_ = alloc(static_cast<long>(head_chunk_) * V);
+    head_lse_ = alloc(head_chunk_);
+    if (pass == 0) arena_.assign(arena_used_, T(0));
+  }
+  if (rope) ops::rope_tables(rope_cos_, rope_sin_, cfg_.seq_len, D, cfg_.rope_theta);
+}
+
+template <class T>
+T* Transformer<T>::alloc(long n) {
+  const long off = (arena_used_ + 15) / 16 * 16;
+  arena_used_ = off + n;
+  return arena_.empty() ? nullptr : arena_.data() + off;
+}
+
+template <class T>
+void Transformer<T>::alloc_norm(NormCache& c, bool present, long rows, int width) {
+  c = {};
+  if (!present) return;
+  c.out = alloc(rows * width);
+  c.mean = alloc(rows);
+  c.rstd = alloc(rows);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parameter table
+
+template <class T>
+void Transformer<T>::build_table() {
+  const int C = cfg_.d_model, D = cfg_.head_dim(), F = cfg_.d_ff, V = cfg_.vocab_size,
+            L = cfg_.n_layer;
+  const double std0 = cfg_.init_std;
+  const bool xavier = cfg_.init == InitKind::xavier;
+  // Residual output projections: GPT-2 scales by 1/sqrt(2L); DeepNorm by beta instead.
+  double out_scale = 1.0;
+  if (plan_.deepnorm_beta > 0)
+    out_scale = plan_.deepnorm_beta;
+  else if (cfg_.init == InitKind::gpt2)
+    out_scale = 1.0 / std::sqrt(2.0 * L);
+
+  auto weight = [&](std::string name, std::int64_t out, std::int64_t in, ParamGroup grp, int l,
+                    int sub, double scale) {
+    ParamSpec s;
+    s.name = std::move(name);
+    s.shape = {out, in};
+    if (xavier) {
+      s.init = ParamInit::uniform;
+      s.init_scale = scale * std::sqrt(6.0 / static_cast<double>(in + out));
+    } else {
+      s.init = ParamInit::normal;
+      s.init_scale = scale * std0;
+    }
+    s.decay = true;
+    s.group = grp;
+    s.layer = l;
+    s.sublayer = sub;
+    return table_.add(std::move(s));
+  };
+  auto vec = [&](std::string name, std::int64_t n, double value, ParamGroup grp, int l, int sub,
+                 bool bias) {
+    ParamSpec s;
+    s.name = std::move(name);
+    s.shape = {n};
+    s.init = ParamInit::constant;
+    s.init_scale = value;
+    s.decay = false;
+    s.is_bias = bias;
+    s.group = grp;
+    s.layer = l;
+    s.sublayer = sub;
+    return table_.add(std::move(s));
+  };
+  const double gain0 = 1.0 - cfg_.norm_gain_offset;  // so that (offset + w) starts at 1
+  auto norm = [&](const std::string& name, std::int64_t n, bool layernorm, int l, int sub) {
+    NormSlots ns;
+    ns.w = vec(name + ".weight", n, gain0, ParamGroup::norm, l, sub, false);
+    if (layernorm && cfg_.norm_bias) ns.b = vec(name + ".bias", n, 0.0, ParamGroup::norm, l, sub, true);
+    return ns;
+  };
+  const bool ln = cfg_.norm == NormKind::layernorm;
+
+  {
+    ParamSpec s;
+    s.name = "tok_emb.weight";
+    s.shape = {V, C};
+    s.init = ParamInit::normal;
+    s.init_scale = std0;
+    s.decay = true;
+    s.group = ParamGroup::embedding;
+    tok_emb_ = table_.add(s);
+    if (cfg_.pos == PosKind::learned) {
+      s.name = "pos_emb.weight";
+      s.shape = {cfg_.seq_len, C};
+      pos_emb_ = table_.add(s);
+    }
+  }
+  blocks_.assign(L, {});
+  for (int l = 0; l < L; ++l) {
+    const std::string pre = fmt::format("blocks.{}.", l);
+    const BlockPlan& bp = plan_.blocks[l];
+    auto res_norms = [&](SublayerSlots& rs, const SublayerPlan& pl, const std::string& base, int sub) {
+      if (pl.norm_in) rs.norm_in = norm(base + "norm_in", C, ln, l, sub);
+      if (pl.norm_out) rs.norm_out = norm(base + "norm_out", C, ln, l, sub);
+      if (pl.norm_after_add) rs.norm_post = norm(base + "norm_post", C, ln, l, sub);
+    };
+    AttnSlots& at = blocks_[l].attn;
+    const std::string ab = pre + "attn.";
+    res_norms(at.res, bp.attn, ab, 0);
+    at.wqkv = weight(ab + "wqkv.weight", 3 * C, C, ParamGroup::attention, l, 0, 1.0);
+    if (cfg_.bias) at.bqkv = vec(ab + "wqkv.bias", 3 * C, 0.0, ParamGroup::attention, l, 0, true);
+    if (cfg_.qk_norm != QKNormKind::none) {
+      const int n = cfg_.qk_norm_scope == QKNormScope::head ? D : C;
+      const bool qln = cfg_.qk_norm == QKNormKind::layernorm;
+      at.q_norm = norm(ab + "q_norm", n, qln, l, 0);
+      at.k_norm = norm(ab + "k_norm", n, qln, l, 0);
+    }
+    at.wo = weight(ab + "wo.weight", C, C, ParamGroup::attention, l, 0, out_scale);
+    if (cfg_.bias) at.bo = vec(ab + "wo.bias", C, 0.0, ParamGroup::attention, l, 0, true);
+
+    MlpSlots& ml = blocks_[l].mlp;
+    const std::string mb = pre + "mlp.";
+    res_norms(ml.res, bp.mlp, mb, 1);
+    const int F_in = gated(cfg_.mlp) ? 2 * F : F;
+    // DeepNorm scales the MLP input projection by beta too (it is a "value-like" projection).
+    const double in_scale = plan_.deepnorm_beta > 0 ? plan_.deepnorm_beta : 1.0;
+    ml.w_in = weight(mb + "w_in.weight", F_in, C, ParamGroup::mlp, l, 1, in_scale);
+    if (cfg_.bias) ml.b_in = vec(mb + "w_in.bias", F_in, 0.0, ParamGroup::mlp, l, 1, true);
+    ml.w_out = weight(mb + "w_out.weight", C, F, ParamGroup::mlp, l, 1, out_scale);
+    if (cfg_.bias) ml.b_out = vec(mb + "w_out.bias", C, 0.0, ParamGroup::mlp, l, 1, true);
+  }
+  if (plan_.final_norm) final_norm_ = norm("final_norm", C, ln, -1, -1);
+  if (cfg_.tie_embeddings) {
+    lm_head_ = tok_emb_;
+  } else {
+    ParamSpec s;
+    s.name = "lm_head.weight";
+    s.shape = {V, C};
+    s.init = xavier ? ParamInit::uniform : ParamInit::normal;
+    s.init_scale = xavier ? std::sqrt(6.0 / (V + C)) : std0;
+    s.decay = true;
+    s.group = ParamGroup::head;
+    lm_head_ = table_.add(s);
+  }
+}
+
+template <class T>
+void Transformer<T>::init_params(std::uint64_t seed) {
+  Rng rng(seed);
+  std::fill(params_.begin(), params_.end(), T(0));
+  const int C = cfg_.d_model;
+  for (const ParamSpec& s : table_.specs()) {
+    T* w = params_.data() + s.offset;
+    for (long i = 0; i < s.numel; ++i) {
+      switch (s.init) {
+        case ParamInit::normal: w[i] = static_cast<T>(rng.normal() * s.init_scale); break;
+        case ParamInit::uniform: w[i] = static_cast<T>((2 * rng.uniform() - 1) * s.init_scale); break;
+        case ParamInit::constant: w[i] = static_cast<T>(s.init_scale); break;
+      }
+    }
+  }
+  // DeepNorm: the value rows of wqkv get beta as well (queries and keys keep scale 1).
+  if (plan_.deepnorm_beta > 0)
+    for (auto& b : blocks_) {
+      T* wv = params_.data() + b.attn.wqkv + 2L * C * C;
+      for (long i = 0; i < static_cast<long>(C) * C; ++i) wv[i] *= static_cast<T>(plan_.deepnorm_beta);
+    }
+}
+
+template <class T>
+void Transformer<T>::zero_grad() {
+  std::fill(grads_.begin(), grads_.end(), T(0));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Norms: the kind is fixed by the config (residual norms) or by qk_norm (QK-norms).
+
+template <class T>
+void Transformer<T>::norm_forward(NormCache& c, const NormSlots& s, const T* x, long rows,
+                                  int width, bool qk) {
+  const bool rms = qk ? cfg_.qk_norm == QKNormKind::rmsnorm : cfg_.norm == NormKind::rmsnorm;
+  const T eps = static_cast<T>(cfg_.norm_eps), g0 = static_cast<T>(cfg_.norm_gain_offset);
+  if (rms)
+    ops::rmsnorm_forward(c.out, c.rstd, x, p(s.w), static_cast<int>(rows), width, eps, g0);
+  else
+    ops::layernorm_forward(c.out, c.mean, c.rstd, x, p(s.w), p(s.b), static_cast<int>(rows), width,
+                           eps, g0);
+}
+
+template <class T>
+void Transformer<T>::norm_backward(const NormCache& c, const NormSlots& s, const T* x,
+                                   const T* dout, T* dx, long rows, int width, bool qk) {
+  const bool rms = qk ? cfg_.qk_norm == QKNormKind::rmsnorm : cfg_.norm == NormKind::rmsnorm;
+  const T g0 = static_cast<T>(cfg_.norm_gain_offset);
+  if (rms)
+    ops::rmsnorm_backward(dx, g(s.w), dout, x, c.rstd, p(s.w), static_cast<int>(rows), width, g0);
+  else
+    ops::layernorm_backward(dx, g(s.w), g(s.b), dout, x, c.mean, c.rstd, p(s.w),
+                            static_cast<int>(rows), width, g0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The residual update, interpreted from the sublayer plan.
+
+template <class T>
+void Transformer<T>::sublayer_forward(const SublayerPlan& pl, const SublayerSlots& sl,
+                                      SublayerActs& a, const T* x, T* y, bool attn, int l) {
+  const long N = static_cast<long>(B_) * T_;
+  const int C = cfg_.d_model;
+  const T* u = x;
+  if (pl.norm_in) {
+    norm_forward(a.in, sl.norm_in, x, N, C, false);
+    u = a.in.out;
+  }
+  if (attn)
+    attn_forward(l, u, a.f);
+  else
+    mlp_forward(l, u, a.f);
+  const T* gout = a.f;
+  if (pl.norm_out) {
+    norm_forward(a.out, sl.norm_out, a.f, N, C, false);
+    gout = a.out.out;
+  }
+  const T alpha = static_cast<T>(pl.alpha);
+  T* sum = pl.norm_after_add ? a.s : y;
+#pragma omp parallel for schedule(static) if (N * C > 32768)
+  for (long i = 0; i < N * C; ++i) sum[i] = alpha * x[i] + gout[i];
+  if (pl.norm_after_add) {
+    NormCache post{y, a.post.mean, a.post.rstd};
+    norm_forward(post, sl.norm_post, a.s, N, C, false);
+  }
+}
+
+// Replays the plan backwards: dy -> ds (through N_post) -> dx = alpha ds, dg = ds ->
+// df (through N_out) -> du (through the branch) -> dx += (through N_in) du.  dx is overwritten.
+template <class T>
+void Transformer<T>::sublayer_backward(const SublayerPlan& pl, const SublayerSlots& sl,
+                                       SublayerActs& a, const T* x, const T* dy, T* dx, bool attn,
+                                       int l) {
+  const long N = static_cast<long>(B_) * T_;
+  const int C = cfg_.d_model;
+  const T* ds = dy;
+  if (pl.norm_after_add) {
+    zero(d_tmp1_, N * C);
+    NormCache post{nullptr, a.post.mean, a.post.rstd};
+    norm_backward(post, sl.norm_post, a.s, dy, d_tmp1_, N, C, false);
+    ds = d_tmp1_;
+  }
+  const T alpha = static_cast<T>(pl.alpha);
+#pragma omp parallel for schedule(static) if (N * C > 32768)
+  for (long i = 0; i < N * C; ++i) dx[i] = alpha * ds[i];
+  const T* df = ds;
+  if (pl.norm_out) {
+    zero(d_tmp2_, N * C);
+    norm_backward(a.out, sl.norm_out, a.f, ds, d_tmp2_, N, C, false);
+    df = d_tmp2_;
+  }
+  const T* u = pl.norm_in ? a.in.out : x;
+  T* du = dx;  // without norm_in the branch gradient lands on the residual stream directly
+  if (pl.norm_in) {
+    zero(d_u_, N * C);
+    du = d_u_;
+  }
+  if (attn)
+    attn_backward(l, u, df, du);
+  else
+    mlp_backward(l, u, df, du);
+  if (pl.norm_in) norm_backward(a.in, sl.norm_in, x, d_u_, dx, N, C, false);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attention branch
+
+template <class T>
+void Transformer<T>::attn_forward(int l, const T* u, T* f) {
+  const long N = static_cast<long>(B_) * T_;
+  const int C = cfg_.d_model, H = cfg_.n_head, D = cfg_.head_dim();
+  const AttnSlots& s = blocks_[l].attn;
+  AttnActs& a = attn_acts_[l];
+  ops::linear_forward(a.qkv, u, p(s.wqkv), p(s.bqkv), static_cast<int>(N), C, 3 * C);
+  gather_cols(a.qs[0], a.qkv, N, C, 3 * C, 0);
+  gather_cols(a.ks[0], a.qkv, N, C, 3 * C, C);
+  gather_cols(a.v, a.qkv, N, C, 3 * C, 2 * C);
+  const bool head = cfg_.qk_norm_scope == QKNormScope::head;
+  const long rows = head ? N * H : N;
+  const int width = head ? D : C;
+  for (std::size_t st = 0; st < qk_stages_.size(); ++st) {
+    if (qk_stages_[st] == QkStage::norm) {
+      NormCache qc{a.qs[st + 1], a.qn.mean, a.qn.rstd}, kc{a.ks[st + 1], a.kn.mean, a.kn.rstd};
+      norm_forward(qc, s.q_norm, a.qs[st], rows, width, true);
+      norm_forward(kc, s.k_norm, a.ks[st], rows, width, true);
+    } else {
+      ops::rope_forward(a.qs[st + 1], a.qs[st], rope_cos_, rope_sin_, B_, T_, H, D);
+      ops::rope_forward(a.ks[st + 1], a.ks[st], rope_cos_, rope_sin_, B_, T_, H, D);
+    }
+  }
+  const std::size_t last = qk_stages_.size();
+  const T scale = static_cast<T>(cfg_.attn_scale > 0 ? cfg_.attn_scale : 1.0 / std::sqrt(D));
+  ops::attention_forward(a.o, a.P, a.th, a.qs[last], a.ks[last], a.v, B_, T_, H, D, scale,
+                         static_cast<T>(cfg_.attn_softcap));
+  ops::linear_forward(f, a.o, p(s.wo), p(s.bo), static_cast<int>(N), C, C);
+}
+
+template <class T>
+void Transformer<T>::attn_backward(int l, const T* u, const T* df, T* du) {
+  const long N = static_cast<long>(B_) * T_;
+  const int C = cfg_.d_model, H = cfg_.n_head, D = cfg_.head_dim();
+  const AttnSlots& s = blocks_[l].attn;
+  AttnActs& a = attn_acts_[l];
+  zero(d_o_, N * C);
+  ops::linear_backward(d_o_, g(s.wo), g(s.bo), df, a.o, p(s.wo), static_cast<int>(N), C, C);
+  zero(d_q_, N * C);
+  zero(d_k_, N * C);
+  zero(d_v_, N * C);
+  const std::size_t last = qk_stages_.size();
+  const T scale = static_cast<T>(cfg_.attn_scale > 0 ? cfg_.attn_scale : 1.0 / std::sqrt(D));
+  ops::attention_backward(d_q_, d_k_, d_v_, d_o_, a.qs[last], a.ks[last], a.v, a.P, a.th, B_, T_,
+                          H, D, scale, static_cast<T>(cfg_.attn_softcap));
+  // Replay the QK stages backwards for queries, then keys.
+  const bool head = cfg_.qk_norm_scope == QKNormScope::head;
+  const long rows = head ? N * H : N;
+  const int width = head ? D : C;
+  auto qk_back = [&](T* dcur, T** stages, const NormCache& nc, const NormSlots& ns) {
+    T* scratch[2] = {d_st_a_, d_st_b_};
+    for (std::size_t st = last; st-- > 0;) {
+      T* dprev = scratch[st % 2];
+      zero(dprev, N * C);
+      if (qk_stages_[st] == QkStage::norm)
+        norm_backward(nc, ns, stages[st], dcur, dprev, rows, width, true);
+      else
+        ops::rope_backward(dprev, dcur, rope_cos_, rope_sin_, B_, T_, H, D);
+      dcur = dprev;
+    }
+    return dcur;
+  };
+  const T* dq0 = qk_back(d_q_, a.qs, a.qn, s.q_norm);
+  scatter_cols(d_qkv_, dq0, N, C, 3 * C, 0);
+  const T* dk0 = qk_back(d_k_, a.ks, a.kn, s.k_norm);
+  scatter_cols(d_qkv_, dk0, N, C, 3 * C, C);
+  scatter_cols(d_qkv_, d_v_, N, C, 3 * C, 2 * C);
+  ops::linear_backward(du, g(s.wqkv), g(s.bqkv), d_qkv_, u, p(s.wqkv), static_cast<int>(N), C,
+                       3 * C);
+}
+
+// ---------------------------------------------------------------------------------------------
+// MLP branch
+
+template <class T>
+void Transformer<T>::mlp_forward(int l, const T* u, T* f) {
+  const long N = static_cast<long>(B_) * T_;
+  const int C = cfg_.d_model, F = cfg_.d_ff;
+  const MlpSlots& s = blocks_[l].mlp;
+  MlpActs& a = mlp_acts_[l];
+  const bool gl = gated(cfg_.mlp);
+  const int F_in = gl ? 2 * F : F;
+  ops::linear_forward(a.h, u, p(s.w_in), p(s.b_in), static_cast<int>(N), C, F_in);
+  if (gl)
+    ops::glu_forward(activation_of(cfg_.mlp), a.a, a.h, static_cast<int>(N), F);
+  else
+    ops::activation_forward(activation_of(cfg_.mlp), a.a, a.h, N * F);
+  ops::linear_forward(f, a.a, p(s.w_out), p(s.b_out), static_cast<int>(N), F, C);
+}
+
+template <class T>
+void Transformer<T>::mlp_backward(int l, const T* u, const T* df, T* du) {
+  const long N = static_cast<long>(B_) * T_;
+  const int C = cfg_.d_model, F = cfg_.d_ff;
+  const MlpSlots& s = blocks_[l].mlp;
+  MlpActs& a = mlp_acts_[l];
+  const bool gl = gated(cfg_.mlp);
+  const int F_in = gl ? 2 * F : F;
+  zero(d_a_, N * F);
+  ops::linear_backward(d_a_, g(s.w_out), g(s.b_out), df, a.a, p(s.w_out), static_cast<int>(N), F, C);
+  zero(d_h_, N * F_in);
+  if (gl)
+    ops::glu_backward(activation_of(cfg_.mlp), d_h_, d_a_, a.h, static_cast<int>(N), F);
+  else
+    ops::activation_backward(activation_of(cfg_.mlp), d_h_, d_a_, a.h, N * F);
+  ops::linear_backward(du, g(s.w_in), g(s.b_in), d_h_, u, p(s.w_in), static_cast<int>(N), C, F_in);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Whole model
+
+template <class T>
+void Transformer<T>::check_tokens(const int* ids, long n, const char* what) const {
+  for (long i = 0; i < n; ++i)
+    if (ids[i] < 0 || ids[i] >= cfg_.vocab_size)
+      throw InputError(fmt::format("{} id {} at position {} is outside the vocabulary [0, {})",
+                                   what, ids[i], i, cfg_.vocab_size));
+}
+
+template <class T>
+void Transformer<T>::embed(const int* idx, int B, int Tn) {
+  if (B <= 0 || Tn <= 0 || B > maxB_ || Tn > maxT_)
+    throw InputError(fmt::format("batch of {} x {} tokens does not fit the model's {} x {} "
+                                 "(model.seq_len = {})", B, Tn, maxB_, maxT_, cfg_.seq_len));
+  check_tokens(idx, static_cast<long>(B) * Tn, "token");
+  B_ = B;
+  T_ = Tn;
+  idx_ = idx;
+  ops::embedding_forward(res_[0], idx, p(tok_emb_), p(pos_emb_), B, Tn, cfg_.d_model,
+                         static_cast<T>(cfg_.embed_scale));
+}
+
+template <class T>
+void Transformer<T>::body_forward(int l_begin, int l_end) {
+  const long N = static_cast<long>(B_) * T_;
+  for (int l = l_begin; l < l_end; ++l) {
+    const BlockPlan& bp = plan_.blocks[l];
+    sublayer_forward(bp.attn, blocks_[l].attn.res, attn_acts_[l].res, res_[2 * l], res_[2 * l + 1],
+                     true, l);
+    sublayer_forward(bp.mlp, blocks_[l].mlp.res, mlp_acts_[l].res, res_[2 * l + 1],
+                     res_[2 * l + 2], false, l);
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (observer_)
+      for (int k = 2 * l_begin; k <= 2 * l_end; ++k)
+        observer_->on_residual(k, res_[k], N, cfg_.d_model);
+  }
+  (void)N;
+}
+
+template <class T>
+const T* Transformer<T>::final_hidden() const {
+  return plan_.final_norm ? final_cache_.out : res_[2 * cfg_.n_layer];
+}
+
+template <class T>
+LossStats Transformer<T>::forward(const int* idx, const int* targets, int B, int Tn,
+                                  double z_alpha, bool need_grad, double grad_scale) {
+  embed(idx, B, Tn);
+  check_tokens(targets, static_cast<long>(B) * Tn, "target");
+  body_forward(0, cfg_.n_layer);
+  const long N = static_cast<long>(B) * Tn;
+  const int C = cfg_.d_model, V = cfg_.vocab_size;
+  if (plan_.final_norm) norm_forward(final_cache_, final_norm_, res_[2 * cfg_.n_layer], N, C, false);
+  const T* xf = final_hidden();
+  const T* W = p(lm_head_);
+  const T cap = static_cast<T>(cfg_.final_softcap);
+  if (need_grad) zero(d_final_, N * C);
+  double ce = 0, lsq = 0, lse_sum = 0;
+  T* lse = head_lse_;
+  for (long r0 = 0; r0 < N; r0 += head_chunk_) {
+    const int rows = static_cast<int>(std::min<long>(head_chunk_, N - r0));
+    T* logits = head_logits_;
+    gemm<T>(false, true, rows, V, C, T(1), xf + r0 * C, C, W, C, T(0), logits, V);
+    if (cap > 0) ops::softcap_forward(logits, logits, static_cast<long>(rows) * V, cap);
+    T* dl = need_grad ? head_dlogits_ : nullptr;
+    const auto sums = ops::cross_entropy_forward_backward(
+        dl, lse, logits, targets + r0, rows, V, static_cast<T>(z_alpha),
+        static_cast<T>(grad_scale / N));
+    ce += sums.ce;
+    lsq += sums.lse_sq;
+    for (int r = 0; r < rows; ++r) lse_sum += lse[r];
+    if (need_grad) {
+      if (cap > 0) ops::softcap_backward(dl, dl, logits, static_cast<long>(rows) * V, cap);
+      gemm<T>(false, false, rows, C, V, T(1), dl, V, W, C, T(0), d_final_ + r0 * C, C);
+      gemm<T>(true, false, V, C, rows, T(1), dl, V, xf + r0 * C, C, T(1), g(lm_head_), C);
+    }
+  }
+  head_grad_done_ = need_grad;
+  LossStats st;
+  st.tokens = N;
+  st.ce = ce / N;
+  st.z_loss = z_alpha * lsq / N;
+  st.loss = st.ce + st.z_loss;
+  st.lse_mean = lse_sum / N;
+  return st;
+}
+
+template <class T>
+void Transformer<T>::backward() {
+  NL_CHECK(head_grad_done_, "backward() needs a preceding forward(..., need_grad = true)");
+  head_grad_done_ = false;
+  const long N = static_cast<long>(B_) * T_;
+  const int C = cfg_.d_model, L = cfg_.n_layer;
+  T* dcur = d_res_a_;
+  if (plan_.final_norm) {
+    zero(dcur, N * C);
+    norm_backward(final_cache_, final_norm_, res_[2 * L], d_final_, dcur, N, C, false);
+  } else {
+    std::memcpy(dcur, d_final_, sizeof(T) * N * C);
+  }
+  T* dnext = d_res_b_;
+  for (int l = L - 1; l >= 0; --l) {
+    const BlockPlan& bp = plan_.blocks[l];
+    sublayer_backward(bp.mlp, blocks_[l].mlp.res, mlp_acts_[l].res, res_[2 * l + 1], dcur, dnext,
+                      false, l);
+    std::swap(dcur, dnext);
+    sublayer_backward(bp.attn, blocks_[l].attn.res, attn_acts_[l].res, res_[2 * l], dcur, dnext,
+                      true, l);
+    std::swap(dcur, dnext);
+  }
+  ops::embedding_backward(g(tok_emb_), g(pos_emb_), dcur, idx_, B_, T_, C,
+                          static_cast<T>(cfg_.embed_scale));
+}
+
+template <class T>
+void Transformer<T>::forward_logits(const int* idx, int B, int Tn, T* logits) {
+  embed(idx, B, Tn);
+  body_forward(0, cfg_.n_layer);
+  const long N = static_cast<long>(B) * Tn;
+  const int C = cfg_.d_model, V = cfg_.vocab_size;
+  if (plan_.final_norm) norm_forward(final_cache_, final_norm_, res_[2 * cfg_.n_layer], N, C, false);
+  gemm<T>(false, true, static_cast<int>(N), V, C, T(1), final_hidden(), C, p(lm_head_), C, T(0),
+          logits, V);
+  if (cfg_.final_softcap > 0)
+    ops::softcap_forward(logits, logits, N * V, static_cast<T>(cfg_.final_softcap));
+}
+
+template <class T>
+void Transformer<T>::block_forward(int l, const T* x, T* y, int B, int Tn) {
+  NL_CHECK(l >= 0 && l < cfg_.n_layer, "block {} out of range", l);
+  NL_CHECK(B <= maxB_ && Tn <= maxT_, "block input too large");
+  B_ = B;
+  T_ = Tn;
+  const long n = static_cast<long>(B) * Tn * cfg_.d_model;
+  std::memcpy(res_[2 * l], x, sizeof(T) * n);
+  body_forward(l, l + 1);
+  std::memcpy(y, res_[2 * l + 2], sizeof(T) * n);
+}
+
+template <class T>
+void Transformer<T>::block_backward(int l, const T* dy, T* dx) {
+  const BlockPlan& bp = plan_.blocks[l];
+  sublayer_backward(bp.mlp, blocks_[l].mlp.res, mlp_acts_[l].res, res_[2 * l + 1], dy, d_res_b_,
+                    false, l);
+  sublayer_backward(bp.attn, blocks_[l].attn.res, attn_acts_[l].res, res_[2 * l], d_res_b_, dx,
+                    true, l);
+}
+
+template class Transformer<float>;
+template class Transformer<double>;
+
+}  // namespace normlab

@@ -1,0 +1,183 @@
+// The decoder-only Transformer: forward and hand-written backward over arenas sized once.
+//
+// Dimensions, declared once: B batch, T sequence, C d_model, H heads, D = C / H head dim, F d_ff,
+// V vocab, L layers, N = B * T rows. Activations are row-major (N, C) unless noted.
+// Norm placement is interpreted from the ModelPlan (plan.h) by one residual-update routine; the
+// parameter table (params.h) is the single list of parameters.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "model/params.h"
+#include "model/plan.h"
+#include "normlab/config.h"
+
+namespace normlab {
+
+struct LossStats {
+  double loss = 0;      // ce + z_loss
+  double ce = 0;        // mean cross-entropy
+  double z_loss = 0;    // z_alpha * mean(lse^2)
+  double lse_mean = 0;  // mean log Z
+  long tokens = 0;
+};
+
+// Observer of internal statistics; the model calls it only when one is attached.
+struct ForwardObserver {
+  virtual ~ForwardObserver() = default;
+  // Residual stream after sublayer `k` (k = 0 is the embedding output, k = 2l+1 after block l's
+  // attention, k = 2l+2 after its MLP), rows (N, C).
+  virtual void on_residual(int k, const float* x, long N, int C) { (void)k, (void)x, (void)N, (void)C; }
+};
+
+template <class T>
+class Transformer {
+ public:
+  static constexpr long kNone = -1;
+  struct NormSlots {
+    long w = kNone, b = kNone;
+    bool present() const { return w != kNone; }
+  };
+  struct SublayerSlots {
+    NormSlots norm_in, norm_out, norm_post;
+  };
+  struct AttnSlots {
+    SublayerSlots res;
+    long wqkv = kNone, bqkv = kNone, wo = kNone, bo = kNone;
+    NormSlots q_norm, k_norm;
+  };
+  struct MlpSlots {
+    SublayerSlots res;
+    long w_in = kNone, b_in = kNone, w_out = kNone, b_out = kNone;
+  };
+  struct BlockSlots {
+    AttnSlots attn;
+    MlpSlots mlp;
+  };
+
+  // Allocates parameters, gradients and activations for batches of up to max_batch x max_seq.
+  Transformer(const ModelConfig& cfg, int max_batch, int max_seq);
+
+  const ModelConfig& config() const { return cfg_; }
+  const ModelPlan& plan() const { return plan_; }
+  const ParamTable& table() const { return table_; }
+  std::span<T> params() { return params_; }
+  std::span<T> grads() { return grads_; }
+  std::span<const T> params() const { return params_; }
+  std::span<const T> grads() const { return grads_; }
+  T* param(const ParamSpec& s) { return params_.data() + s.offset; }
+  T* grad(const ParamSpec& s) { return grads_.data() + s.offset; }
+  int max_batch() const { return maxB_; }
+  int max_seq() const { return maxT_; }
+
+  // Seeded initialisation following cfg.init (see tests/reference/README.md).
+  void init_params(std::uint64_t seed);
+  void zero_grad();
+
+  // Forward pass with the loss. With need_grad, the head and the loss are differentiated on the
+  // fly, chunk by chunk (the (N, V) logits are never materialised), scaled by grad_scale / N and
+  // accumulated into grads(); call backward() afterwards for the body.
+  // idx, targets: (B, T) token ids; throws InputError when one is outside the vocabulary.
+  LossStats forward(const int* idx, const int* targets, int B, int Tn, double z_alpha,
+                    bool need_grad, double grad_scale = 1.0);
+  void backward();
+  // Forward pass that writes all logits (B, T, V), after the final soft-cap.
+  void forward_logits(const int* idx, int B, int Tn, T* logits);
+
+  // One block on its own (parity with torch.nn.TransformerEncoderLayer): y = block_l(x),
+  // then dx = d(sum(y * dy))/dx with parameter gradients accumulated. x, y, dy, dx: (B, T, C).
+  void block_forward(int l, const T* x, T* y, int B, int Tn);
+  void block_backward(int l, const T* dy, T* dx);
+
+  void set_observer(ForwardObserver* o) { observer_ = o; }
+
+ private:
+  struct NormCache {
+    T* out = nullptr;
+    T* mean = nullptr;
+    T* rstd = nullptr;
+  };
+  struct SublayerActs {
+    NormCache in, out, post;  // norm_in -> u, norm_out -> g, norm_post -> y (its input is s)
+    T* f = nullptr;           // branch output (N, C)
+    T* s = nullptr;           // alpha x + g, when normalised after the add (N, C)
+  };
+  struct AttnActs {
+    SublayerActs res;
+    T* qkv = nullptr;         // (N, 3C)
+    T* qs[3] = {};            // query after each QK stage: qs[0] raw, qs[n_stages] final (N, C)
+    T* ks[3] = {};
+    NormCache qn, kn;         // QK-norm statistics (rows N*H or N)
+    T* v = nullptr;           // (N, C)
+    T* P = nullptr;           // (B, H, T, T)
+    T* th = nullptr;          // (B, H, T, T) when attention is capped
+    T* o = nullptr;           // (N, C) heads merged
+  };
+  struct MlpActs {
+    SublayerActs res;
+    T* h = nullptr;           // (N, F) or (N, 2F)
+    T* a = nullptr;           // (N, F)
+  };
+  enum class QkStage { norm, rope };
+
+  T* p(long off) { return off == kNone ? nullptr : params_.data() + off; }
+  T* g(long off) { return off == kNone ? nullptr : grads_.data() + off; }
+  T* alloc(long n);
+  void alloc_norm(NormCache& c, bool present, long rows, int width);
+
+  void build_table();
+  void embed(const int* idx, int B, int Tn);
+  void body_forward(int l_begin, int l_end);
+  void sublayer_forward(const SublayerPlan& pl, const SublayerSlots& sl, SublayerActs& a,
+                        const T* x, T* y, bool attn, int l);
+  void sublayer_backward(const SublayerPlan& pl, const SublayerSlots& sl, SublayerActs& a,
+                         const T* x, const T* dy, T* dx, bool attn, int l);
+  void attn_forward(int l, const T* u, T* f);
+  void attn_backward(int l, const T* u, const T* df, T* du);
+  void mlp_forward(int l, const T* u, T* f);
+  void mlp_backward(int l, const T* u, const T* df, T* du);
+  void norm_forward(NormCache& c, const NormSlots& s, const T* x, long rows, int width, bool qk);
+  void norm_backward(const NormCache& c, const NormSlots& s, const T* x, const T* dout, T* dx,
+                     long rows, int width, bool qk);
+  void check_tokens(const int* ids, long n, const char* what) const;
+  const T* final_hidden() const;
+
+  ModelConfig cfg_;
+  ModelPlan plan_;
+  ParamTable table_;
+  int maxB_, maxT_;
+  int B_ = 0, T_ = 0;  // shape of the current forward pass
+  std::vector<T> params_, grads_;
+
+  long tok_emb_ = kNone, pos_emb_ = kNone, lm_head_ = kNone;
+  NormSlots final_norm_;
+  std::vector<BlockSlots> blocks_;
+  std::vector<QkStage> qk_stages_;
+
+  // Activation arena and views into it.
+  std::vector<T> arena_;
+  long arena_used_ = 0;
+  std::vector<T*> res_;              // 2L+1 residual states (N, C)
+  std::vector<AttnActs> attn_acts_;
+  std::vector<MlpActs> mlp_acts_;
+  NormCache final_cache_;            // final norm output (N, C)
+  T* rope_cos_ = nullptr;            // (max_seq, D/2)
+  T* rope_sin_ = nullptr;
+  // Backward scratch, reused by every layer.
+  T *d_res_a_, *d_res_b_, *d_tmp1_, *d_tmp2_, *d_u_, *d_qkv_, *d_q_, *d_k_, *d_v_, *d_o_, *d_st_a_,
+      *d_st_b_, *d_h_, *d_a_;
+  T* d_final_;                       // gradient at the final hidden state (N, C)
+  T* head_logits_;                   // (chunk, V)
+  T* head_dlogits_;                  // (chunk, V)
+  T* head_lse_;                      // (chunk)
+  int head_chunk_ = 0;
+  const int* idx_ = nullptr;
+  bool head_grad_done_ = false;
+  ForwardObserver* observer_ = nullptr;
+};
+
+extern template class Transformer<float>;
+extern template class Transformer<double>;
+
+}  // namespace normlab

@@ -1,0 +1,128 @@
+// Causal multi-head scaled dot-product attention with optional logit soft-capping inside.
+//   s_ij = scale * q_i . k_j;  s_ij = cap * tanh(s_ij / cap) if cap > 0 (BEFORE the mask, so a
+//   masked -inf is never capped into a finite value);  P_i = softmax_{j <= i}(s_ij);  o_i = sum_j P_ij v_j
+// Shapes: q, k, v, o and their gradients (B, T, H, D) = (B, T, C) rows with C = H * D;
+//         P, th (B, H, T, T): softmax probabilities and, when capped, tanh(s_raw / cap)
+//         (only the causal lower triangle is written and read).
+#pragma once
+#include <cmath>
+#include <limits>
+
+namespace normlab::ops {
+
+// Optional per-(b, h) statistics gathered in the forward pass for diagnostics (may be null):
+// max |s| before the cap, and the attention entropy summed over query positions.
+template <class T>
+void attention_forward(T* o, T* P, T* th, const T* q, const T* k, const T* v, int B, int Tn, int H,
+                       int D, T scale, T cap, T* max_abs_logit = nullptr, T* entropy_sum = nullptr) {
+  const int C = H * D;
+  const long TT = static_cast<long>(Tn) * Tn;
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) if (static_cast<long>(B) * H * TT * D > 65536)
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h) {
+      const long bh = static_cast<long>(b) * H + h;
+      const T* qb = q + static_cast<long>(b) * Tn * C + h * D;
+      const T* kb = k + static_cast<long>(b) * Tn * C + h * D;
+      const T* vb = v + static_cast<long>(b) * Tn * C + h * D;
+      T* ob = o + static_cast<long>(b) * Tn * C + h * D;
+      T* Pb = P + bh * TT;
+      T* thb = th ? th + bh * TT : nullptr;
+      T max_abs = 0, ent = 0;
+      for (int i = 0; i < Tn; ++i) {
+        const T* qi = qb + static_cast<long>(i) * C;
+        T* Pi = Pb + static_cast<long>(i) * Tn;
+        T m = -std::numeric_limits<T>::infinity();
+        for (int j = 0; j <= i; ++j) {
+          const T* kj = kb + static_cast<long>(j) * C;
+          T s = 0;
+          for (int d = 0; d < D; ++d) s += qi[d] * kj[d];
+          s *= scale;
+          max_abs = std::fabs(s) > max_abs ? std::fabs(s) : max_abs;
+          if (cap > 0) {
+            const T t = std::tanh(s / cap);
+            thb[static_cast<long>(i) * Tn + j] = t;
+            s = cap * t;
+          }
+          Pi[j] = s;
+          m = s > m ? s : m;
+        }
+        T sum = 0;
+        for (int j = 0; j <= i; ++j) {
+          Pi[j] = std::exp(Pi[j] - m);
+          sum += Pi[j];
+        }
+        const T inv = T(1) / sum;
+        for (int j = 0; j <= i; ++j) Pi[j] *= inv;
+        if (entropy_sum)
+          for (int j = 0; j <= i; ++j)
+            if (Pi[j] > 0) ent -= Pi[j] * std::log(Pi[j]);
+        T* oi = ob + static_cast<long>(i) * C;
+        for (int d = 0; d < D; ++d) oi[d] = 0;
+        for (int j = 0; j <= i; ++j) {
+          const T* vj = vb + static_cast<long>(j) * C;
+          const T p = Pi[j];
+          for (int d = 0; d < D; ++d) oi[d] += p * vj[d];
+        }
+      }
+      if (max_abs_logit) max_abs_logit[bh] = max_abs;
+      if (entropy_sum) entropy_sum[bh] = ent;
+    }
+}
+
+// dP_ij = do_i . v_j;                 dv_j += sum_i P_ij do_i
+// dS_ij = P_ij (dP_ij - sum_j' P_ij' dP_ij')          (softmax backward)
+// if cap: dS_ij *= 1 - th_ij^2                          (tanh soft-cap backward)
+// dq_i += scale * sum_j dS_ij k_j;    dk_j += scale * sum_i dS_ij q_i
+// All input gradients accumulate. Parallel over (b, h): each writes its own slices.
+template <class T>
+void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
+                        const T* P, const T* th, int B, int Tn, int H, int D, T scale, T cap) {
+  const int C = H * D;
+  const long TT = static_cast<long>(Tn) * Tn;
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) if (static_cast<long>(B) * H * TT * D > 65536)
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h) {
+      const long bh = static_cast<long>(b) * H + h;
+      const long base = static_cast<long>(b) * Tn * C + h * D;
+      const T* Pb = P + bh * TT;
+      const T* thb = th ? th + bh * TT : nullptr;
+      // Row buffer for dP / dS of one query; T is at most a few thousand.
+      T dS_stack[1024];
+      T* dS = Tn <= 1024 ? dS_stack : new T[Tn];
+      for (int i = 0; i < Tn; ++i) {
+        const T* doi = dout + base + static_cast<long>(i) * C;
+        const T* Pi = Pb + static_cast<long>(i) * Tn;
+        T dot = 0;
+        for (int j = 0; j <= i; ++j) {
+          const T* vj = v + base + static_cast<long>(j) * C;
+          T* dvj = dv + base + static_cast<long>(j) * C;
+          T dp = 0;
+          for (int d = 0; d < D; ++d) {
+            dp += doi[d] * vj[d];
+            dvj[d] += Pi[j] * doi[d];
+          }
+          dS[j] = dp;
+          dot += Pi[j] * dp;
+        }
+        const T* qi = q + base + static_cast<long>(i) * C;
+        T* dqi = dq + base + static_cast<long>(i) * C;
+        for (int j = 0; j <= i; ++j) {
+          T ds = Pi[j] * (dS[j] - dot);
+          if (cap > 0) {
+            const T t = thb[static_cast<long>(i) * Tn + j];
+            ds *= T(1) - t * t;
+          }
+          ds *= scale;
+          const T* kj = k + base + static_cast<long>(j) * C;
+          T* dkj = dk + base + static_cast<long>(j) * C;
+          for (int d = 0; d < D; ++d) {
+            dqi[d] += ds * kj[d];
+            dkj[d] += ds * qi[d];
+          }
+        }
+      }
+      if (dS != dS_stack) delete[] dS;
+    }
+}
+
+}  // namespace normlab::ops

@@ -1,0 +1,45 @@
+// Cross-entropy with z-loss (PaLM, Chowdhery et al. 2022), forward and backward fused per row so
+// that a chunk of logits can be turned into its gradient at once and never kept.
+// Shapes: logits, dlogits (N, V); targets (N); lse (N).
+#pragma once
+#include <cmath>
+
+namespace normlab::ops {
+
+struct CrossEntropySums {
+  double ce = 0;      // sum over rows of lse - logit[target]
+  double lse_sq = 0;  // sum over rows of lse^2
+};
+
+// lse_r = logsumexp(logits_r); ce_r = lse_r - logits_r[t_r]; z-loss_r = z_alpha * lse_r^2.
+// When dlogits is not null, it receives the gradient of grad_scale * sum_r (ce_r + z_alpha lse_r^2):
+//   dlogits_rj = grad_scale * ((1 + 2 z_alpha lse_r) softmax_rj - [j == t_r])   (overwrites)
+// dlogits may alias logits. lse may be null. Targets must have been validated by the caller.
+template <class T>
+CrossEntropySums cross_entropy_forward_backward(T* dlogits, T* lse, const T* logits,
+                                                const int* targets, int N, int V, T z_alpha,
+                                                T grad_scale) {
+  double ce = 0, lsq = 0;
+#pragma omp parallel for schedule(static) reduction(+ : ce, lsq) if (static_cast<long>(N) * V > 32768)
+  for (int r = 0; r < N; ++r) {
+    const T* x = logits + static_cast<long>(r) * V;
+    T m = x[0];
+    for (int j = 1; j < V; ++j) m = x[j] > m ? x[j] : m;
+    T s = 0;
+    for (int j = 0; j < V; ++j) s += std::exp(x[j] - m);
+    const T l = m + std::log(s);
+    const T xt = x[targets[r]];
+    ce += static_cast<double>(l) - static_cast<double>(xt);
+    lsq += static_cast<double>(l) * static_cast<double>(l);
+    if (lse) lse[r] = l;
+    if (dlogits) {
+      T* d = dlogits + static_cast<long>(r) * V;
+      const T k = grad_scale * (T(1) + T(2) * z_alpha * l);
+      for (int j = 0; j < V; ++j) d[j] = k * std::exp(x[j] - l);
+      d[targets[r]] -= grad_scale;
+    }
+  }
+  return {ce, lsq};
+}
+
+}  // namespace normlab::ops

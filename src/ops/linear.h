@@ -1,0 +1,35 @@
+// Linear layer y = x W^T + b with PyTorch's weight layout (out, in), through the BLAS with
+// transpose flags (no copies). Shapes: x, dx (N, I); w, dw (O, I); b, db (O); y, dy (N, O).
+#pragma once
+#include "tensor/gemm.h"
+
+namespace normlab::ops {
+
+// y = x w^T + b   (overwrites y; b may be null)
+template <class T>
+void linear_forward(T* y, const T* x, const T* w, const T* b, int N, int I, int O) {
+  if (b) {
+#pragma omp parallel for schedule(static) if (static_cast<long>(N) * O > 32768)
+    for (int r = 0; r < N; ++r)
+      for (int o = 0; o < O; ++o) y[static_cast<long>(r) * O + o] = b[o];
+  }
+  gemm<T>(false, true, N, O, I, T(1), x, I, w, I, b ? T(1) : T(0), y, O);
+}
+
+// dx += dy w;  dw += dy^T x;  db += sum_rows dy   (all accumulate; dx and db may be null)
+template <class T>
+void linear_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, int N, int I,
+                     int O) {
+  if (dx) gemm<T>(false, false, N, I, O, T(1), dy, O, w, I, T(1), dx, I);
+  gemm<T>(true, false, O, I, N, T(1), dy, O, x, I, T(1), dw, I);
+  if (db) {
+#pragma omp parallel for schedule(static) if (static_cast<long>(N) * O > 32768)
+    for (int o0 = 0; o0 < O; o0 += 64) {
+      const int o1 = o0 + 64 < O ? o0 + 64 : O;
+      for (int r = 0; r < N; ++r)
+        for (int o = o0; o < o1; ++o) db[o] += dy[static_cast<long>(r) * O + o];
+    }
+  }
+}
+
+}  // namespace normlab::ops

@@ -1,0 +1,64 @@
+// Rotary position embedding (Su et al. 2021), "rotate half" convention as in Llama / HF transformers:
+// for each head vector x of size D and position t, pairs (x[i], x[i + D/2]), i < D/2, are rotated by
+// the angle t * theta^(-2i/D).
+// Shapes: x, y, dx, dy (B, T, H, D) rows; cos, sin (T_max, D/2) tables; positions start at pos0.
+#pragma once
+#include <cmath>
+#include <vector>
+
+namespace normlab::ops {
+
+// Fills cos/sin tables (T_max, D/2), computed in double.
+template <class T>
+void rope_tables(T* cos_t, T* sin_t, int T_max, int D, double theta) {
+  const int half = D / 2;
+  for (int t = 0; t < T_max; ++t)
+    for (int i = 0; i < half; ++i) {
+      const double a = t * std::pow(theta, -2.0 * i / D);
+      cos_t[t * half + i] = static_cast<T>(std::cos(a));
+      sin_t[t * half + i] = static_cast<T>(std::sin(a));
+    }
+}
+
+// y = R(t) x   (overwrites y; y may alias x)
+template <class T>
+void rope_forward(T* y, const T* x, const T* cos_t, const T* sin_t, int B, int Tn, int H, int D,
+                  int pos0 = 0) {
+  const int half = D / 2;
+#pragma omp parallel for collapse(2) schedule(static) if (static_cast<long>(B) * Tn * H * D > 32768)
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < Tn; ++t) {
+      const T* c = cos_t + static_cast<long>(pos0 + t) * half;
+      const T* s = sin_t + static_cast<long>(pos0 + t) * half;
+      for (int h = 0; h < H; ++h) {
+        const long off = ((static_cast<long>(b) * Tn + t) * H + h) * D;
+        for (int i = 0; i < half; ++i) {
+          const T x1 = x[off + i], x2 = x[off + i + half];
+          y[off + i] = x1 * c[i] - x2 * s[i];
+          y[off + i + half] = x2 * c[i] + x1 * s[i];
+        }
+      }
+    }
+}
+
+// dx += R(t)^T dy:  dx1 += dy1 cos + dy2 sin;  dx2 += dy2 cos - dy1 sin   (accumulates)
+template <class T>
+void rope_backward(T* dx, const T* dy, const T* cos_t, const T* sin_t, int B, int Tn, int H, int D) {
+  const int half = D / 2;
+#pragma omp parallel for collapse(2) schedule(static) if (static_cast<long>(B) * Tn * H * D > 32768)
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < Tn; ++t) {
+      const T* c = cos_t + static_cast<long>(t) * half;
+      const T* s = sin_t + static_cast<long>(t) * half;
+      for (int h = 0; h < H; ++h) {
+        const long off = ((static_cast<long>(b) * Tn + t) * H + h) * D;
+        for (int i = 0; i < half; ++i) {
+          const T d1 = dy[off + i], d2 = dy[off + i + half];
+          dx[off + i] += d1 * c[i] + d2 * s[i];
+          dx[off + i + half] += d2 * c[i] - d1 * s[i];
+        }
+      }
+    }
+}
+
+}  // namespace normlab::ops

@@ -1,0 +1,28 @@
+// Logit soft-capping (Gemma 2): y = cap * tanh(x / cap). Smooth and bounded in (-cap, cap).
+// Shapes: x, y, dx, dy (n).
+#pragma once
+#include <cmath>
+
+namespace normlab::ops {
+
+// y = cap * tanh(x / cap)   (overwrites y; y may alias x)
+template <class T>
+void softcap_forward(T* y, const T* x, long n, T cap) {
+  const T inv = T(1) / cap;
+#pragma omp parallel for schedule(static) if (n > 32768)
+  for (long i = 0; i < n; ++i) y[i] = cap * std::tanh(x[i] * inv);
+}
+
+// dy/dx = 1 - tanh^2(x / cap) = 1 - (y / cap)^2, written from the forward output y.
+// dx = dy * (1 - (y/cap)^2)   (overwrites dx; dx may alias dy)
+template <class T>
+void softcap_backward(T* dx, const T* dy, const T* y, long n, T cap) {
+  const T inv = T(1) / cap;
+#pragma omp parallel for schedule(static) if (n > 32768)
+  for (long i = 0; i < n; ++i) {
+    const T th = y[i] * inv;
+    dx[i] = dy[i] * (T(1) - th * th);
+  }
+}
+
+}  // namespace normlab::ops

@@ -1,0 +1,29 @@
+// Matrix products, row-major. `gemm` goes to the BLAS (OpenBLAS); `gemm_ref` is the plain triple
+// loop kept as the test oracle. Both compute
+//   C(M, N) = alpha * op(A)(M, K) * op(B)(K, N) + beta * C
+// where op(X) is X or X^T as selected by trans_a / trans_b, and lda/ldb/ldc are row strides of the
+// matrices as stored (so A is (M, K) stored with stride lda when !trans_a, (K, M) when trans_a).
+#pragma once
+
+namespace normlab {
+
+template <class T>
+void gemm(bool trans_a, bool trans_b, int M, int N, int K, T alpha, const T* A, int lda, const T* B,
+          int ldb, T beta, T* C, int ldc);
+
+template <class T>
+void gemm_ref(bool trans_a, bool trans_b, int M, int N, int K, T alpha, const T* A, int lda,
+              const T* B, int ldb, T beta, T* C, int ldc) {
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      double acc = 0;
+      for (int k = 0; k < K; ++k) {
+        const double a = trans_a ? A[k * lda + i] : A[i * lda + k];
+        const double b = trans_b ? B[j * ldb + k] : B[k * ldb + j];
+        acc += a * b;
+      }
+      C[i * ldc + j] = static_cast<T>(alpha * acc + (beta == T(0) ? 0.0 : beta * C[i * ldc + j]));
+    }
+}
+
+}  // namespace normlab

@@ -1,0 +1,47 @@
+#include "train/optimizer.h"
+
+#include <cmath>
+
+#include "train/adamw.h"
+
+namespace normlab {
+
+template <class T>
+AdamW<T>::AdamW(const ParamTable& table, const OptimConfig& cfg)
+    : table_(table), cfg_(cfg), m_(table.total(), T(0)), v_(table.total(), T(0)) {}
+
+template <class T>
+bool AdamW<T>::decayed(const ParamSpec& s) const {
+  if (!s.decay) return false;
+  if (s.group == ParamGroup::embedding) return cfg_.decay_embeddings;
+  return true;
+}
+
+template <class T>
+double AdamW<T>::grad_norm(std::span<const T> grads) const {
+  double ss = 0;
+  for (const ParamSpec& s : table_.specs()) ss += sum_squares(grads.data() + s.offset, s.numel);
+  return std::sqrt(ss);
+}
+
+template <class T>
+double AdamW<T>::step(std::span<T> params, std::span<T> grads, double lr) {
+  const double norm = grad_norm(grads);
+  if (cfg_.grad_clip > 0) {
+    // As torch.nn.utils.clip_grad_norm_: scale by min(1, clip / (norm + 1e-6)).
+    const double k = cfg_.grad_clip / (norm + 1e-6);
+    if (k < 1.0)
+      for (const ParamSpec& s : table_.specs()) scale_in_place(grads.data() + s.offset, s.numel, k);
+  }
+  ++t_;
+  for (const ParamSpec& s : table_.specs())
+    adamw_update(params.data() + s.offset, grads.data() + s.offset, m_.data() + s.offset,
+                 v_.data() + s.offset, s.numel, lr, cfg_.beta1, cfg_.beta2, cfg_.eps,
+                 decayed(s) ? cfg_.weight_decay : 0.0, t_);
+  return norm;
+}
+
+template class AdamW<float>;
+template class AdamW<double>;
+
+}  // namespace normlab

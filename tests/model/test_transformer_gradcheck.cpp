@@ -1,0 +1,166 @@
+// Whole-model gradient check in double precision over a generated option matrix: every option
+// value appears with every placement. Each parameter tensor is checked on up to 12 entries by
+// central differences of the full loss (cross-entropy + z-loss).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gradcheck.h"
+#include "model/transformer.h"
+
+namespace normlab::test {
+namespace {
+
+struct QkOpt {
+  QKNormKind kind;
+  QKNormScope scope;
+  QKNormPosition pos;
+  const char* name;
+};
+const QkOpt kQk[] = {
+    {QKNormKind::none, QKNormScope::head, QKNormPosition::pre_rope, "qknone"},
+    {QKNormKind::rmsnorm, QKNormScope::head, QKNormPosition::pre_rope, "qkrms_head"},
+    {QKNormKind::layernorm, QKNormScope::full, QKNormPosition::pre_rope, "qkln_full"},
+    {QKNormKind::rmsnorm, QKNormScope::full, QKNormPosition::post_rope, "qkrms_full_post"},
+    {QKNormKind::layernorm, QKNormScope::head, QKNormPosition::post_rope, "qkln_head_post"},
+};
+const Placement kPlacements[] = {Placement::post, Placement::pre, Placement::peri,
+                                 Placement::reordered, Placement::deepnorm, Placement::mix};
+
+struct Case {
+  ModelConfig m;
+  double z;
+  std::string name;
+};
+
+// Case i of a placement cycles every option list with its own stride, so that over
+// kPerPlacement cases each value of each option appears (lists have at most 5 values).
+constexpr int kPerPlacement = 6;
+constexpr double kFloor = 1e-4;
+std::vector<Case> make_cases() {
+  std::vector<Case> out;
+  for (Placement pl : kPlacements)
+    for (int i = 0; i < kPerPlacement; ++i) {
+      Case c;
+      ModelConfig& m = c.m;
+      m.vocab_size = 32;
+      m.n_layer = pl == Placement::mix ? 3 : 2;
+      m.d_model = 16;
+      m.n_head = (i % 2) ? 4 : 2;
+      m.d_ff = 24;
+      m.seq_len = 8;
+      m.placement = pl;
+      m.mix_ratio = 0.5;
+      const int nk = i % 3;  // layernorm, layernorm+bias, rmsnorm
+      m.norm = nk == 2 ? NormKind::rmsnorm : NormKind::layernorm;
+      m.norm_bias = nk == 1;
+      const QkOpt& q = kQk[i % 5];
+      m.qk_norm = q.kind;
+      m.qk_norm_scope = q.scope;
+      m.qk_norm_position = q.pos;
+      const bool caps = i % 2 == 1;
+      m.attn_softcap = caps ? 1.5 : 0;
+      m.final_softcap = caps ? 1.5 : 0;
+      c.z = (i / 2) % 2 ? 1e-2 : 0.0;
+      m.pos = (i % 4 < 2) ? PosKind::rope : PosKind::learned;
+      const MlpKind mlps[] = {MlpKind::gelu, MlpKind::gelu_tanh, MlpKind::swiglu, MlpKind::geglu};
+      m.mlp = mlps[(i + static_cast<int>(pl)) % 4];
+      m.bias = (i % 3) != 0;
+      m.tie_embeddings = (i % 2) == 0;
+      m.norm_gain_offset = i == 5 ? 1.0 : 0.0;
+      m.embed_scale = i == 4 ? 4.0 : 1.0;
+      m.attn_scale = i == 3 ? 0.3 : 0.0;
+      c.name = fmt::format("{}_{}_{}{}_{}_cap{}_z{}_{}_{}_bias{}_tie{}", i, to_string(pl),
+                           to_string(m.norm), m.norm_bias ? "b" : "", q.name, caps ? 1 : 0,
+                           c.z > 0 ? 1 : 0, to_string(m.pos), to_string(m.mlp), m.bias ? 1 : 0,
+                           m.tie_embeddings ? 1 : 0);
+      out.push_back(c);
+    }
+  // MLP kinds cycle per placement; make sure every placement still sees all four.
+  return out;
+}
+
+class ModelGradCheck : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ModelGradCheck, MatchesFiniteDifferences) {
+  const Case& c = GetParam();
+  const int B = 2, T = 8;
+  Transformer<double> model(c.m, B, T);
+  model.init_params(42);
+  // Move every parameter away from its initial value so gains, biases and zeros all matter and
+  // the attention/final caps saturate.
+  Rng rng(99);
+  for (auto& p : model.params()) p += 0.3 * rng.normal();
+  std::vector<int> idx(B * T), tgt(B * T);
+  for (auto& x : idx) x = static_cast<int>(rng.below(c.m.vocab_size));
+  for (auto& x : tgt) x = static_cast<int>(rng.below(c.m.vocab_size));
+
+  model.zero_grad();
+  model.forward(idx.data(), tgt.data(), B, T, c.z, true);
+  model.backward();
+  std::vector<double> analytic(model.grads().begin(), model.grads().end());
+
+  auto loss = [&] { return model.forward(idx.data(), tgt.data(), B, T, c.z, false).loss; };
+  const double h = 1e-5;
+  double worst = 0;
+  std::string worst_name;
+  for (const ParamSpec& s : model.table().specs()) {
+    double max_num = 0, max_diff = 0;
+    const long n_check = std::min<long>(s.numel, 12);
+    for (long k = 0; k < n_check; ++k) {
+      const long i = s.numel <= 12 ? k : static_cast<long>(rng.below(s.numel));
+      double& w = model.params()[s.offset + i];
+      const double w0 = w;
+      w = w0 + h;
+      const double lp = loss();
+      w = w0 - h;
+      const double lm = loss();
+      w = w0;
+      const double num = (lp - lm) / (2 * h);
+      max_num = std::fmax(max_num, std::fabs(num));
+      max_diff = std::fmax(max_diff, std::fabs(num - analytic[s.offset + i]));
+    }
+    // Central differences of a loss of size ~3 carry about 1e-10 of rounding noise, so a tensor
+    // whose gradient is below kFloor everywhere is checked absolutely (to kFloor * kTol = 1e-10)
+    // rather than relatively. The key-norm bias is such a tensor: its true gradient is exactly
+    // zero, since adding one vector to every key shifts a query's scores by a constant.
+    const double rel = max_diff / std::fmax(max_num, kFloor);
+    if (rel > worst) {
+      worst = rel;
+      worst_name = s.name;
+    }
+    EXPECT_LT(rel, kTol) << s.name << " max|num|=" << max_num << " max|diff|=" << max_diff;
+  }
+  report(fmt::format("model_{}", to_string(c.m.placement)), c.name, worst);
+}
+
+INSTANTIATE_TEST_SUITE_P(Options, ModelGradCheck, ::testing::ValuesIn(make_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(ModelGradCheck, EveryOptionValueAppearsWithEveryPlacement) {
+  const auto cases = make_cases();
+  for (Placement pl : kPlacements) {
+    std::set<std::string> seen;
+    for (const auto& c : cases)
+      if (c.m.placement == pl) {
+        seen.insert(fmt::format("norm={}{}", to_string(c.m.norm), c.m.norm_bias ? "+bias" : ""));
+        seen.insert(fmt::format("qk={}/{}/{}", to_string(c.m.qk_norm),
+                                c.m.qk_norm == QKNormKind::none ? "" : to_string(c.m.qk_norm_scope),
+                                c.m.qk_norm == QKNormKind::none ? "" : to_string(c.m.qk_norm_position)));
+        seen.insert(fmt::format("cap={}", c.m.attn_softcap));
+        seen.insert(fmt::format("z={}", c.z));
+        seen.insert(fmt::format("pos={}", to_string(c.m.pos)));
+        seen.insert(fmt::format("mlp={}", to_string(c.m.mlp)));
+        seen.insert(fmt::format("bias={}", c.m.bias));
+        seen.insert(fmt::format("tie={}", c.m.tie_embeddings));
+      }
+    // 3 norms + 5 qk + 2 caps + 2 z + 2 pos + 4 mlp + 2 bias + 2 tie
+    EXPECT_EQ(seen.size(), 22u) << to_string(pl);
+  }
+}
+
+}  // namespace
+}  // namespace normlab::test

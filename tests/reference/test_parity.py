@@ -1,0 +1,308 @@
+"""Whole-model parity: normlab's parity_driver against the PyTorch oracle (ref_model.py).
+
+Every option value appears with every placement: a covering design of 10 tiny configurations per
+placement (L=2, or 3 for mix; C=16; H=2 or 4; F=24; T=8; V=32; B=2). For each case the driver
+gets CFG.toml, the weights and a batch, and its logits, losses, every gradient, and the
+parameters and losses over 3 AdamW steps are compared to the oracle's at relative tolerance 1e-4.
+
+    cd tests/reference && NORMLAB_BUILD_DIR=/work/main/build python -m pytest -q -s test_parity.py
+"""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import harness
+import ref_model
+from ref_model import RefModel, make_config
+
+torch.set_num_threads(1)
+
+PLACEMENTS = ref_model.CHOICES["placement"]
+CASES_PER_PLACEMENT = 10
+ADAM_STEPS = 3
+
+# (norm, norm_bias): RMSNorm with norm_bias = true has no bias, but a LayerNorm QK-norm then does.
+NORMS = [("layernorm", True), ("layernorm", False), ("rmsnorm", False), ("rmsnorm", True)]
+QK_NORMS = [("none", "head", "pre_rope"), ("rmsnorm", "head", "pre_rope"),
+            ("layernorm", "full", "pre_rope"), ("rmsnorm", "full", "post_rope"),
+            ("layernorm", "head", "post_rope")]
+MLPS = ref_model.CHOICES["mlp"]
+
+
+def _parity(x):
+    return bin(x).count("1") % 2
+
+
+def case_config(placement, i):
+    """Configuration i of a placement. Binary options take the columns of an 8-run two-level
+    orthogonal array (parities of masks of r = (i + 3 * placement index) mod 8), so any two of them
+    meet in all four combinations within a placement; multi-level options cycle with different
+    strides; rarer extras rotate."""
+    pi = PLACEMENTS.index(placement)
+    j = i + 3 * pi
+    r = j % 8
+    norm, norm_bias = NORMS[j % 4]
+    qk, scope, position = QK_NORMS[(2 * j + pi) % 5]
+    capped = _parity(r & 1)
+    model = {
+        "vocab_size": 32, "n_layer": 3 if placement == "mix" else 2, "d_model": 16,
+        "n_head": 4 if _parity(r & 6) else 2, "d_ff": 24, "seq_len": 8,
+        "placement": placement, "norm": norm, "norm_bias": norm_bias,
+        "qk_norm": qk, "qk_norm_scope": scope, "qk_norm_position": position,
+        "pos": "learned" if _parity(r & 4) else "rope",
+        "rope_theta": 500.0 if j % 2 else 10000.0,
+        "mlp": MLPS[(j // 2 + pi) % 4],
+        "bias": bool(_parity(r & 3)), "tie_embeddings": bool(_parity(r & 5)),
+        "attn_softcap": 1.5 if capped else 0.0, "final_softcap": 1.5 if capped else 0.0,
+        "norm_gain_offset": 1.0 if j % 3 == 0 else 0.0,
+        "embed_scale": 4.0 if j % 3 == 1 else 1.0,
+        "attn_scale": 0.3 if j % 3 == 2 else 0.0,
+    }
+    if placement == "mix":  # ceil(ratio * 3) post blocks: 2 (final norm), 3 (none), 1
+        model["mix_ratio"] = {0: 1.0, 3: 0.2}.get(i % 5, 0.5)
+    # eps = 1e-4, not 1e-8: Adam's step g / (|g| + eps) has slope 1 / eps at g = 0, so with
+    # eps = 1e-8 float32 round-off in near-zero gradients (exactly zero ones included: the key
+    # bias under a shift-invariant softmax) moves parameters by up to lr per step, and no two
+    # correct implementations agree to 1e-4 (README, "Tolerances").
+    optim = {"lr": 1e-2, "weight_decay": 0.1, "grad_clip": 1.0, "warmup_steps": 2,
+             "schedule": "cosine", "min_lr_ratio": 0.1, "eps": 1e-4}
+    if j % 5 == 2:  # progress 1/2 at the last step: the decay formulas, not only their start
+        optim.update(warmup_steps=1, schedule="linear")
+    elif j % 5 == 3:
+        optim.update(warmup_steps=1)
+    elif j % 5 == 4:
+        optim.update(decay_embeddings=False)
+    train = {"seed": 1000 + 10 * pi + i, "z_loss": 1e-2 if _parity(r & 2) else 0.0,
+             "steps": 3, "batch_size": 2}
+    return make_config(model, optim, train)
+
+
+def describe(cfg):
+    m, o = cfg["model"], cfg["optim"]
+    parts = [m["norm"] + ("+bias" if m["norm_bias"] else ""),
+             "qk=" + (m["qk_norm"] if m["qk_norm"] == "none" else
+                      f"{m['qk_norm']}/{m['qk_norm_scope']}/{m['qk_norm_position']}"),
+             m["pos"], m["mlp"], "bias" if m["bias"] else "nobias",
+             "tied" if m["tie_embeddings"] else "untied", f"H={m['n_head']}"]
+    if m["attn_softcap"]:
+        parts.append(f"caps={m['attn_softcap']:g}/{m['final_softcap']:g}")
+    if cfg["train"]["z_loss"]:
+        parts.append(f"zloss={cfg['train']['z_loss']:g}")
+    if m["placement"] == "mix":
+        parts.append(f"mix_ratio={m['mix_ratio']:g}")
+    for key, default in (("norm_gain_offset", 0.0), ("embed_scale", 1.0), ("attn_scale", 0.0)):
+        if m[key] != default:
+            parts.append(f"{key}={m[key]:g}")
+    if o["schedule"] != "cosine" or o["warmup_steps"] != 2:
+        parts.append(f"{o['schedule']}/warmup{o['warmup_steps']}")
+    if not o["decay_embeddings"]:
+        parts.append("no-emb-decay")
+    return ", ".join(parts)
+
+
+CASES = [(f"{p}-{i:02d}", case_config(p, i)) for p in PLACEMENTS for i in range(CASES_PER_PLACEMENT)]
+
+
+@pytest.fixture(scope="module")
+def summary():
+    s = harness.Summary("test_parity")
+    yield s
+    s.emit()
+
+
+# ----------------------------------------------------------------------------------------------
+# The design itself and the oracle's own sanity (no driver needed)
+
+
+def test_design_covers_every_option_with_every_placement():
+    wanted = {
+        "norm": set(NORMS), "qk": set(QK_NORMS), "mlp": set(MLPS),
+        "caps": {0.0, 1.5}, "z_loss": {0.0, 1e-2}, "pos": {"rope", "learned"},
+        "bias": {True, False}, "tie": {True, False}, "n_head": {2, 4},
+        "norm_gain_offset": {0.0, 1.0}, "embed_scale": {1.0, 4.0}, "attn_scale": {0.0, 0.3},
+    }
+    for p in PLACEMENTS:
+        seen = {k: set() for k in wanted}
+        for _, cfg in (c for c in CASES if c[1]["model"]["placement"] == p):
+            m = cfg["model"]
+            seen["norm"].add((m["norm"], m["norm_bias"]))
+            seen["qk"].add((m["qk_norm"], m["qk_norm_scope"], m["qk_norm_position"]))
+            seen["mlp"].add(m["mlp"])
+            seen["caps"].add(m["attn_softcap"])
+            seen["z_loss"].add(cfg["train"]["z_loss"])
+            seen["pos"].add(m["pos"])
+            seen["bias"].add(m["bias"])
+            seen["tie"].add(m["tie_embeddings"])
+            seen["n_head"].add(m["n_head"])
+            for k in ("norm_gain_offset", "embed_scale", "attn_scale"):
+                seen[k].add(m[k])
+        for k, values in wanted.items():
+            assert seen[k] == values, f"placement {p}: option {k} covers {seen[k]}, want {values}"
+    mix_ratios = {c["model"]["mix_ratio"] for _, c in CASES if c["model"]["placement"] == "mix"}
+    assert mix_ratios == {0.2, 0.5, 1.0}
+
+
+def test_toml_round_trip():
+    import tomllib
+    for _, cfg in CASES[:7]:
+        parsed = tomllib.loads(ref_model.to_toml(cfg))
+        assert parsed == cfg
+        for section, values in parsed.items():  # floats stay floats (embed_scale = 4.0, not 4)
+            for k, v in values.items():
+                assert type(v) is type(ref_model.DEFAULTS[section][k]), (section, k, v)
+
+
+def _names(cfg):
+    return set(RefModel(cfg).param_names())
+
+
+def test_oracle_plan_table():
+    base = {"vocab_size": 32, "n_layer": 2, "d_model": 16, "n_head": 2, "d_ff": 24, "seq_len": 8}
+
+    def cfg(**kw):
+        return make_config({**base, **kw})
+
+    def kinds(names, sub):
+        return {n.split(".")[3] for n in names if n.startswith(sub) and "norm" in n.split(".")[3]
+                and not n.split(".")[3].startswith(("q_", "k_"))}
+
+    expect = {  # placement: (norms of each sublayer, final norm)
+        "post": ({"norm_post"}, False), "pre": ({"norm_in"}, True),
+        "peri": ({"norm_in", "norm_out"}, True), "reordered": ({"norm_out"}, True),
+        "deepnorm": ({"norm_post"}, False),
+    }
+    for placement, (norms, final) in expect.items():
+        names = _names(cfg(placement=placement))
+        for l in range(2):
+            for sub in ("attn", "mlp"):
+                assert kinds(names, f"blocks.{l}.{sub}.") == norms, (placement, l, sub)
+        assert ("final_norm.weight" in names) == final, placement
+        assert RefModel(cfg(placement=placement)).has_final_norm == final
+    alphas = [p.alpha for p in RefModel(cfg(placement="deepnorm", n_layer=3)).plans]
+    assert alphas == [6 ** 0.25] * 3
+    assert all(p.alpha == 1.0 for p in RefModel(cfg(placement="peri")).plans)
+    for ratio, n_post, final in ((0.5, 2, True), (1.0, 3, False), (0.2, 1, True), (0.0, 0, True)):
+        model = RefModel(cfg(placement="mix", n_layer=3, mix_ratio=ratio))
+        assert [p.norm_after_add for p in model.plans] == [l < n_post for l in range(3)], ratio
+        assert [p.norm_in for p in model.plans] == [l >= n_post for l in range(3)], ratio
+        assert model.has_final_norm == final, ratio
+    # Bias presence and shapes.
+    m = RefModel(cfg(placement="pre", norm="rmsnorm", norm_bias=True, qk_norm="layernorm",
+                     qk_norm_scope="head", mlp="swiglu", bias=True, tie_embeddings=False,
+                     pos="learned"))
+    shapes = {s.name: s.shape for s in m.specs}
+    assert "blocks.0.attn.norm_in.bias" not in shapes
+    assert shapes["blocks.0.attn.q_norm.bias"] == (8,) and shapes["blocks.0.attn.k_norm.weight"] == (8,)
+    assert shapes["blocks.0.mlp.w_in.weight"] == (48, 16) and shapes["blocks.0.mlp.w_out.weight"] == (16, 24)
+    assert shapes["blocks.1.attn.wqkv.bias"] == (48,) and shapes["lm_head.weight"] == (32, 16)
+    assert shapes["pos_emb.weight"] == (8, 16)
+    assert not m.decayed("blocks.0.attn.q_norm.bias") and m.decayed("lm_head.weight")
+    full = RefModel(cfg(qk_norm="rmsnorm", qk_norm_scope="full"))
+    assert {s.shape for s in full.specs if "q_norm" in s.name} == {(16,)}
+
+
+def test_oracle_pieces_match_torch_primitives():
+    """The hand-written formulas against torch's own kernels, in float64."""
+    torch.manual_seed(0)
+    cfg = make_config({"vocab_size": 32, "n_layer": 1, "d_model": 16, "n_head": 2, "d_ff": 24,
+                       "seq_len": 8, "norm_eps": 1e-5})
+    model = RefModel(cfg)
+    x = torch.randn(2, 8, 16, dtype=torch.float64)
+    w, b = torch.rand(16, dtype=torch.float64) + 0.5, torch.randn(16, dtype=torch.float64)
+    p = {"n.weight": w, "n.bias": b}
+    torch.testing.assert_close(model.norm(x, p, "n", "layernorm"),
+                               F.layer_norm(x, (16,), w, b, 1e-5), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(model.norm(x, {"n.weight": w}, "n", "rmsnorm"),
+                               F.rms_norm(x, (16,), w, 1e-5), rtol=1e-12, atol=1e-12)
+    h = 3 * torch.randn(100, dtype=torch.float64)
+    torch.testing.assert_close(model.gelu_tanh(h), F.gelu(h, approximate="tanh"),
+                               rtol=1e-12, atol=1e-12)
+    # RoPE as a complex rotation of pairs (x[i], x[i + D/2]).
+    q = torch.randn(2, 2, 8, 8, dtype=torch.float64)
+    t = torch.arange(8, dtype=torch.float64)[:, None]
+    freq = 10000.0 ** (-2.0 * torch.arange(4, dtype=torch.float64) / 8)
+    z = torch.complex(q[..., :4], q[..., 4:]) * torch.exp(1j * t * freq)
+    torch.testing.assert_close(model.rope(q), torch.cat([z.real, z.imag], -1), rtol=1e-12, atol=1e-12)
+    # Causal attention without caps or QK-norm against scaled_dot_product_attention.
+    C = 16
+    params = {"a.wqkv.weight": torch.randn(3 * C, C, dtype=torch.float64) / 4,
+              "a.wo.weight": torch.eye(C, dtype=torch.float64)}
+    cfg["model"]["pos"] = "learned"
+    got = RefModel(cfg).attention(x, params, "a")
+    qkv = x @ params["a.wqkv.weight"].T
+    qh, kh, vh = (qkv[..., i * C:(i + 1) * C].reshape(2, 8, 2, 8).transpose(1, 2) for i in range(3))
+    want = F.scaled_dot_product_attention(qh, kh, vh, is_causal=True).transpose(1, 2).reshape(2, 8, C)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+
+def test_oracle_adamw_matches_torch_optim():
+    """The oracle's clip + schedule + AdamW loop against torch.optim.AdamW with the same decay
+    groups, clip_grad_norm_ and per-step learning rates."""
+    cfg = CASES[7][1]
+    cfg = make_config(cfg["model"], {**cfg["optim"], "decay_embeddings": False, "warmup_steps": 1,
+                                     "schedule": "cosine"}, {**cfg["train"], "steps": 4})
+    model = RefModel(cfg)
+    params = model.random_params(seed=5)
+    idx, targets = ref_model.random_batch(model, 2, seed=6)
+    ours = ref_model.adamw_run(model, params, idx, targets, n_steps=4)
+
+    leaves = {n: v.double().clone().requires_grad_(True) for n, v in params.items()}
+    o = cfg["optim"]
+    decay = [leaves[n] for n in leaves if model.decayed(n)]
+    no_decay = [leaves[n] for n in leaves if not model.decayed(n)]
+    assert decay and no_decay and not model.decayed("tok_emb.weight")
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": o["weight_decay"]},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"])
+    for k in range(4):
+        opt.zero_grad()
+        _, loss, _, _ = model.forward(leaves, idx, targets)
+        torch.testing.assert_close(loss.reshape(1), ours[f"loss_step.{k}"], rtol=1e-12, atol=0)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(list(leaves.values()), o["grad_clip"])
+        for group in opt.param_groups:
+            group["lr"] = ref_model.learning_rate(o, 4, k)
+        opt.step()
+    for n, v in leaves.items():
+        torch.testing.assert_close(v.detach(), ours[f"param_after.{n}"], rtol=1e-12, atol=1e-14,
+                                   msg=lambda m, n=n: f"{n}: {m}")
+    # The schedule's shape: warmup 1, then cosine from lr to lr_min over steps 1..3.
+    lrs = [ref_model.learning_rate(o, 4, s) for s in range(5)]
+    lr, lr_min = o["lr"], o["lr"] * o["min_lr_ratio"]
+    assert lrs[0] == lr and math.isclose(lrs[1], lr) and math.isclose(lrs[4], lr_min)
+    assert math.isclose(lrs[2], lr_min + (lr - lr_min) * 0.5 * (1 + math.cos(math.pi / 3)))
+
+
+# ----------------------------------------------------------------------------------------------
+# Parity against the C++ driver
+
+
+@pytest.mark.parametrize("case_id,cfg", CASES, ids=[c[0] for c in CASES])
+def test_parity(case_id, cfg, tmp_path, summary):
+    model = RefModel(cfg)
+    params = model.random_params(seed=cfg["train"]["seed"])
+    idx, targets = ref_model.random_batch(model, cfg["train"]["batch_size"], seed=cfg["train"]["seed"] + 1)
+    got = harness.run_driver(tmp_path, cfg, params, {"idx": idx, "targets": targets},
+                             mode="model", adam_steps=ADAM_STEPS)
+    label = f"{case_id} ({describe(cfg)})"
+
+    names = model.param_names()
+    got_grads = {k[len("grad."):] for k in got if k.startswith("grad.")}
+    assert got_grads == set(names), (
+        f"[{label}] grad.* names differ: driver only {sorted(got_grads - set(names))}, "
+        f"oracle only {sorted(set(names) - got_grads)}")
+    got_after = {k[len("param_after."):] for k in got if k.startswith("param_after.")}
+    assert got_after == set(names), (
+        f"[{label}] param_after.* names differ: driver only {sorted(got_after - set(names))}, "
+        f"oracle only {sorted(set(names) - got_after)}")
+
+    ref = model.loss_and_grads(params, idx, targets)
+    ref.update(ref_model.adamw_run(model, params, idx, targets, ADAM_STEPS))
+    compared = (["logits", "loss", "ce", "z_loss"] + [f"grad.{n}" for n in names]
+                + [f"loss_step.{k}" for k in range(ADAM_STEPS)] + [f"param_after.{n}" for n in names])
+    harness.check(label, got, ref, compared, summary)

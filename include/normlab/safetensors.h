@@ -31,8 +31,28 @@ namespace normlab {
 // Element types of the safetensors format (all those of the reference implementation).
 // F4 and F6_* are sub-byte types: dtype_bits() is 4 or 6 and dtype_size() refuses them.
 enum class DType {
-  BOOL, F4, F6_E2M3, F6_E3M2, U8, I8, F8_E5M2, F8_E4M3, F8_E8M0, F8_E4M3FNUZ, F8_E5M2FNUZ,
-  I16, U16, F16, BF16, I32, U32, F32, C64, F64, I64, U64,
+  BOOL,
+  F4,
+  F6_E2M3,
+  F6_E3M2,
+  U8,
+  I8,
+  F8_E5M2,
+  F8_E4M3,
+  F8_E8M0,
+  F8_E4M3FNUZ,
+  F8_E5M2FNUZ,
+  I16,
+  U16,
+  F16,
+  BF16,
+  I32,
+  U32,
+  F32,
+  C64,
+  F64,
+  I64,
+  U64,
 };
 
 std::size_t dtype_bits(DType dtype);
@@ -85,12 +105,15 @@ class SafetensorsFile {
   // Throws FormatError if the tensor is missing, has another dtype, has a shape other than
   // `expected_shape` (when given; the message names both shapes), or does not have exactly
   // dst.size() elements.
-  void read_f32(std::string_view name, std::span<float> dst,
-                const std::optional<std::vector<std::int64_t>>& expected_shape = std::nullopt) const;
-  void read_f64(std::string_view name, std::span<double> dst,
-                const std::optional<std::vector<std::int64_t>>& expected_shape = std::nullopt) const;
-  void read_i64(std::string_view name, std::span<std::int64_t> dst,
-                const std::optional<std::vector<std::int64_t>>& expected_shape = std::nullopt) const;
+  void read_f32(
+      std::string_view name, std::span<float> dst,
+      const std::optional<std::vector<std::int64_t>>& expected_shape = std::nullopt) const;
+  void read_f64(
+      std::string_view name, std::span<double> dst,
+      const std::optional<std::vector<std::int64_t>>& expected_shape = std::nullopt) const;
+  void read_i64(
+      std::string_view name, std::span<std::int64_t> dst,
+      const std::optional<std::vector<std::int64_t>>& expected_shape = std::nullopt) const;
 
  private:
   SafetensorsFile() = default;

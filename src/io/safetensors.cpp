@@ -2,6 +2,8 @@
 #include "normlab/safetensors.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,11 +13,8 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
-#include <set>
-
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "normlab/errors.h"
 
@@ -25,10 +24,11 @@ namespace {
 static_assert(std::endian::native == std::endian::little,
               "safetensors stores little-endian data and normlab copies it as is");
 
-using Json = nlohmann::ordered_json;  // keeps header order, so ties between empty tensors are stable
+// Keeps the header's order, so ties between empty tensors sort stably.
+using Json = nlohmann::ordered_json;
 
 constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;  // the reference implementation's limit
-constexpr std::size_t kPrefixBytes = 8;                  // u64 header length
+constexpr std::size_t kPrefixBytes = 8;                 // u64 header length
 
 struct DTypeRow {
   DType dtype;
@@ -38,17 +38,27 @@ struct DTypeRow {
 
 // Indexed by the enum value; the order is checked below.
 constexpr DTypeRow kDTypes[] = {
-    {DType::BOOL, "BOOL", 8},         {DType::F4, "F4", 4},
-    {DType::F6_E2M3, "F6_E2M3", 6},   {DType::F6_E3M2, "F6_E3M2", 6},
-    {DType::U8, "U8", 8},             {DType::I8, "I8", 8},
-    {DType::F8_E5M2, "F8_E5M2", 8},   {DType::F8_E4M3, "F8_E4M3", 8},
-    {DType::F8_E8M0, "F8_E8M0", 8},   {DType::F8_E4M3FNUZ, "F8_E4M3FNUZ", 8},
+    {DType::BOOL, "BOOL", 8},
+    {DType::F4, "F4", 4},
+    {DType::F6_E2M3, "F6_E2M3", 6},
+    {DType::F6_E3M2, "F6_E3M2", 6},
+    {DType::U8, "U8", 8},
+    {DType::I8, "I8", 8},
+    {DType::F8_E5M2, "F8_E5M2", 8},
+    {DType::F8_E4M3, "F8_E4M3", 8},
+    {DType::F8_E8M0, "F8_E8M0", 8},
+    {DType::F8_E4M3FNUZ, "F8_E4M3FNUZ", 8},
     {DType::F8_E5M2FNUZ, "F8_E5M2FNUZ", 8},
-    {DType::I16, "I16", 16},          {DType::U16, "U16", 16},
-    {DType::F16, "F16", 16},          {DType::BF16, "BF16", 16},
-    {DType::I32, "I32", 32},          {DType::U32, "U32", 32},
-    {DType::F32, "F32", 32},          {DType::C64, "C64", 64},
-    {DType::F64, "F64", 64},          {DType::I64, "I64", 64},
+    {DType::I16, "I16", 16},
+    {DType::U16, "U16", 16},
+    {DType::F16, "F16", 16},
+    {DType::BF16, "BF16", 16},
+    {DType::I32, "I32", 32},
+    {DType::U32, "U32", 32},
+    {DType::F32, "F32", 32},
+    {DType::C64, "C64", 64},
+    {DType::F64, "F64", 64},
+    {DType::I64, "I64", 64},
     {DType::U64, "U64", 64},
 };
 
@@ -169,8 +179,7 @@ Json parse_header_json(std::string_view text, const std::string& file) {
       const auto& key = parsed.get_ref<const std::string&>();
       Frame& top = objects.back();
       if (!top.keys.insert(key).second) {
-        if (objects.size() == 1)
-          fail(file, "duplicate key {} in header", show(key));
+        if (objects.size() == 1) fail(file, "duplicate key {} in header", show(key));
         if (objects[0].last_key == "__metadata__")
           fail(file, "__metadata__: duplicate key {}", show(key));
         fail_tensor(file, objects[0].last_key, "duplicate key {}", show(key));
@@ -228,7 +237,8 @@ TensorInfo parse_tensor_entry(const std::string& file, const std::string& name, 
                 brief(entry));
   for (const auto& [key, value] : entry.items()) {
     if (key != "dtype" && key != "shape" && key != "data_offsets")
-      fail_tensor(file, name, "unknown field {} (an entry holds exactly dtype, shape, data_offsets)",
+      fail_tensor(file, name,
+                  "unknown field {} (an entry holds exactly dtype, shape, data_offsets)",
                   show(key));
   }
   for (const char* field : {"dtype", "shape", "data_offsets"}) {
@@ -261,8 +271,10 @@ TensorInfo parse_tensor_entry(const std::string& file, const std::string& name, 
   }
 
   const Json& offsets = entry["data_offsets"];
-  const auto begin = offsets.is_array() && offsets.size() == 2 ? as_unsigned(offsets[0]) : std::nullopt;
-  const auto end = offsets.is_array() && offsets.size() == 2 ? as_unsigned(offsets[1]) : std::nullopt;
+  const auto begin =
+      offsets.is_array() && offsets.size() == 2 ? as_unsigned(offsets[0]) : std::nullopt;
+  const auto end =
+      offsets.is_array() && offsets.size() == 2 ? as_unsigned(offsets[1]) : std::nullopt;
   if (!begin || !end)
     fail_tensor(file, name,
                 "field 'data_offsets' must be an array of 2 non-negative integers, but is {}",
@@ -280,7 +292,8 @@ TensorInfo parse_tensor_entry(const std::string& file, const std::string& name, 
     fail_tensor(file, name, "shape {} of dtype {} is not a whole number of bytes",
                 shape_str(info.shape), dtype_name(info.dtype));
   if (info.end - info.begin != count.bytes)
-    fail_tensor(file, name, "data_offsets [{}, {}] span {} bytes but dtype {} with shape {} needs {}",
+    fail_tensor(file, name,
+                "data_offsets [{}, {}] span {} bytes but dtype {} with shape {} needs {}",
                 info.begin, info.end, info.end - info.begin, dtype_name(info.dtype),
                 shape_str(info.shape), count.bytes);
   return info;
@@ -306,17 +319,19 @@ void check_tiling(const std::string& file, const std::vector<TensorInfo>& sorted
   const TensorInfo* previous = nullptr;
   for (const TensorInfo& t : sorted) {
     if (t.end > data_len)
-      fail_tensor(file, t.name, "data_offsets [{}, {}] run past the end of the data section ({} bytes)",
-                  t.begin, t.end, data_len);
+      fail_tensor(file, t.name,
+                  "data_offsets [{}, {}] run past the end of the data section ({} bytes)", t.begin,
+                  t.end, data_len);
     if (t.begin < covered)
-      fail_tensor(file, t.name, "data_offsets [{}, {}] overlap tensor {}, which ends at {}", t.begin,
-                  t.end, show(previous->name), covered);
+      fail_tensor(file, t.name, "data_offsets [{}, {}] overlap tensor {}, which ends at {}",
+                  t.begin, t.end, show(previous->name), covered);
     if (t.begin > covered) {
       if (previous == nullptr)
-        fail_tensor(file, t.name,
-                    "data_offsets [{}, {}] leave a gap: the data section starts at 0", t.begin, t.end);
-      fail_tensor(file, t.name, "data_offsets [{}, {}] leave a gap after tensor {}, which ends at {}",
-                  t.begin, t.end, show(previous->name), covered);
+        fail_tensor(file, t.name, "data_offsets [{}, {}] leave a gap: the data section starts at 0",
+                    t.begin, t.end);
+      fail_tensor(file, t.name,
+                  "data_offsets [{}, {}] leave a gap after tensor {}, which ends at {}", t.begin,
+                  t.end, show(previous->name), covered);
     }
     covered = t.end;
     previous = &t;
@@ -350,8 +365,8 @@ bool convert_float(DType dtype, std::span<const std::uint8_t> src, std::span<Dst
       convert_elements<double>(src, dst, [](double x) { return static_cast<Dst>(x); });
       return true;
     case DType::F16:
-      convert_elements<std::uint16_t>(src, dst,
-                                      [](std::uint16_t x) { return static_cast<Dst>(f16_to_f32(x)); });
+      convert_elements<std::uint16_t>(
+          src, dst, [](std::uint16_t x) { return static_cast<Dst>(f16_to_f32(x)); });
       return true;
     case DType::BF16:
       convert_elements<std::uint16_t>(
@@ -365,14 +380,29 @@ bool convert_float(DType dtype, std::span<const std::uint8_t> src, std::span<Dst
 bool convert_int(DType dtype, std::span<const std::uint8_t> src, std::span<std::int64_t> dst) {
   auto widen = [](auto x) { return static_cast<std::int64_t>(x); };
   switch (dtype) {
-    case DType::I64: convert_elements<std::int64_t>(src, dst, widen); return true;
-    case DType::I32: convert_elements<std::int32_t>(src, dst, widen); return true;
-    case DType::I16: convert_elements<std::int16_t>(src, dst, widen); return true;
-    case DType::I8: convert_elements<std::int8_t>(src, dst, widen); return true;
-    case DType::U32: convert_elements<std::uint32_t>(src, dst, widen); return true;
-    case DType::U16: convert_elements<std::uint16_t>(src, dst, widen); return true;
-    case DType::U8: convert_elements<std::uint8_t>(src, dst, widen); return true;
-    default: return false;
+    case DType::I64:
+      convert_elements<std::int64_t>(src, dst, widen);
+      return true;
+    case DType::I32:
+      convert_elements<std::int32_t>(src, dst, widen);
+      return true;
+    case DType::I16:
+      convert_elements<std::int16_t>(src, dst, widen);
+      return true;
+    case DType::I8:
+      convert_elements<std::int8_t>(src, dst, widen);
+      return true;
+    case DType::U32:
+      convert_elements<std::uint32_t>(src, dst, widen);
+      return true;
+    case DType::U16:
+      convert_elements<std::uint16_t>(src, dst, widen);
+      return true;
+    case DType::U8:
+      convert_elements<std::uint8_t>(src, dst, widen);
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -407,8 +437,8 @@ std::vector<std::uint8_t> build_header(const std::vector<TensorToWrite>& tensors
       fail_tensor(file, t.name, "shape {} of dtype {} is not a whole number of bytes below 2^64",
                   shape_str(t.shape), dtype_name(t.dtype));
     if (t.bytes.size() != count.bytes)
-      fail_tensor(file, t.name, "{} bytes given but dtype {} with shape {} needs {}", t.bytes.size(),
-                  dtype_name(t.dtype), shape_str(t.shape), count.bytes);
+      fail_tensor(file, t.name, "{} bytes given but dtype {} with shape {} needs {}",
+                  t.bytes.size(), dtype_name(t.dtype), shape_str(t.shape), count.bytes);
     Json entry = Json::object();
     entry["dtype"] = std::string(dtype_name(t.dtype));
     entry["shape"] = t.shape;
@@ -493,7 +523,7 @@ std::uint16_t f32_to_f16(float f) {
   if (exp == 0xff)  // infinity, or NaN: keep it quiet and keep the top payload bits
     return sign | 0x7c00u | (mant != 0 ? 0x200u | (mant >> 13) : 0u);
   const int e = static_cast<int>(exp) - 127 + 15;  // biased f16 exponent
-  if (e >= 0x1f) return sign | 0x7c00u;             // overflow
+  if (e >= 0x1f) return sign | 0x7c00u;            // overflow
   std::uint32_t r, rest, half;
   if (e <= 0) {
     // f16 subnormal, unit 2^-24: value = (1.m * 2^23) >> (14 - e).
@@ -575,7 +605,8 @@ SafetensorsFile SafetensorsFile::from_bytes(std::vector<std::uint8_t> bytes, std
   if (const auto at = text.find('\0'); at != std::string_view::npos)
     fail(file, "header has a NUL byte at offset {}, which JSON does not allow", at);
   const Json header = parse_header_json(text, file);
-  if (!header.is_object()) fail(file, "header must be a JSON object, but is {}", header.type_name());
+  if (!header.is_object())
+    fail(file, "header must be a JSON object, but is {}", header.type_name());
   // Reference rule (not yet enforced by the reference itself): no whitespace or BOM before '{'.
   if (text.empty() || text.front() != '{')
     fail(file, "header must begin with '{{' but begins with byte 0x{:02x}",
@@ -620,32 +651,35 @@ const TensorInfo& SafetensorsFile::checked_tensor(
   return *info;
 }
 
-void SafetensorsFile::read_f32(std::string_view name, std::span<float> dst,
-                               const std::optional<std::vector<std::int64_t>>& expected_shape) const {
+void SafetensorsFile::read_f32(
+    std::string_view name, std::span<float> dst,
+    const std::optional<std::vector<std::int64_t>>& expected_shape) const {
   const TensorInfo& info = checked_tensor(name, dst.size(), expected_shape, "read_f32");
   if (!convert_float(info.dtype, data(info), dst))
     fail_tensor(name_, name, "dtype is {}; read_f32 reads F32, F64, F16 or BF16",
                 dtype_name(info.dtype));
 }
 
-void SafetensorsFile::read_f64(std::string_view name, std::span<double> dst,
-                               const std::optional<std::vector<std::int64_t>>& expected_shape) const {
+void SafetensorsFile::read_f64(
+    std::string_view name, std::span<double> dst,
+    const std::optional<std::vector<std::int64_t>>& expected_shape) const {
   const TensorInfo& info = checked_tensor(name, dst.size(), expected_shape, "read_f64");
   if (!convert_float(info.dtype, data(info), dst))
     fail_tensor(name_, name, "dtype is {}; read_f64 reads F64, F32, F16 or BF16",
                 dtype_name(info.dtype));
 }
 
-void SafetensorsFile::read_i64(std::string_view name, std::span<std::int64_t> dst,
-                               const std::optional<std::vector<std::int64_t>>& expected_shape) const {
+void SafetensorsFile::read_i64(
+    std::string_view name, std::span<std::int64_t> dst,
+    const std::optional<std::vector<std::int64_t>>& expected_shape) const {
   const TensorInfo& info = checked_tensor(name, dst.size(), expected_shape, "read_i64");
   if (!convert_int(info.dtype, data(info), dst))
     fail_tensor(name_, name, "dtype is {}; read_i64 reads I64, I32, I16, I8, U32, U16 or U8",
                 dtype_name(info.dtype));
 }
 
-std::vector<std::uint8_t> serialize_safetensors(const std::vector<TensorToWrite>& tensors,
-                                                const std::map<std::string, std::string>& metadata) {
+std::vector<std::uint8_t> serialize_safetensors(
+    const std::vector<TensorToWrite>& tensors, const std::map<std::string, std::string>& metadata) {
   std::vector<std::uint8_t> out = build_header(tensors, metadata, "<memory>");
   for (const TensorToWrite& t : tensors) out.insert(out.end(), t.bytes.begin(), t.bytes.end());
   return out;

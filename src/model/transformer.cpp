@@ -433,14 +433,24 @@ void Transformer<T>::attn_forward(int l, const T* u, T* f) {
       norm_forward(qc, s.q_norm, a.qs[st], rows, width, true);
       norm_forward(kc, s.k_norm, a.ks[st], rows, width, true);
     } else {
-      ops::rope_forward(a.qs[st + 1], a.qs[st], rope_cos_, rope_sin_, B_, T_, H, D);
-      ops::rope_forward(a.ks[st + 1], a.ks[st], rope_cos_, rope_sin_, B_, T_, H, D);
+      ops::rope_forward(a.qs[st + 1], a.qs[st], rope_cos_, rope_sin_, B_, T_, H, D, pos0_);
+      ops::rope_forward(a.ks[st + 1], a.ks[st], rope_cos_, rope_sin_, B_, T_, H, D, pos0_);
     }
   }
   const std::size_t last = qk_stages_.size();
   const T scale = static_cast<T>(cfg_.attn_scale > 0 ? cfg_.attn_scale : 1.0 / std::sqrt(D));
-  ops::attention_forward(a.o, a.P, a.th, a.qs[last], a.ks[last], a.v, B_, T_, H, D, scale,
-                         static_cast<T>(cfg_.attn_softcap));
+  if (kv_) {
+    // Append this pass's keys and values to the cache, then attend over everything cached.
+    const long lay = static_cast<long>(l) * cfg_.seq_len * C;
+    std::memcpy(kv_->k.data() + lay + static_cast<long>(pos0_) * C, a.ks[last], sizeof(T) * N * C);
+    std::memcpy(kv_->v.data() + lay + static_cast<long>(pos0_) * C, a.v, sizeof(T) * N * C);
+    ops::attention_forward_kv(a.o, kv_->scratch.data(), a.qs[last], kv_->k.data() + lay,
+                              kv_->v.data() + lay, T_, pos0_, H, D, scale,
+                              static_cast<T>(cfg_.attn_softcap));
+  } else {
+    ops::attention_forward(a.o, a.P, a.th, a.qs[last], a.ks[last], a.v, B_, T_, H, D, scale,
+                           static_cast<T>(cfg_.attn_softcap));
+  }
   ops::linear_forward(f, a.o, p(s.wo), p(s.bo), static_cast<int>(N), C, C);
 }
 
@@ -543,7 +553,7 @@ void Transformer<T>::embed(const int* idx, int B, int Tn) {
   T_ = Tn;
   idx_ = idx;
   ops::embedding_forward(res_[0], idx, p(tok_emb_), p(pos_emb_), B, Tn, cfg_.d_model,
-                         static_cast<T>(cfg_.embed_scale));
+                         static_cast<T>(cfg_.embed_scale), pos0_);
 }
 
 template <class T>
@@ -671,6 +681,46 @@ void Transformer<T>::block_backward(int l, const T* dy, T* dx) {
                     false, l);
   sublayer_backward(bp.attn, blocks_[l].attn.res, attn_acts_[l].res, res_[2 * l], d_res_b_, dx,
                     true, l);
+}
+
+template <class T>
+typename Transformer<T>::KvCache Transformer<T>::make_cache() const {
+  KvCache c;
+  const long n = static_cast<long>(cfg_.n_layer) * cfg_.seq_len * cfg_.d_model;
+  c.k.assign(n, T(0));
+  c.v.assign(n, T(0));
+  c.scratch.assign(static_cast<long>(cfg_.n_head) * cfg_.seq_len, T(0));
+  return c;
+}
+
+template <class T>
+void Transformer<T>::forward_cached(const int* idx, int n, KvCache& cache, T* last_logits) {
+  if (cache.len + n > cfg_.seq_len)
+    throw InputError(fmt::format("context of {} tokens exceeds model.seq_len = {}", cache.len + n,
+                                 cfg_.seq_len));
+  kv_ = &cache;
+  pos0_ = cache.len;
+  try {
+    embed(idx, 1, n);
+    body_forward(0, cfg_.n_layer);
+  } catch (...) {
+    kv_ = nullptr;
+    pos0_ = 0;
+    throw;
+  }
+  kv_ = nullptr;
+  pos0_ = 0;
+  cache.len += n;
+  const int C = cfg_.d_model, V = cfg_.vocab_size;
+  const T* last = res_[2 * cfg_.n_layer] + static_cast<long>(n - 1) * C;
+  if (plan_.final_norm) {
+    NormCache one{final_cache_.out, final_cache_.mean, final_cache_.rstd};
+    norm_forward(one, final_norm_, last, 1, C, false);
+    last = final_cache_.out;
+  }
+  gemm<T>(false, true, 1, V, C, T(1), last, C, p(lm_head_), C, T(0), last_logits, V);
+  if (cfg_.final_softcap > 0)
+    ops::softcap_forward(last_logits, last_logits, V, static_cast<T>(cfg_.final_softcap));
 }
 
 template class Transformer<float>;

@@ -92,6 +92,16 @@ class Transformer {
 
   void set_observer(ForwardObserver* o) { observer_ = o; }
 
+  // Incremental decoding with a key/value cache (batch 1): appends `n` tokens at positions
+  // cache.len .. cache.len + n - 1 and writes the logits of the last one (V), after the final cap.
+  struct KvCache {
+    int len = 0;
+    std::vector<T> k, v;  // per layer (seq_len, C), concatenated
+    std::vector<T> scratch;
+  };
+  KvCache make_cache() const;
+  void forward_cached(const int* idx, int n, KvCache& cache, T* last_logits);
+
  private:
   struct NormCache {
     T* out = nullptr;
@@ -175,6 +185,8 @@ class Transformer {
   const int* idx_ = nullptr;
   bool head_grad_done_ = false;
   ForwardObserver* observer_ = nullptr;
+  KvCache* kv_ = nullptr;  // set during forward_cached
+  int pos0_ = 0;           // absolute position of the first row of the current pass
 };
 
 extern template class Transformer<float>;

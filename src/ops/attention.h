@@ -126,3 +126,43 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
 }
 
 }  // namespace normlab::ops
+
+namespace normlab::ops {
+
+// Inference with a KV cache: Tq new queries at absolute positions pos0 .. pos0 + Tq - 1 attend to
+// the cached keys/values 0 .. pos0 + i (causal). B = 1. No backward: generation never trains.
+// Shapes: q, o (Tq, C); kc, vc (>= pos0 + Tq, C); scratch (H, pos0 + Tq).
+template <class T>
+void attention_forward_kv(T* o, T* scratch, const T* q, const T* kc, const T* vc, int Tq, int pos0,
+                          int H, int D, T scale, T cap) {
+  const int C = H * D, Tk = pos0 + Tq;
+#pragma omp parallel for schedule(static) if (static_cast<long>(H) * Tq * Tk * D > 65536)
+  for (int h = 0; h < H; ++h) {
+    T* s = scratch + static_cast<long>(h) * Tk;
+    for (int i = 0; i < Tq; ++i) {
+      const T* qi = q + static_cast<long>(i) * C + h * D;
+      const int nk = pos0 + i + 1;
+      T m = -std::numeric_limits<T>::infinity();
+      for (int j = 0; j < nk; ++j) {
+        const T* kj = kc + static_cast<long>(j) * C + h * D;
+        T d = 0;
+        for (int e = 0; e < D; ++e) d += qi[e] * kj[e];
+        d *= scale;
+        if (cap > 0) d = cap * std::tanh(d / cap);
+        s[j] = d;
+        m = d > m ? d : m;
+      }
+      T z = 0;
+      for (int j = 0; j < nk; ++j) z += (s[j] = std::exp(s[j] - m));
+      T* oi = o + static_cast<long>(i) * C + h * D;
+      for (int e = 0; e < D; ++e) oi[e] = 0;
+      for (int j = 0; j < nk; ++j) {
+        const T p = s[j] / z;
+        const T* vj = vc + static_cast<long>(j) * C + h * D;
+        for (int e = 0; e < D; ++e) oi[e] += p * vj[e];
+      }
+    }
+  }
+}
+
+}  // namespace normlab::ops

@@ -22,6 +22,8 @@ class AdamW {
   void set_steps_taken(long t) { t_ = t; }
   std::vector<T>& m() { return m_; }
   std::vector<T>& v() { return v_; }
+  const std::vector<T>& m() const { return m_; }
+  const std::vector<T>& v() const { return v_; }
   bool decayed(const ParamSpec& s) const;
 
  private:

@@ -99,7 +99,9 @@ def reference_files():
     return {
         "numpy": np_save(np_tensors, metadata={"format": "np", "note": "ünïcode ✓"}),
         "torch": pt_save(pt_tensors, metadata={"format": "pt"}),
-        "small": np_save({"a": np.array([1, 2], dtype=np.int16), "b": np.array([7], dtype=np.uint8)}),
+        "small": np_save(
+            {"a": np.array([1, 2], dtype=np.int16), "b": np.array([7], dtype=np.uint8)}
+        ),
         "no_tensors": np_save({}),
         "only_empty": np_save({"e": np.zeros(0, dtype=np.int8)}),
         "f4": pack({"q": {"dtype": "F4", "shape": [2, 2], "data_offsets": [0, 2]}}, b"\x12\x34"),
@@ -108,7 +110,10 @@ def reference_files():
 
 def handmade_cases():
     """Malformed (and a few valid but unusual) files, built by hand: label -> bytes."""
-    t = lambda dtype, shape, b, e: {"dtype": dtype, "shape": shape, "data_offsets": [b, e]}  # noqa: E731
+
+    def t(dtype, shape, b, e):
+        return {"dtype": dtype, "shape": shape, "data_offsets": [b, e]}
+
     a = '"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}'
     plain_header, plain_data = split(np_save({"a": np.arange(3)}))
     cases = {
@@ -141,7 +146,9 @@ def handmade_cases():
         "control char": pack('{"a\x01":' + a[4:] + "}", b"xy"),
         "dup tensor identical": pack("{" + a + "," + a + "}", b"xy"),
         "dup tensor via escape": pack('{"\\u0061":' + a[4:] + "," + a + "}", b"xy"),
-        "dup field": pack('{"a":{"dtype":"U8","dtype":"U8","shape":[2],"data_offsets":[0,2]}}', b"xy"),
+        "dup field": pack(
+            '{"a":{"dtype":"U8","dtype":"U8","shape":[2],"data_offsets":[0,2]}}', b"xy"
+        ),
         "dup metadata key": pack('{"__metadata__":{"k":"v","k":"w"},' + a + "}", b"xy"),
         "dup metadata": pack('{"__metadata__":{},"__metadata__":{},' + a + "}", b"xy"),
         "metadata null": pack('{"__metadata__":null,' + a + "}", b"xy"),
@@ -168,15 +175,17 @@ def handmade_cases():
         "shape leading zero": pack('{"a":{"dtype":"U8","shape":[02],"data_offsets":[0,2]}}', b"xy"),
         "shape nested": pack({"a": t("U8", [[2]], 0, 2)}, b"xy"),
         "shape string": pack({"a": t("U8", "2", 0, 2)}, b"xy"),
-        "shape huge": pack('{"a":{"dtype":"U8","shape":[18446744073709551616],"data_offsets":[0,2]}}', b"xy"),
+        "shape huge": pack(
+            '{"a":{"dtype":"U8","shape":[18446744073709551616],"data_offsets":[0,2]}}', b"xy"
+        ),
         "shape overflow": pack({"a": t("U8", [2**32, 2**32], 0, 0)}),
         "shape overflow then zero": pack({"a": t("U8", [2**40, 2**40, 0], 0, 0)}),
         "shape big then zero": pack({"a": t("U8", [2**40, 2**20, 0], 0, 0)}),
         "shape u64 max then zero": pack({"a": t("U8", [2**64 - 1, 0], 0, 0)}),
         "bits overflow": pack({"a": t("F64", [2**61], 0, 0)}),
-        "offsets three": pack({"a": {"dtype": "U8", "shape": [2], "data_offsets": [0, 2, 3]}}, b"xy"),
+        "offsets three": pack({"a": {**t("U8", [2], 0, 2), "data_offsets": [0, 2, 3]}}, b"xy"),
         "offsets one": pack({"a": {"dtype": "U8", "shape": [2], "data_offsets": [2]}}, b"xy"),
-        "offsets object": pack({"a": {"dtype": "U8", "shape": [2], "data_offsets": {"0": 0}}}, b"xy"),
+        "offsets object": pack({"a": {"dtype": "U8", "shape": [2], "data_offsets": {"0": 0}}}),
         "offsets negative": pack({"a": t("U8", [0], -1, -1)}),
         "offsets reversed": pack({"a": t("U8", [2], 2, 0)}, b"xy"),
         "offsets huge": pack({"a": t("U8", [2], 2**64 - 2, 2**64)}, b"xy"),
@@ -211,7 +220,8 @@ def mutated_cases(files):
     for i in range(8, 8 + len(header)):
         cases[f"small byte {i} xor 0x01"] = small[:i] + bytes([small[i] ^ 0x01]) + small[i + 1 :]
         if i % 5 == 0:
-            cases[f"small byte {i} xor 0x80"] = small[:i] + bytes([small[i] ^ 0x80]) + small[i + 1 :]
+            flipped = small[:i] + bytes([small[i] ^ 0x80]) + small[i + 1 :]
+            cases[f"small byte {i} xor 0x80"] = flipped
     for name in ("numpy", "torch"):
         blob = files[name]
         (n,) = struct.unpack("<Q", blob[:8])
@@ -333,20 +343,23 @@ def test_normlab_agrees_with_reference(tool, tmp_path):
             else:
                 problems.append(f"{label}: reference accepts, normlab refuses: {got['error']}")
         elif got["tensors"] != ref or got["metadata"] != ref_meta:
-            problems.append(f"{label}: normlab reads {got} but the reference reads {ref} {ref_meta}")
+            problems.append(f"{label}: normlab reads {got}, the reference {ref} {ref_meta}")
         else:
             counts["both accept"] += 1
 
     print(f"\n{len(cases)} files: {counts}; normlab stricter: "
           + "; ".join(f"{w}: {len(v)} ({', '.join(v[:3])})" for w, v in stricter.items()))
     assert not problems, "\n".join(problems[:30])
-    for label in ("valid numpy", "valid torch", "valid small", "valid f4", "many empty",
-                  "reverse order", "empty at end", "escaped pair", "space padding", "pretty header"):
+    must_accept = ["valid numpy", "valid torch", "valid small", "valid f4", "many empty",
+                   "reverse order", "empty at end", "escaped pair", "space padding",
+                   "pretty header"]
+    for label in must_accept:
         assert results[list(cases).index(label)]["ok"], label
     # The hand-made cases for the stricter rules hit exactly those rules.
-    for label in ("dup tensor identical", "dup tensor via escape", "dup metadata key", "extra field",
-                  "empty name", "metadata null", "leading space", "shape u64 max then zero",
-                  "entry array", "dtype as map"):
+    stricter_cases = ["dup tensor identical", "dup tensor via escape", "dup metadata key",
+                      "extra field", "empty name", "metadata null", "leading space",
+                      "shape u64 max then zero", "entry array", "dtype as map"]
+    for label in stricter_cases:
         assert any(label in v for v in stricter.values()), (label, stricter)
 
 
@@ -382,10 +395,13 @@ def test_files_written_by_normlab_read_back_through_reference(tool, tmp_path):
         src = tmp_path / f"{name}.safetensors"
         dst = tmp_path / f"{name}.copy.safetensors"
         src.write_bytes(blob)
-        out = subprocess.run([str(tool), "copy", str(src), str(dst)], capture_output=True, text=True)
+        out = subprocess.run(
+            [str(tool), "copy", str(src), str(dst)], capture_output=True, text=True, timeout=60
+        )
         assert out.returncode == 0, out.stderr
         written = dst.read_bytes()
         header, _ = split(written)
         assert len(header) % 8 == 0 and header[:1] == b"{", name
-        assert reference_verdict(str(dst), written)[:2] == reference_verdict(str(src), blob)[:2], name
+        expected = reference_verdict(str(src), blob)[:2]
+        assert reference_verdict(str(dst), written)[:2] == expected, name
     assert sorted(p.name for p in tmp_path.iterdir() if ".tmp." in p.name) == []

@@ -419,7 +419,8 @@ class RefModel:
         out = {"logits": logits.detach(), "loss": loss.detach().reshape(1),
                "ce": ce.detach().reshape(1), "z_loss": zl.detach().reshape(1)}
         for n, g in zip(names, grads):
-            out[f"grad.{n}"] = torch.zeros_like(leaves[n]) if g is None else g
+            assert g is not None, f"parameter {n} is declared but the forward never uses it"
+            out[f"grad.{n}"] = g
         return out
 
     def block_grads(self, params, x, dy, layer=0):
@@ -432,7 +433,8 @@ class RefModel:
                                     allow_unused=True)
         out = {"y": y.detach(), "dx": grads[0]}
         for n, g in zip(names, grads[1:]):
-            out[f"grad.{n}"] = torch.zeros_like(leaves[n]) if g is None else g
+            assert g is not None, f"parameter {n} is declared but the block never uses it"
+            out[f"grad.{n}"] = g
         return out
 
 

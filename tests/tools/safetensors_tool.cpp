@@ -13,10 +13,9 @@
 //     exit status 1 with the error on stderr if IN is rejected.
 #include <cstdio>
 #include <exception>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "normlab/errors.h"
 #include "normlab/safetensors.h"
@@ -57,7 +56,8 @@ int copy(const std::string& in, const std::string& out) {
   try {
     const auto file = normlab::SafetensorsFile::open(in);
     std::vector<normlab::TensorToWrite> tensors;
-    for (const auto& t : file.tensors()) tensors.push_back({t.name, t.dtype, t.shape, file.data(t)});
+    for (const auto& t : file.tensors())
+      tensors.push_back({t.name, t.dtype, t.shape, file.data(t)});
     normlab::write_safetensors(out, tensors, file.metadata());
     return 0;
   } catch (const std::exception& e) {
@@ -76,7 +76,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   for (int i = 2; i < argc; ++i) {
-    const std::string line = check(argv[i]).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    const std::string line =
+        check(argv[i]).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     std::printf("%s\n", line.c_str());
   }
   return 0;

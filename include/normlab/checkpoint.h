@@ -1,0 +1,56 @@
+// Checkpoints: a run directory holds config.toml, metrics, and checkpoints/step_NNNNNNNN/ folders,
+// each with model.safetensors (weights; "__metadata__" has "format": "pt" and the config) and
+// state.safetensors (AdamW moments; the training state as JSON metadata). A checkpoint folder is
+// written under a temporary name, flushed, and renamed into place; only then does the
+// checkpoints/latest pointer move. A crash at any moment leaves the previous checkpoint loadable.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "normlab/config.h"
+
+namespace normlab {
+
+template <class T>
+class Transformer;
+template <class T>
+class AdamW;
+
+// Everything besides weights and moments that an exact resume needs.
+struct TrainingState {
+  long step = 0;             // optimizer steps completed
+  long tokens_seen = 0;
+  long skipped_steps = 0;    // updates skipped by the guards
+  std::uint64_t sampler_rng = 0;
+  long sampler_draws = 0;
+  nlohmann::json extra = nlohmann::json::object();  // guard windows and the like
+};
+
+nlohmann::json to_json(const TrainingState& s);
+TrainingState training_state_from_json(const nlohmann::json& j);
+
+// Writes checkpoints/step_<step>/ atomically, moves `latest`, keeps the newest `keep` folders.
+// Returns the folder written.
+std::string save_checkpoint(const std::string& run_dir, const Config& cfg,
+                            const Transformer<float>& model, const AdamW<float>& opt,
+                            const TrainingState& state, int keep);
+
+// The folder `latest` points to. Throws FormatError when the run has no complete checkpoint.
+std::string latest_checkpoint(const std::string& run_dir);
+
+// Resolves what the user passed to --checkpoint: a run directory (its latest checkpoint), or a
+// checkpoint folder, or a model.safetensors file. Returns the checkpoint folder.
+std::string resolve_checkpoint(const std::string& path);
+
+// The config stored in a checkpoint's model.safetensors metadata.
+Config checkpoint_config(const std::string& ckpt_dir);
+
+// Loads weights (and, when given, moments and state) from a checkpoint folder. All-or-nothing:
+// throws FormatError naming the tensor or field that does not match, leaving the model as it was.
+void load_checkpoint(const std::string& ckpt_dir, Transformer<float>& model, AdamW<float>* opt,
+                     TrainingState* state);
+
+}  // namespace normlab

@@ -1,0 +1,66 @@
+// The training loop: data -> model -> loss -> AdamW, with gradient accumulation, clipping, the
+// learning-rate schedule, evaluation, metrics, checkpoints and exact resume. The trainer never
+// prints; it reports each logged step to a callback (the CLI draws the status line).
+#pragma once
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "normlab/checkpoint.h"
+#include "normlab/config.h"
+
+namespace normlab {
+
+class TokenCorpus;
+
+struct StepRecord {
+  long step = 0;         // optimizer steps completed
+  long total_steps = 0;
+  long tokens = 0;       // tokens seen
+  double loss = 0, ce = 0, z_loss = 0, lse_mean = 0;
+  double lr = 0, grad_norm = 0, tokens_per_s = 0;
+  double elapsed_s = 0;
+  std::optional<double> val_loss;
+  bool skipped = false;  // the update was skipped (non-finite loss or gradient)
+  nlohmann::json diag;   // extra diagnostics, merged into metrics.jsonl
+};
+
+struct TrainResult {
+  long steps = 0;
+  double final_loss = 0;          // mean training loss over the last logged window
+  std::optional<double> val_loss; // at the end
+  bool diverged = false;
+  std::string stop_reason;
+  double tokens_per_s = 0;
+  double wall_s = 0;
+};
+
+struct TrainHooks {
+  std::function<void(const StepRecord&)> on_log;  // every log_interval steps and the last
+  std::function<bool()> stop_requested;           // polled between steps (SIGINT/SIGTERM)
+};
+
+class Trainer {
+ public:
+  // Starts a new run in run_dir (which must not hold a checkpoint) or, with resume, continues
+  // the latest checkpoint of run_dir (its saved config wins; `cfg` is ignored then).
+  Trainer(const Config& cfg, const std::string& run_dir, bool resume);
+  ~Trainer();
+  const Config& config() const;
+  long step() const;
+  TrainResult run(const TrainHooks& hooks = {});
+  // Mean validation cross-entropy over cfg.train.eval_batches fixed batches.
+  double evaluate();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Loads the corpus named by cfg.data.path (empty: the embedded one).
+TokenCorpus load_corpus(const DataConfig& d);
+
+}  // namespace normlab

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what normlab needs on Debian 12: the C++ toolchain and libraries from Debian, and the
+# Python side of the tests (PyTorch 2.13 CPU, safetensors, transformers, pytest) into .venv.
+# Idempotent: skips whatever is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(build-essential cmake ninja-build pkg-config libopenblas-dev libtomlplusplus-dev
+  nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev python3 python3-venv python3-pip)
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "[install] apt-get install ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if [ "${NORMLAB_SKIP_PYTHON:-0}" != "1" ]; then
+  PY=${PYTHON:-python3}
+  if [ ! -x .venv/bin/python ]; then
+    echo "[install] creating .venv"
+    "$PY" -m venv .venv
+  fi
+  if ! .venv/bin/python -c "import torch, safetensors, pytest, numpy" 2>/dev/null; then
+    echo "[install] pip install -r requirements-test.txt (PyTorch 2.13 CPU build)"
+    .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements-test.txt
+  fi
+fi

@@ -1,0 +1,27 @@
+// Metrics of a run: RUN_DIR/metrics.jsonl (one JSON object per logged step, stable names) and
+// RUN_DIR/metrics.csv (fixed columns, for spreadsheets).
+#pragma once
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace normlab {
+
+class MetricsWriter {
+ public:
+  // Opens both files for appending. With resume_step >= 0, first drops every record whose step is
+  // above resume_step (written after the checkpoint the run resumes from), so that a resumed run's
+  // files read as if it had never stopped.
+  MetricsWriter(const std::string& run_dir, long resume_step = -1);
+  void write(const nlohmann::json& record);
+  static const char* const* csv_columns();
+
+ private:
+  std::ofstream jsonl_, csv_;
+};
+
+// Reads every record of RUN_DIR/metrics.jsonl (for reports and tests).
+std::vector<nlohmann::json> read_metrics(const std::string& run_dir);
+
+}  // namespace normlab

@@ -1,0 +1,29 @@
+// Model weights <-> safetensors, driven by the parameter table. Loading is all-or-nothing: every
+// tensor of the table must be present with its exact shape, nothing else may be in the file, and
+// the model's parameters change only once everything has been read and checked.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "model/transformer.h"
+#include "normlab/safetensors.h"
+
+namespace normlab {
+
+// Throws FormatError naming every missing, unexpected or mis-shaped tensor.
+template <class T>
+void load_weights(Transformer<T>& model, const SafetensorsFile& file);
+
+// Writes the parameters as F32 (or F64 when T = double) tensors named as in the table, in table
+// order, atomically. `prefix` is prepended to every name (e.g. "grad.").
+template <class T>
+void save_weights(const std::string& path, const ParamTable& table, const T* arena,
+                  const std::map<std::string, std::string>& metadata = {});
+
+// The same tensors as TensorToWrite records (pointing into `arena`), for files that hold more.
+template <class T>
+std::vector<TensorToWrite> weight_records(const ParamTable& table, const T* arena,
+                                          const std::string& prefix = "");
+
+}  // namespace normlab

@@ -1,0 +1,104 @@
+// Incremental decoding with the KV cache must give the logits of a full forward pass at every
+// position, for every placement and with RoPE, learned positions, QK-norm and caps.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "model/transformer.h"
+#include "normlab/errors.h"
+#include "tensor/rng.h"
+
+namespace normlab {
+namespace {
+
+class KvCacheParity : public ::testing::TestWithParam<Placement> {};
+
+TEST_P(KvCacheParity, MatchesFullForward) {
+  for (int variant = 0; variant < 2; ++variant) {
+    ModelConfig m;
+    m.vocab_size = 40;
+    m.n_layer = 3;
+    m.d_model = 24;
+    m.n_head = 4;
+    m.d_ff = 40;
+    m.seq_len = 12;
+    m.placement = GetParam();
+    m.mix_ratio = 0.34;
+    m.pos = variant == 0 ? PosKind::rope : PosKind::learned;
+    m.qk_norm = variant == 0 ? QKNormKind::rmsnorm : QKNormKind::layernorm;
+    m.qk_norm_scope = variant == 0 ? QKNormScope::head : QKNormScope::full;
+    m.qk_norm_position = variant == 0 ? QKNormPosition::post_rope : QKNormPosition::pre_rope;
+    m.attn_softcap = 3.0;
+    m.final_softcap = 5.0;
+    m.mlp = variant == 0 ? MlpKind::swiglu : MlpKind::gelu;
+    const int T = 10;
+    Transformer<double> full(m, 1, m.seq_len), inc(m, 1, m.seq_len);
+    full.init_params(5);
+    Rng rng(3);
+    for (auto& p : full.params()) p += 0.2 * rng.normal();
+    std::copy(full.params().begin(), full.params().end(), inc.params().begin());
+    std::vector<int> idx(T);
+    for (auto& x : idx) x = static_cast<int>(rng.below(m.vocab_size));
+    std::vector<double> logits(T * m.vocab_size), last(m.vocab_size);
+    full.forward_logits(idx.data(), 1, T, logits.data());
+    auto cache = inc.make_cache();
+    // A prompt of 4 tokens at once, then one token at a time.
+    inc.forward_cached(idx.data(), 4, cache, last.data());
+    for (int v = 0; v < m.vocab_size; ++v) EXPECT_NEAR(last[v], logits[3 * m.vocab_size + v], 1e-12);
+    for (int t = 4; t < T; ++t) {
+      inc.forward_cached(idx.data() + t, 1, cache, last.data());
+      for (int v = 0; v < m.vocab_size; ++v)
+        ASSERT_NEAR(last[v], logits[t * m.vocab_size + v], 1e-12) << "t=" << t;
+    }
+    EXPECT_EQ(cache.len, T);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Placements, KvCacheParity,
+                         ::testing::Values(Placement::post, Placement::pre, Placement::peri,
+                                           Placement::reordered, Placement::deepnorm,
+                                           Placement::mix),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
+TEST(KvCache, RefusesContextBeyondSeqLen) {
+  ModelConfig m;
+  m.vocab_size = 16;
+  m.n_layer = 1;
+  m.d_model = 8;
+  m.n_head = 2;
+  m.d_ff = 16;
+  m.seq_len = 4;
+  Transformer<float> model(m, 1, 4);
+  model.init_params(1);
+  auto cache = model.make_cache();
+  std::vector<int> idx = {1, 2, 3, 4, 5};
+  std::vector<float> last(16);
+  EXPECT_THROW(model.forward_cached(idx.data(), 5, cache, last.data()), InputError);
+  model.forward_cached(idx.data(), 4, cache, last.data());
+  EXPECT_THROW(model.forward_cached(idx.data(), 1, cache, last.data()), InputError);
+}
+
+TEST(Transformer, RefusesTokenOutsideVocabulary) {
+  ModelConfig m;
+  m.vocab_size = 16;
+  m.n_layer = 1;
+  m.d_model = 8;
+  m.n_head = 2;
+  m.d_ff = 16;
+  m.seq_len = 4;
+  Transformer<float> model(m, 1, 4);
+  std::vector<int> idx = {1, 2, 16, 4}, tgt = {1, 2, 3, 4};
+  try {
+    model.forward(idx.data(), tgt.data(), 1, 4, 0.0, false);
+    FAIL() << "no exception";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("token id 16 at position 2"), std::string::npos) << e.what();
+  }
+  idx[2] = 3;
+  tgt[0] = -1;
+  EXPECT_THROW(model.forward(idx.data(), tgt.data(), 1, 4, 0.0, false), InputError);
+}
+
+}  // namespace
+}  // namespace normlab

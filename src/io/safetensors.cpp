@@ -550,9 +550,11 @@ std::uint16_t f32_to_bf16(float f) {
 }
 
 std::int64_t TensorInfo::numel() const {
-  std::int64_t n = 1;
-  for (const auto d : shape) n *= d;
-  return n;
+  // Unsigned, as validation computed it: partial products may pass INT64_MAX before a zero
+  // dimension (shape [2^62, 4, 0]); the final product of a validated tensor is small.
+  std::uint64_t n = 1;
+  for (const auto d : shape) n *= static_cast<std::uint64_t>(d);
+  return static_cast<std::int64_t>(n);
 }
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) {

@@ -55,13 +55,15 @@ void scatter_cols(T* dst, const T* src, long N, int C, int ld, int col) {
 }  // namespace
 
 template <class T>
-Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq)
+Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, bool allocate)
     : cfg_(cfg), plan_(build_plan(cfg)), maxB_(max_batch), maxT_(max_seq) {
   NL_CHECK(max_batch > 0 && max_seq > 0 && max_seq <= cfg.seq_len,
            "batch {} x seq {} does not fit model.seq_len = {}", max_batch, max_seq, cfg.seq_len);
   build_table();
-  params_.assign(table_.total(), T(0));
-  grads_.assign(table_.total(), T(0));
+  if (allocate) {
+    params_.assign(table_.total(), T(0));
+    grads_.assign(table_.total(), T(0));
+  }
 
   // QK path: the order of norm and RoPE on queries and keys, as a tiny plan of its own.
   const bool qk = cfg_.qk_norm != QKNormKind::none, rope = cfg_.pos == PosKind::rope;
@@ -80,7 +82,7 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq)
   const long TT = static_cast<long>(max_seq) * max_seq;
   const int F_in = gated(cfg_.mlp) ? 2 * F : F;
   head_chunk_ = static_cast<int>(std::clamp<long>((1L << 22) / V, 64, N));
-  for (int pass = 0; pass < 2; ++pass) {
+  for (int pass = 0; pass < (allocate ? 2 : 1); ++pass) {
     arena_used_ = 0;
     res_.assign(2 * L + 1, nullptr);
     for (auto& r : res_) r = alloc(N * C);
@@ -147,7 +149,7 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq)
     head_lse_ = alloc(head_chunk_);
     if (pass == 0) arena_.assign(arena_used_, T(0));
   }
-  if (rope) ops::rope_tables(rope_cos_, rope_sin_, cfg_.seq_len, D, cfg_.rope_theta);
+  if (rope && allocate) ops::rope_tables(rope_cos_, rope_sin_, cfg_.seq_len, D, cfg_.rope_theta);
 }
 
 template <class T>

@@ -57,7 +57,10 @@ class Transformer {
   };
 
   // Allocates parameters, gradients and activations for batches of up to max_batch x max_seq.
-  Transformer(const ModelConfig& cfg, int max_batch, int max_seq);
+  // With allocate = false only the sizes are computed (for `normlab info`); nothing may run.
+  Transformer(const ModelConfig& cfg, int max_batch, int max_seq, bool allocate = true);
+  // Elements of the activation arena (activations, backward scratch, head chunk buffers).
+  long activation_elements() const { return arena_used_; }
 
   const ModelConfig& config() const { return cfg_; }
   const ModelPlan& plan() const { return plan_; }

@@ -385,7 +385,10 @@ TEST(Safetensors, RejectsShapeWhoseSizeOverflows) {
                {"tensor 'w'", "overflows"}));
   EXPECT_TRUE(rejected(make_file(json_object({entry("w", "F64", "[2305843009213693952]", 0, 0)})),
                        {"tensor 'w'", "overflows"}));
-  // No overflow: a large dimension times zero is an empty tensor.
+  // No overflow: large dimensions times zero make an empty tensor.
+  const auto f = SafetensorsFile::from_bytes(
+      make_file(json_object({entry("w", "U8", "[9223372036854775807,2,0]", 0, 0)})));
+  EXPECT_EQ(f.find("w")->numel(), 0);
   EXPECT_NO_THROW(SafetensorsFile::from_bytes(
       make_file(json_object({entry("w", "U8", "[1099511627776,1048576,0]", 0, 0)}))));
 }

@@ -1,0 +1,51 @@
+// `normlab compare`: the README's main job. Trains the same model with post, pre and peri norm
+// on the embedded corpus (or the config's data) and prints a comparison table.
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "cli/status.h"
+#include "lab/compare.h"
+
+namespace normlab::cli {
+
+void add_compare(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand(
+      "compare", "Train one model per norm placement (default post, pre, peri) and compare them");
+  struct Opts {
+    ConfigOptions cfg;
+    std::string out = "runs/compare";
+    std::vector<std::string> placements = {"post", "pre", "peri"};
+  };
+  auto o = std::make_shared<Opts>();
+  o->cfg.add_to(cmd);
+  cmd->add_option("--out,-o", o->out, "Directory for the runs and summary.{json,md}")->capture_default_str();
+  cmd->add_option("--placements", o->placements, "Placements to compare")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"post", "pre", "peri", "reordered", "deepnorm", "mix"}));
+  cmd->callback([&action, o] {
+    action = [o] {
+      const Config cfg = o->cfg.load();
+      std::vector<Placement> ps;
+      for (const auto& s : o->placements) ps.push_back(*enum_from_string<Placement>(s));
+      install_stop_signals();
+      StatusLine status(stdout);
+      TrainHooks hooks;
+      hooks.on_log = [&](const StepRecord& r) { status.update(r); };
+      hooks.stop_requested = [] { return stop_signal_received(); };
+      const auto rows = run_comparison(cfg, ps, o->out, hooks, [&](Placement p) {
+        status.finish();
+        fmt::print("== {} ({} layers, d_model {}, {} steps, lr {}, warmup {}) -> {}/{}\n",
+                   to_string(p), cfg.model.n_layer, cfg.model.d_model, cfg.train.steps,
+                   cfg.optim.lr, cfg.optim.warmup_steps, o->out, to_string(p));
+      });
+      status.finish();
+      fmt::print("\n{}\nwritten: {}/summary.md, {}/summary.json\n", comparison_table(rows), o->out, o->out);
+      if (!rows.empty() && rows.back().result.stop_reason == "interrupted") return kExitInterrupted;
+      return kExitOk;
+    };
+  });
+}
+
+}  // namespace normlab::cli

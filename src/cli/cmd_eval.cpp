@@ -1,0 +1,31 @@
+// `normlab eval`: validation loss, perplexity and bits per byte of a checkpoint.
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "normlab/evaluate.h"
+
+namespace normlab::cli {
+
+void add_eval(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("eval", "Validation loss, perplexity and bits per byte of a checkpoint");
+  struct Opts {
+    std::string checkpoint, data;
+    int batches = 0;
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("--checkpoint", o->checkpoint, "Run directory, checkpoint folder or model.safetensors")
+      ->required();
+  cmd->add_option("--data", o->data, "Evaluate on this corpus (text file, folder or token file) "
+                                     "instead of the run's validation split");
+  cmd->add_option("--batches", o->batches, "Number of evaluation batches (default: train.eval_batches)");
+  cmd->callback([&action, o] {
+    action = [o] {
+      const EvalResult r = evaluate_checkpoint(o->checkpoint, o->data, o->batches);
+      fmt::print("data {}  tokens {}\nloss {:.4f}  perplexity {:.3f}  bits/byte {:.4f}\n",
+                 r.data_name, r.tokens, r.loss, r.perplexity, r.bits_per_byte);
+      return kExitOk;
+    };
+  });
+}
+
+}  // namespace normlab::cli

@@ -1,0 +1,47 @@
+// `normlab info`: parameter counts, FLOPs per token, memory, and the resolved block plan.
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "model/summary.h"
+
+namespace normlab::cli {
+
+void add_info(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("info", "Show parameter counts, FLOPs per token, activation memory "
+                                         "and the block plan (which norm sits where) of a config");
+  auto opts = std::make_shared<ConfigOptions>();
+  opts->add_to(cmd);
+  cmd->callback([&action, opts] {
+    action = [opts] {
+      const Config cfg = opts->load();
+      const ModelSummary s = summarize(cfg.model, cfg.train.batch_size);
+      const auto& m = cfg.model;
+      fmt::print("model: {} layers, d_model {}, {} heads (head_dim {}), d_ff {}, vocab {}, seq_len {}\n",
+                 m.n_layer, m.d_model, m.n_head, m.head_dim(), m.d_ff, m.vocab_size, m.seq_len);
+      fmt::print("placement {}  norm {}  qk_norm {}{}  pos {}  mlp {}  caps attn {} final {}\n",
+                 to_string(m.placement), to_string(m.norm), to_string(m.qk_norm),
+                 m.qk_norm == QKNormKind::none
+                     ? ""
+                     : fmt::format(" ({}, {})", to_string(m.qk_norm_scope), to_string(m.qk_norm_position)),
+                 to_string(m.pos), to_string(m.mlp), m.attn_softcap, m.final_softcap);
+      fmt::print("\nparameters: {:L} total\n", s.params);
+      for (const auto& [g, n] : s.params_by_group) fmt::print("  {:<10} {:>12}\n", g, n);
+      fmt::print("  matmul     {:>12}  (in matrix products)\n", s.matmul_params);
+      fmt::print("\ntraining FLOPs per token: {:.4g}  (6 x matmul params + 12 L T C)\n",
+                 s.train_flops_per_token);
+      fmt::print("FLOPs per step (batch {} x {} x accum {}): {:.4g}\n", cfg.train.batch_size,
+                 m.seq_len, cfg.train.grad_accum,
+                 s.train_flops_per_token * cfg.train.batch_size * m.seq_len * cfg.train.grad_accum);
+      fmt::print("memory: activations {:.1f} MiB per micro-batch, parameters + grads + AdamW {:.1f} MiB\n",
+                 s.activation_bytes / 1048576.0, s.param_state_bytes / 1048576.0);
+      fmt::print("\nblock plan:\n");
+      for (const auto& line : s.plan) fmt::print("  {}\n", line);
+      fmt::print("  final norm before the LM head: {}\n", s.final_norm ? "yes" : "no");
+      return kExitOk;
+    };
+  });
+}
+
+}  // namespace normlab::cli

@@ -1,0 +1,39 @@
+// The `normlab` subcommands. Each file registers one subcommand: its options and an action that
+// calls the library. Nothing here computes; errors from the library reach main() as exceptions.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "normlab/config.h"
+
+namespace normlab::cli {
+
+using Action = std::function<int()>;
+
+// Each adds its subcommand to `app` and, when it is chosen, sets `action`.
+void add_train(CLI::App& app, Action& action);
+void add_eval(CLI::App& app, Action& action);
+void add_generate(CLI::App& app, Action& action);
+void add_info(CLI::App& app, Action& action);
+void add_compare(CLI::App& app, Action& action);
+
+// Shared option groups.
+struct ConfigOptions {
+  std::string config_path;
+  std::vector<std::string> overrides;
+  void add_to(CLI::App* cmd);
+  Config load() const;  // throws ConfigError
+};
+
+// Exit codes.
+constexpr int kExitOk = 0;
+constexpr int kExitUsage = 2;     // bad command line or config
+constexpr int kExitInput = 3;     // unreadable / malformed input file or data
+constexpr int kExitRuntime = 4;   // anything else that failed
+constexpr int kExitDiverged = 5;  // training diverged and stopped
+constexpr int kExitInterrupted = 130;
+
+}  // namespace normlab::cli

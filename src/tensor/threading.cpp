@@ -1,0 +1,23 @@
+#include "tensor/threading.h"
+
+#include <omp.h>
+#include <sched.h>
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace normlab {
+
+int available_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set) > 0 ? CPU_COUNT(&set) : 1;
+  return omp_get_num_procs();
+}
+
+int set_thread_count(int n) {
+  if (n <= 0) n = available_cores();
+  omp_set_num_threads(n);
+  openblas_set_num_threads(n);
+  return n;
+}
+
+}  // namespace normlab

@@ -41,6 +41,8 @@ struct TrainResult {
 struct TrainHooks {
   std::function<void(const StepRecord&)> on_log;  // every log_interval steps and the last
   std::function<bool()> stop_requested;           // polled between steps (SIGINT/SIGTERM)
+  // Called after every step with its loss; a returned reason stops the run as diverged.
+  std::function<std::optional<std::string>(const StepRecord&)> check_divergence;
 };
 
 class Trainer {

@@ -19,6 +19,10 @@ void add_eval(CLI::App& app, Action& action);
 void add_generate(CLI::App& app, Action& action);
 void add_info(CLI::App& app, Action& action);
 void add_compare(CLI::App& app, Action& action);
+void add_report(CLI::App& app, Action& action);
+void add_gradflow(CLI::App& app, Action& action);
+void add_sweep(CLI::App& app, Action& action);
+void add_interop(CLI::App& app, Action& action);
 
 // Shared option groups.
 struct ConfigOptions {

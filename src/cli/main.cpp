@@ -35,6 +35,10 @@ int main(int argc, char** argv) {
   add_generate(app, action);
   add_info(app, action);
   add_compare(app, action);
+  add_report(app, action);
+  add_gradflow(app, action);
+  add_sweep(app, action);
+  add_interop(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -38,7 +38,12 @@ void fill_row(const CorpusView& view, long o, int T, int* idx, int* targets) {
 // --- BatchSampler -----------------------------------------------------------------------------
 
 BatchSampler::BatchSampler(CorpusView view, int B, int T, std::uint64_t seed, int rank, int world)
-    : view_(std::move(view)), B_(B), T_(T), rank_(rank), world_(world), rng_state_(Rng(seed).state()) {
+    : view_(std::move(view)),
+      B_(B),
+      T_(T),
+      rank_(rank),
+      world_(world),
+      rng_state_(Rng(seed).state()) {
   check_batch_args(view_, B, T, rank, world, "batch sampler");
 }
 

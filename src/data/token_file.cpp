@@ -144,9 +144,11 @@ TokenCorpus TokenCorpus::from_token_file(const std::string& path) {
   // a plain load. Skipped when the width cannot hold a value >= vocab.
   if (width < 4 && vocab >= (std::uint64_t{1} << (8 * width))) return TokenCorpus(std::move(store));
   ::madvise(addr, file_bytes, MADV_SEQUENTIAL);  // a hint: read ahead, drop behind
-  const long bad = width == 1   ? first_out_of_vocab<std::uint8_t>(store->data, store->count, vocab)
-                   : width == 2 ? first_out_of_vocab<std::uint16_t>(store->data, store->count, vocab)
-                                : first_out_of_vocab<std::uint32_t>(store->data, store->count, vocab);
+  const unsigned char* data = store->data;
+  const long n = store->count;
+  const long bad = width == 1   ? first_out_of_vocab<std::uint8_t>(data, n, vocab)
+                   : width == 2 ? first_out_of_vocab<std::uint16_t>(data, n, vocab)
+                                : first_out_of_vocab<std::uint32_t>(data, n, vocab);
   ::madvise(addr, file_bytes, MADV_NORMAL);
   if (bad >= 0) {
     const std::uint32_t value = width == 1   ? store->data[bad]
@@ -159,7 +161,8 @@ TokenCorpus TokenCorpus::from_token_file(const std::string& path) {
 }
 
 void write_token_file(const std::string& path, std::span<const int> tokens, int vocab) {
-  if (vocab < 1) throw InputError(fmt::format("[data] {}: vocab size {} must be >= 1", path, vocab));
+  if (vocab < 1)
+    throw InputError(fmt::format("[data] {}: vocab size {} must be >= 1", path, vocab));
   if (tokens.empty()) throw InputError(fmt::format("[data] {}: no tokens to write", path));
   for (std::size_t i = 0; i < tokens.size(); ++i)
     if (tokens[i] < 0 || tokens[i] >= vocab)

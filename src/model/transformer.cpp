@@ -36,6 +36,14 @@ ops::Activation activation_of(MlpKind m) {
 }
 
 template <class T>
+double max_abs(const T* x, long n) {
+  double m = 0;
+#pragma omp parallel for schedule(static) reduction(max : m) if (n > 32768)
+  for (long i = 0; i < n; ++i) m = std::fmax(m, std::fabs(static_cast<double>(x[i])));
+  return m;
+}
+
+template <class T>
 void zero(T* x, long n) {
   std::memset(x, 0, sizeof(T) * n);
 }
@@ -148,6 +156,15 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
     head_dlogits_ = alloc(static_cast<long>(head_chunk_) * V);
     head_lse_ = alloc(head_chunk_);
     if (pass == 0) arena_.assign(arena_used_, T(0));
+  }
+  stats_.resid_rms.assign(2 * L + 1, 0.0);
+  stats_.resid_max.assign(2 * L + 1, 0.0);
+  stats_.attn_max_logit.assign(L, 0.0);
+  stats_.attn_entropy.assign(L, 0.0);
+  stats_.attn_max_logit_head.assign(static_cast<long>(L) * H, 0.0);
+  if (allocate) {
+    attn_stat_max_.assign(static_cast<long>(L) * max_batch * H, T(0));
+    attn_stat_ent_.assign(static_cast<long>(L) * max_batch * H, T(0));
   }
   if (rope && allocate) ops::rope_tables(rope_cos_, rope_sin_, cfg_.seq_len, D, cfg_.rope_theta);
 }
@@ -450,8 +467,23 @@ void Transformer<T>::attn_forward(int l, const T* u, T* f) {
                               kv_->v.data() + lay, T_, pos0_, H, D, scale,
                               static_cast<T>(cfg_.attn_softcap));
   } else {
+    const long BH = static_cast<long>(B_) * H;
+    T* st_max = collect_stats_ ? attn_stat_max_.data() + l * BH : nullptr;
+    T* st_ent = collect_stats_ ? attn_stat_ent_.data() + l * BH : nullptr;
     ops::attention_forward(a.o, a.P, a.th, a.qs[last], a.ks[last], a.v, B_, T_, H, D, scale,
-                           static_cast<T>(cfg_.attn_softcap));
+                           static_cast<T>(cfg_.attn_softcap), st_max, st_ent);
+    if (collect_stats_) {
+      double mx = 0, ent = 0;
+      for (int h = 0; h < H; ++h) {
+        double mh = 0;
+        for (int b = 0; b < B_; ++b) mh = std::fmax(mh, st_max[b * H + h]);
+        stats_.attn_max_logit_head[static_cast<long>(l) * H + h] = mh;
+        mx = std::fmax(mx, mh);
+      }
+      for (long i = 0; i < BH; ++i) ent += st_ent[i];
+      stats_.attn_max_logit[l] = mx;
+      stats_.attn_entropy[l] = ent / (static_cast<double>(BH) * T_);
+    }
   }
   ops::linear_forward(f, a.o, p(s.wo), p(s.bo), static_cast<int>(N), C, C);
 }
@@ -568,12 +600,20 @@ void Transformer<T>::body_forward(int l_begin, int l_end) {
     sublayer_forward(bp.mlp, blocks_[l].mlp.res, mlp_acts_[l].res, res_[2 * l + 1],
                      res_[2 * l + 2], false, l);
   }
-  if constexpr (std::is_same_v<T, float>) {
-    if (observer_)
-      for (int k = 2 * l_begin; k <= 2 * l_end; ++k)
-        observer_->on_residual(k, res_[k], N, cfg_.d_model);
+  if (collect_stats_) {
+    const int C = cfg_.d_model;
+    for (int k = 2 * l_begin; k <= 2 * l_end; ++k) {
+      double ss = 0, mx = 0;
+      const T* x = res_[k];
+#pragma omp parallel for schedule(static) reduction(+ : ss) reduction(max : mx)
+      for (long i = 0; i < N * C; ++i) {
+        ss += static_cast<double>(x[i]) * x[i];
+        mx = std::fmax(mx, std::fabs(static_cast<double>(x[i])));
+      }
+      stats_.resid_rms[k] = std::sqrt(ss / (N * C));
+      stats_.resid_max[k] = mx;
+    }
   }
-  (void)N;
 }
 
 template <class T>
@@ -594,20 +634,25 @@ LossStats Transformer<T>::forward(const int* idx, const int* targets, int B, int
   const T* W = p(lm_head_);
   const T cap = static_cast<T>(cfg_.final_softcap);
   if (need_grad) zero(d_final_, N * C);
-  double ce = 0, lsq = 0, lse_sum = 0;
+  double ce = 0, lsq = 0, lse_sum = 0, lse_max = -1e300, max_raw = 0, max_capped = 0;
   T* lse = head_lse_;
   for (long r0 = 0; r0 < N; r0 += head_chunk_) {
     const int rows = static_cast<int>(std::min<long>(head_chunk_, N - r0));
     T* logits = head_logits_;
     gemm<T>(false, true, rows, V, C, T(1), xf + r0 * C, C, W, C, T(0), logits, V);
+    if (collect_stats_) max_raw = std::fmax(max_raw, max_abs(logits, static_cast<long>(rows) * V));
     if (cap > 0) ops::softcap_forward(logits, logits, static_cast<long>(rows) * V, cap);
+    if (collect_stats_) max_capped = std::fmax(max_capped, max_abs(logits, static_cast<long>(rows) * V));
     T* dl = need_grad ? head_dlogits_ : nullptr;
     const auto sums = ops::cross_entropy_forward_backward(
         dl, lse, logits, targets + r0, rows, V, static_cast<T>(z_alpha),
         static_cast<T>(grad_scale / N));
     ce += sums.ce;
     lsq += sums.lse_sq;
-    for (int r = 0; r < rows; ++r) lse_sum += lse[r];
+    for (int r = 0; r < rows; ++r) {
+      lse_sum += lse[r];
+      lse_max = std::fmax(lse_max, static_cast<double>(lse[r]));
+    }
     if (need_grad) {
       if (cap > 0) ops::softcap_backward(dl, dl, logits, static_cast<long>(rows) * V, cap);
       gemm<T>(false, false, rows, C, V, T(1), dl, V, W, C, T(0), d_final_ + r0 * C, C);
@@ -621,6 +666,13 @@ LossStats Transformer<T>::forward(const int* idx, const int* targets, int B, int
   st.z_loss = z_alpha * lsq / N;
   st.loss = st.ce + st.z_loss;
   st.lse_mean = lse_sum / N;
+  if (collect_stats_) {
+    stats_.log_z_mean = st.lse_mean;
+    stats_.log_z_std = std::sqrt(std::fmax(0.0, lsq / N - st.lse_mean * st.lse_mean));
+    stats_.log_z_max = lse_max;
+    stats_.max_logit = max_capped;
+    stats_.max_logit_raw = max_raw;
+  }
   return st;
 }
 

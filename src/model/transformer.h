@@ -23,12 +23,16 @@ struct LossStats {
   long tokens = 0;
 };
 
-// Observer of internal statistics; the model calls it only when one is attached.
-struct ForwardObserver {
-  virtual ~ForwardObserver() = default;
-  // Residual stream after sublayer `k` (k = 0 is the embedding output, k = 2l+1 after block l's
-  // attention, k = 2l+2 after its MLP), rows (N, C).
-  virtual void on_residual(int k, const float* x, long N, int C) { (void)k, (void)x, (void)N, (void)C; }
+// Internal statistics of the last forward pass, gathered only while enabled (diagnostics); when
+// off, the forward pass does no extra work.
+struct ForwardStats {
+  std::vector<double> resid_rms, resid_max;  // 2L+1 boundaries: embedding, then after each sublayer
+  std::vector<double> attn_max_logit;        // per layer: max |s| before the soft-cap
+  std::vector<double> attn_max_logit_head;   // per layer and head (L * H)
+  std::vector<double> attn_entropy;          // per layer: mean entropy of the attention rows (nats)
+  double log_z_mean = 0, log_z_std = 0, log_z_max = 0;
+  double max_logit = 0;                      // max |logit| after the final soft-cap
+  double max_logit_raw = 0;                  // max |logit| before it
 };
 
 template <class T>
@@ -93,7 +97,8 @@ class Transformer {
   void block_forward(int l, const T* x, T* y, int B, int Tn);
   void block_backward(int l, const T* dy, T* dx);
 
-  void set_observer(ForwardObserver* o) { observer_ = o; }
+  void set_collect_stats(bool on) { collect_stats_ = on; }
+  const ForwardStats& stats() const { return stats_; }
 
   // Incremental decoding with a key/value cache (batch 1): appends `n` tokens at positions
   // cache.len .. cache.len + n - 1 and writes the logits of the last one (V), after the final cap.
@@ -187,7 +192,9 @@ class Transformer {
   int head_chunk_ = 0;
   const int* idx_ = nullptr;
   bool head_grad_done_ = false;
-  ForwardObserver* observer_ = nullptr;
+  bool collect_stats_ = false;
+  ForwardStats stats_;
+  std::vector<T> attn_stat_max_, attn_stat_ent_;  // (L, B*H), used only while collecting
   KvCache* kv_ = nullptr;  // set during forward_cached
   int pos0_ = 0;           // absolute position of the first row of the current pass
 };

@@ -3,12 +3,15 @@
 #include <omp.h>
 
 #include <chrono>
+#include <deque>
+#include <numeric>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
 
+#include "diag/diagnostics.h"
 #include "io/metrics.h"
 #include "model/transformer.h"
 #include "normlab/config_file.h"
@@ -43,6 +46,7 @@ struct Trainer::Impl {
   BatchSampler sampler;
   TrainingState state;
   std::vector<int> idx, tgt;
+  std::vector<float> before;  // parameters before the step, on diagnostic steps only
   std::unique_ptr<MetricsWriter> metrics;
 
   Impl(const Config& c, const std::string& dir, bool resume)
@@ -60,6 +64,7 @@ struct Trainer::Impl {
     const long n = static_cast<long>(cfg.train.batch_size) * cfg.model.seq_len;
     idx.resize(n);
     tgt.resize(n);
+    if (cfg.diag.interval > 0) before.resize(model.params().size());
     if (resume) {
       const std::string ckpt = latest_checkpoint(dir);
       load_checkpoint(ckpt, model, &opt, &state);
@@ -117,6 +122,7 @@ TrainResult Trainer::run(const TrainHooks& hooks) {
   long tokens_window = 0;
   double loss_window = 0;
   int n_window = 0, nonfinite_run = 0;
+  std::deque<double> recent;  // recent finite losses, for the spike flag
   TrainResult res;
   while (I.state.step < total) {
     if (hooks.stop_requested && hooks.stop_requested()) {
@@ -124,10 +130,13 @@ TrainResult Trainer::run(const TrainHooks& hooks) {
       res.stop_reason = "interrupted";
       break;
     }
+    const bool diag_step = cfg.diag.interval > 0 &&
+                           (I.state.step == 0 || (I.state.step + 1) % cfg.diag.interval == 0);
     I.model.zero_grad();
     LossStats sum;
     for (int a = 0; a < accum; ++a) {
       I.sampler.next(I.idx.data(), I.tgt.data());
+      I.model.set_collect_stats(diag_step && a == accum - 1);
       const LossStats st = I.model.forward(I.idx.data(), I.tgt.data(), B, T, cfg.train.z_loss,
                                            true, 1.0 / accum);
       I.model.backward();
@@ -139,6 +148,8 @@ TrainResult Trainer::run(const TrainHooks& hooks) {
     const double lr = learning_rate(cfg.optim, I.state.step, total);
     const double gnorm = I.opt.grad_norm(I.model.grads());
     const bool finite = std::isfinite(sum.loss) && std::isfinite(gnorm);
+    I.model.set_collect_stats(false);
+    if (diag_step) std::copy(I.model.params().begin(), I.model.params().end(), I.before.begin());
     if (finite) {
       I.opt.step(I.model.params(), I.model.grads(), lr);
       nonfinite_run = 0;
@@ -156,10 +167,32 @@ TrainResult Trainer::run(const TrainHooks& hooks) {
     const long s = I.state.step;
     const bool last = s == total;
     StepRecord rec;
+    rec.step = s;
+    rec.loss = sum.loss;
+    // Spike: loss more than 6 standard deviations above the mean of the last 50 finite losses.
+    bool spike = false;
+    if (finite) {
+      if (recent.size() >= 50) {
+        const double mean = std::accumulate(recent.begin(), recent.end(), 0.0) / recent.size();
+        double var = 0;
+        for (double x : recent) var += (x - mean) * (x - mean);
+        const double sd = std::sqrt(var / recent.size());
+        spike = sd > 0 && (sum.loss - mean) / sd > 6.0;
+        recent.pop_front();
+      }
+      recent.push_back(sum.loss);
+    }
+    if (diag_step) {
+      rec.diag = diagnostics_json(I.model, I.model.grads(), finite ? std::span<const float>(I.before)
+                                                                  : std::span<const float>(),
+                                  cfg.diag.per_head);
+      rec.diag["spike"] = spike;
+      rec.diag["nonfinite"] = !finite;
+    }
     if (cfg.train.eval_interval > 0 && (s % cfg.train.eval_interval == 0 || last))
       rec.val_loss = I.evaluate();
     if (s == 1 || last || (cfg.train.log_interval > 0 && s % cfg.train.log_interval == 0) ||
-        rec.val_loss) {
+        rec.val_loss || diag_step) {
       const auto now = clock::now();
       const double dt = std::chrono::duration<double>(now - t_window).count();
       rec.step = s;
@@ -183,6 +216,7 @@ TrainResult Trainer::run(const TrainHooks& hooks) {
       if (!std::isfinite(rec.loss)) j["loss"] = nullptr;
       if (!std::isfinite(rec.grad_norm)) j["grad_norm"] = nullptr;
       if (rec.val_loss) j["val_loss"] = *rec.val_loss;
+      if (!rec.diag.is_null()) j.update(rec.diag);
       I.metrics->write(j);
       if (hooks.on_log) hooks.on_log(rec);
       res.final_loss = n_window ? loss_window / n_window : rec.loss;
@@ -192,6 +226,14 @@ TrainResult Trainer::run(const TrainHooks& hooks) {
       tokens_window = 0;
       loss_window = 0;
       n_window = 0;
+    }
+    if (hooks.check_divergence) {
+      if (auto why = hooks.check_divergence(rec)) {
+        res.diverged = true;
+        res.stop_reason = *why;
+        res.final_loss = rec.loss;
+        break;
+      }
     }
     if (nonfinite_run >= 10) {
       res.diverged = true;

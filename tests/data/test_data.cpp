@@ -65,7 +65,8 @@ void expect_error(const std::function<void()>& fn, std::initializer_list<std::st
     ADD_FAILURE() << "no exception; expected one mentioning '" << *parts.begin() << "'";
   } catch (const E& e) {
     const std::string msg = e.what();
-    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+    for (const auto& p : parts)
+      EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
   } catch (const std::exception& e) {
     ADD_FAILURE() << "wrong exception type: " << e.what();
   }
@@ -110,7 +111,8 @@ std::string token_header(std::uint32_t version, std::uint32_t width, std::uint64
 TEST(Data, TokenizerRoundTrip) {
   const ByteTokenizer tok;
   EXPECT_EQ(tok.vocab_size(), 256);
-  const std::string text = "Pre-Norm vs Post-Norm: \xC3\xA9t\xC3\xA9 \xE2\x88\x9A \xF0\x9F\x98\x80\n";
+  const std::string text =
+      "Pre-Norm vs Post-Norm: \xC3\xA9t\xC3\xA9 \xE2\x88\x9A \xF0\x9F\x98\x80\n";
   EXPECT_EQ(tok.decode(tok.encode(text)), text);
 
   std::string every_byte;
@@ -305,7 +307,8 @@ TEST(Data, BadTokenFilesNameTheProblem) {
   };
   expect_error<FormatError>([&] { TokenCorpus::from_token_file(dir / "missing.tok"); },
                             {"missing.tok", "cannot open"});
-  expect_error<FormatError>(load("short.tok", "NLTOKENS\x01"), {"short.tok", "truncated", "32-byte"});
+  expect_error<FormatError>(load("short.tok", "NLTOKENS\x01"),
+                            {"short.tok", "truncated", "32-byte"});
   expect_error<FormatError>(load("cut.tok", token_header(1, 1, 6, 10) + five_tokens),
                             {"cut.tok", "truncated", "6 tokens"});
   expect_error<FormatError>(load("long.tok", token_header(1, 1, 4, 10) + five_tokens),
@@ -319,9 +322,10 @@ TEST(Data, BadTokenFilesNameTheProblem) {
   expect_error<FormatError>(load("vocab0.tok", token_header(1, 1, 5, 0) + five_tokens),
                             {"vocab0.tok", "vocab size is 0"});
   expect_error<FormatError>(load("zero.tok", token_header(1, 1, 0, 10)), {"zero.tok", "0 tokens"});
-  expect_error<FormatError>(load("reserved.tok", token_header(1, 1, 5, 10, "NLTOKENS", 9) + five_tokens),
+  expect_error<FormatError>(
+      load("reserved.tok", token_header(1, 1, 5, 10, "NLTOKENS", 9) + five_tokens),
                             {"reserved.tok", "reserved"});
-  // Token 5 at index 4 with vocab 5; in a 2-byte file, byte offset 32 + 2 * 4.
+  // Token 5 at index 4 with vocab 5; in the 2-byte file below, index 1 is at byte offset 32 + 2.
   expect_error<FormatError>(load("oov.tok", token_header(1, 1, 5, 5) + five_tokens),
                             {"oov.tok", "token 5 at index 4", ">= the vocab size 5"});
   const std::string wide("\x00\x00\x10\x27\x00\x00", 6);  // 0, 10000, 0
@@ -364,7 +368,8 @@ TEST(Data, SplitSizesAndDeterminism) {
   const TokenCorpus e = TokenCorpus::embedded();
   const CorpusSplit es = e.split(0.05, 256);
   EXPECT_EQ(es.train.size() + es.validation.size(), e.size());
-  EXPECT_NEAR(static_cast<double>(es.validation.size()) / static_cast<double>(e.size()), 0.05, 1e-6);
+  EXPECT_NEAR(static_cast<double>(es.validation.size()) / static_cast<double>(e.size()), 0.05,
+              1e-6);
 
   expect_error<InputError>([&] { c.split(0.01, 16); },
                            {"too small for the split and sequence length", "10 validation"});
@@ -379,7 +384,7 @@ TEST(Data, SplitSizesAndDeterminism) {
 // --- batch sampler ----------------------------------------------------------------------------
 
 std::vector<int> draw(BatchSampler& s, std::vector<int>* targets = nullptr) {
-  const std::size_t n = static_cast<std::size_t>(s.local_batch()) * static_cast<std::size_t>(s.seq_len());
+  const auto n = static_cast<std::size_t>(s.local_batch()) * static_cast<std::size_t>(s.seq_len());
   std::vector<int> idx(n), tgt(n);
   s.next(idx.data(), tgt.data());
   if (targets) *targets = tgt;

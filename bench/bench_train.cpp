@@ -1,0 +1,416 @@
+// normlab_bench: training throughput of normlab on fixed model shapes, and the achievable sgemm
+// rate on the same model's GEMM shapes, as JSON on stdout. bench/run.sh runs every mode in a fresh
+// process (so peak-memory figures do not mix), runs bench/torch_bench.py on the same models and
+// writes docs/benchmarks.md.
+//
+//   normlab_bench train CONFIG [--steps 10] [--warmup 3] [--threads 2]
+//   normlab_bench sgemm CONFIG [--threads 2]
+//   normlab_bench --smoke            tiny model, 2 steps, plus fast-kernel-vs-reference checks
+//
+// CONFIG is a, b, c (docs/benchmarks.md) or smoke. A step is what the trainer does: zero_grad,
+// forward with the loss and head gradient, backward, global-norm clipping and AdamW.
+//
+// FLOPs per token = 6 * P_matmul + 12 * L * T * C, where P_matmul counts the weights that take
+// part in matrix products (every linear layer and the LM head, V x C, tied or not; not the norms
+// or the position table) and the second term is the attention (QK^T and PV, forward and
+// backward, over the full T x T square as in PaLM's MFU definition, Chowdhery et al. 2022, App. B).
+#include <cblas.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "model/transformer.h"
+#include "ops/activation.h"
+#include "ops/attention.h"
+#include "ops/cross_entropy.h"
+#include "ops/glu.h"
+#include "ops/layernorm.h"
+#include "ops/rmsnorm.h"
+#include "ops/softcap.h"
+#include "tensor/gemm.h"
+#include "tensor/rng.h"
+#include "tensor/threading.h"
+#include "train/optimizer.h"
+
+extern "C" void openblas_set_num_threads(int);
+extern "C" char* openblas_get_corename();
+
+namespace normlab::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+struct BenchConfig {
+  std::string name, description;
+  ModelConfig model;
+  int batch = 8;
+  double z_loss = 0;
+};
+
+BenchConfig bench_config(const std::string& name) {
+  BenchConfig b;
+  b.name = name;
+  ModelConfig& m = b.model;
+  m.placement = Placement::pre;
+  m.norm = NormKind::layernorm;
+  m.mlp = MlpKind::gelu_tanh;
+  m.pos = PosKind::learned;
+  m.tie_embeddings = true;
+  if (name == "a" || name == "c") {
+    m.vocab_size = 256;
+    m.d_model = 384;
+    m.n_layer = 6;
+    m.n_head = 6;
+    m.d_ff = 1536;
+    m.seq_len = 256;
+    b.batch = 8;
+    b.description = "V=256 C=384 L=6 H=6 F=1536 T=256 B=8, pre, layernorm, gelu_tanh, learned pos, tied";
+    if (name == "c") {
+      m.placement = Placement::peri;
+      m.norm = NormKind::rmsnorm;
+      m.qk_norm = QKNormKind::rmsnorm;
+      m.qk_norm_scope = QKNormScope::head;
+      m.pos = PosKind::rope;
+      m.mlp = MlpKind::swiglu;
+      m.attn_softcap = 50;
+      m.final_softcap = 30;
+      b.z_loss = 1e-4;
+      b.description = "as a, but peri, rmsnorm, qk_norm rmsnorm (head), rope, swiglu, attn cap 50, "
+                      "final cap 30, z-loss 1e-4";
+    }
+  } else if (name == "b") {
+    m.vocab_size = 50257;
+    m.d_model = 768;
+    m.n_layer = 12;
+    m.n_head = 12;
+    m.d_ff = 3072;
+    m.seq_len = 64;
+    b.batch = 4;
+    b.description = "GPT-2 small shapes: V=50257 C=768 L=12 H=12 F=3072 T=64 B=4, layout as a";
+  } else if (name == "smoke") {
+    m.vocab_size = 64;
+    m.d_model = 32;
+    m.n_layer = 2;
+    m.n_head = 2;
+    m.d_ff = 64;
+    m.seq_len = 16;
+    m.placement = Placement::peri;
+    m.norm = NormKind::rmsnorm;
+    m.qk_norm = QKNormKind::rmsnorm;
+    m.pos = PosKind::rope;
+    m.mlp = MlpKind::swiglu;
+    m.attn_softcap = 50;
+    m.final_softcap = 30;
+    b.batch = 2;
+    b.z_loss = 1e-4;
+    b.description = "smoke: tiny model with the features of c";
+  } else {
+    throw std::runtime_error(fmt::format("unknown config '{}' (a, b, c or smoke)", name));
+  }
+  return b;
+}
+
+double peak_rss_mb() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::atof(line.c_str() + 6) / 1024.0;
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss / 1024.0;
+}
+
+double rss_mb() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::atof(line.c_str() + 6) / 1024.0;
+  return 0;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n == 0 ? 0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
+}
+
+bool gated(MlpKind m) { return m == MlpKind::swiglu || m == MlpKind::geglu; }
+
+// Weights that take part in matrix products, per the FLOP formula above.
+long matmul_params(const ModelConfig& m) {
+  const long C = m.d_model, F = m.d_ff, F_in = gated(m.mlp) ? 2 * F : F;
+  const long per_layer = 3 * C * C + C * C + F_in * C + C * F;
+  return m.n_layer * per_layer + static_cast<long>(m.vocab_size) * C;
+}
+
+double flops_per_token(const ModelConfig& m) {
+  return 6.0 * matmul_params(m) + 12.0 * m.n_layer * m.seq_len * m.d_model;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Training steps
+
+json run_train(const BenchConfig& bc, int steps, int warmup, int threads) {
+  const double rss0 = rss_mb();
+  const int nthreads = set_thread_count(threads);
+  const ModelConfig& mc = bc.model;
+  const int B = bc.batch, Tn = mc.seq_len;
+  Transformer<float> model(mc, B, Tn);
+  model.init_params(1234);
+  OptimConfig oc;  // lr 1e-3, betas (0.9, 0.95), eps 1e-8, wd 0.1, clip 1.0
+  AdamW<float> opt(model.table(), oc);
+  Rng rng(42);
+  const long n = static_cast<long>(B) * Tn;
+  std::vector<int> idx(n), tgt(n);
+  std::vector<double> ms;
+  double loss0 = 0, loss_last = 0;
+  for (int s = 0; s < warmup + steps; ++s) {
+    for (long i = 0; i < n; ++i) {
+      idx[i] = static_cast<int>(rng.below(mc.vocab_size));
+      tgt[i] = static_cast<int>(rng.below(mc.vocab_size));
+    }
+    const auto t0 = Clock::now();
+    model.zero_grad();
+    const LossStats st = model.forward(idx.data(), tgt.data(), B, Tn, bc.z_loss, true);
+    model.backward();
+    opt.step(model.params(), model.grads(), oc.lr);
+    const double dt = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    if (s == 0) loss0 = st.loss;
+    loss_last = st.loss;
+    if (!std::isfinite(st.loss)) throw std::runtime_error("non-finite loss in the benchmark");
+    if (s >= warmup) ms.push_back(dt);
+  }
+  const double step_ms = median(ms);
+  const double tok_s = n / (step_ms / 1e3);
+  json j;
+  j["impl"] = "normlab";
+  j["config"] = bc.name;
+  j["description"] = bc.description;
+  j["threads"] = nthreads;
+  j["params"] = model.table().total();
+  j["matmul_params"] = matmul_params(mc);
+  j["tokens_per_step"] = n;
+  j["flops_per_token"] = flops_per_token(mc);
+  j["steps"] = steps;
+  j["warmup"] = warmup;
+  j["step_ms"] = ms;
+  j["step_ms_median"] = step_ms;
+  j["tokens_per_s"] = tok_s;
+  j["gflops"] = flops_per_token(mc) * tok_s / 1e9;
+  j["loss_first"] = loss0;
+  j["loss_last"] = loss_last;
+  j["peak_rss_mb"] = peak_rss_mb();
+  j["baseline_rss_mb"] = rss0;
+  j["activation_mb"] = model.activation_elements() * 4.0 / (1 << 20);
+  return j;
+}
+
+// ---------------------------------------------------------------------------------------------
+// sgemm on the model's own GEMM shapes
+
+struct Shape {
+  bool ta, tb;
+  int M, N, K;
+  long count;  // how many times one training step runs it
+  std::string what;
+};
+
+// The GEMMs of one training step: every linear layer forward (y = x W^T), backward for the input
+// (dx = dy W) and for the weight (dW = dy^T x), and the LM head over its row chunks.
+std::vector<Shape> model_shapes(const BenchConfig& bc, int head_rows) {
+  const ModelConfig& m = bc.model;
+  const int N = bc.batch * m.seq_len, C = m.d_model, F = m.d_ff, V = m.vocab_size;
+  const int F_in = gated(m.mlp) ? 2 * F : F;
+  const long L = m.n_layer;
+  std::vector<Shape> s;
+  auto linear = [&](int I, int O, const std::string& w, long count) {
+    s.push_back({false, true, N, O, I, count, w + " fwd"});
+    s.push_back({false, false, N, I, O, count, w + " dx"});
+    s.push_back({true, false, O, I, N, count, w + " dW"});
+  };
+  linear(C, 3 * C, "wqkv", L);
+  linear(C, C, "wo", L);
+  linear(C, F_in, "w_in", L);
+  linear(F, C, "w_out", L);
+  const long chunks = (N + head_rows - 1) / head_rows;
+  s.push_back({false, true, head_rows, V, C, chunks, "head fwd"});
+  s.push_back({false, false, head_rows, C, V, chunks, "head dx"});
+  s.push_back({true, false, V, C, head_rows, chunks, "head dW"});
+  return s;
+}
+
+template <class F>
+double time_per_call(F&& f) {
+  f();
+  f();
+  int reps = 1;
+  for (;;) {  // calibrate so that one trial lasts about 50 ms
+    const auto t0 = Clock::now();
+    for (int r = 0; r < reps; ++r) f();
+    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (dt > 0.05 || reps > (1 << 20)) break;
+    reps *= 2;
+  }
+  std::vector<double> trials;
+  for (int t = 0; t < 5; ++t) {
+    const auto t0 = Clock::now();
+    for (int r = 0; r < reps; ++r) f();
+    trials.push_back(std::chrono::duration<double>(Clock::now() - t0).count() / reps);
+  }
+  return median(trials);
+}
+
+json run_sgemm(const BenchConfig& bc, int threads) {
+  const int nthreads = set_thread_count(threads);
+  const ModelConfig& m = bc.model;
+  // The same chunking as the model's head (rows per chunk).
+  const int head_rows = static_cast<int>(
+      std::clamp<long>((1L << 22) / m.vocab_size, 64, static_cast<long>(bc.batch) * m.seq_len));
+  const std::vector<Shape> shapes = model_shapes(bc, head_rows);
+  Rng rng(7);
+  json rows = json::array();
+  double flops = 0, t_blas = 0, t_nl = 0;
+  for (const Shape& s : shapes) {
+    const int lda = s.ta ? s.M : s.K, ldb = s.tb ? s.K : s.N;
+    std::vector<float> A(static_cast<long>(s.M) * s.K), Bm(static_cast<long>(s.K) * s.N),
+        Cm(static_cast<long>(s.M) * s.N, 0.f);
+    for (auto& x : A) x = static_cast<float>(rng.normal());
+    for (auto& x : Bm) x = static_cast<float>(rng.normal());
+    const float beta = s.ta ? 1.f : 0.f;  // weight gradients accumulate
+    openblas_set_num_threads(nthreads);
+    const double tb = time_per_call([&] {
+      cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans,
+                  s.M, s.N, s.K, 1.f, A.data(), lda, Bm.data(), ldb, beta, Cm.data(), s.N);
+    });
+    set_thread_count(nthreads);
+    const double tn = time_per_call([&] {
+      gemm<float>(s.ta, s.tb, s.M, s.N, s.K, 1.f, A.data(), lda, Bm.data(), ldb, beta, Cm.data(),
+                  s.N);
+    });
+    const double f = 2.0 * s.M * s.N * s.K;
+    flops += f * s.count;
+    t_blas += tb * s.count;
+    t_nl += tn * s.count;
+    rows.push_back({{"what", s.what}, {"ta", s.ta}, {"tb", s.tb}, {"M", s.M}, {"N", s.N},
+                    {"K", s.K}, {"count", s.count}, {"blas_gflops", f / tb / 1e9},
+                    {"normlab_gflops", f / tn / 1e9}});
+  }
+  json j;
+  j["config"] = bc.name;
+  j["threads"] = nthreads;
+  j["blas"] = fmt::format("OpenBLAS core {}", openblas_get_corename());
+  j["shapes"] = rows;
+  // FLOP-weighted over one training step's GEMMs: total FLOPs / total time.
+  j["blas_gflops"] = flops / t_blas / 1e9;
+  j["normlab_gemm_gflops"] = flops / t_nl / 1e9;
+  return j;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Smoke: fast kernels against their plain references, then a tiny model for 2 steps.
+
+int failures = 0;
+
+void expect_close(const std::string& what, const std::vector<float>& got,
+                  const std::vector<double>& want, double tol) {
+  double worst = 0;
+  long at = -1;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double e = std::fabs(got[i] - want[i]) / (1.0 + std::fabs(want[i]));
+    if (!(e <= worst)) worst = e, at = static_cast<long>(i);
+  }
+  const bool ok = worst <= tol;
+  std::fprintf(stderr, "%s %-40s max rel err %.3g\n", ok ? "ok  " : "FAIL", what.c_str(), worst);
+  if (!ok) {
+    ++failures;
+    std::fprintf(stderr, "     at %ld: got %.9g want %.9g\n", at, got[at], want[at]);
+  }
+}
+
+void check_gemm() {
+  Rng rng(3);
+  const int dims[][3] = {{1, 1, 1},     {7, 5, 9},     {13, 67, 3},  {70, 129, 200},
+                         {300, 70, 517}, {6, 64, 64},  {64, 256, 64}, {257, 1000, 300}};
+  for (const auto& d : dims)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (float beta : {0.f, 1.f}) {
+          const int M = d[0], N = d[1], K = d[2], pad = 3;
+          const int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+          std::vector<float> A(static_cast<long>(ta ? K : M) * lda),
+              Bm(static_cast<long>(tb ? N : K) * ldb), C1(static_cast<long>(M) * ldc);
+          for (auto& x : A) x = static_cast<float>(rng.normal());
+          for (auto& x : Bm) x = static_cast<float>(rng.normal());
+          for (auto& x : C1) x = static_cast<float>(rng.normal());
+          std::vector<double> Ad(A.begin(), A.end()), Bd(Bm.begin(), Bm.end()),
+              C2(C1.begin(), C1.end());
+          gemm<float>(ta, tb, M, N, K, 0.75f, A.data(), lda, Bm.data(), ldb, beta, C1.data(), ldc);
+          gemm_ref<double>(ta, tb, M, N, K, 0.75, Ad.data(), lda, Bd.data(), ldb, beta, C2.data(),
+                           ldc);
+          expect_close(fmt::format("gemm ta={} tb={} {}x{}x{} beta={}", ta, tb, M, N, K, beta), C1,
+                       C2, 1e-5 * std::sqrt(K));
+        }
+}
+
+int run_smoke() {
+  set_thread_count(0);
+  check_gemm();
+  const BenchConfig bc = bench_config("smoke");
+  const json j = run_train(bc, 2, 0, 0);
+  std::printf("%s\n", j.dump().c_str());
+  const json g = run_sgemm(bc, 0);
+  (void)g;
+  if (failures) std::fprintf(stderr, "%d kernel check(s) failed\n", failures);
+  return failures ? 1 : 0;
+}
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: normlab_bench train|sgemm a|b|c|smoke [--steps N] [--warmup N] "
+               "[--threads N]\n       normlab_bench --smoke\n");
+  return 2;
+}
+
+}  // namespace
+}  // namespace normlab::bench
+
+int main(int argc, char** argv) {
+  using namespace normlab::bench;
+  try {
+    if (argc >= 2 && std::strcmp(argv[1], "--smoke") == 0) return run_smoke();
+    if (argc < 3) return usage();
+    const std::string mode = argv[1];
+    const BenchConfig bc = bench_config(argv[2]);
+    int steps = 10, warmup = 3, threads = 2;
+    for (int i = 3; i + 1 < argc; i += 2) {
+      const std::string k = argv[i];
+      const int v = std::atoi(argv[i + 1]);
+      if (k == "--steps") steps = v;
+      else if (k == "--warmup") warmup = v;
+      else if (k == "--threads") threads = v;
+      else return usage();
+    }
+    json j;
+    if (mode == "train") j = run_train(bc, steps, warmup, threads);
+    else if (mode == "sgemm") j = run_sgemm(bc, threads);
+    else return usage();
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "normlab_bench: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,46 @@
+// `normlab report`: one self-contained HTML page (inline SVG) of runs, sweeps and gradflow
+// studies, plus each figure as a standalone SVG file next to it.
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "report/inputs.h"
+#include "report/report.h"
+
+namespace normlab::cli {
+
+void add_report(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand(
+      "report", "Write an HTML report (loss curves, learning-rate sensitivity, gradient flow, residual and "
+                "attention statistics, configs) of run, sweep and gradflow directories");
+  struct Opts {
+    std::vector<std::string> dirs;
+    std::string out = "report.html";
+    std::string title = "normlab report";
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("RUN_DIR", o->dirs,
+                  "Run directories (config.toml, metrics.jsonl), sweep directories (sweep.json), gradflow "
+                  "directories (gradflow.json), or directories of runs")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  cmd->add_option("--out,-o", o->out, "HTML file to write; figures go to <out stem>_figures/NAME.svg")
+      ->capture_default_str();
+  cmd->add_option("--title", o->title, "Title of the page")->capture_default_str();
+  cmd->callback([&action, o] {
+    action = [o] {
+      const report::ReportInputs in = report::load_inputs(o->dirs);
+      const std::string link = std::filesystem::path(report::figures_dir_for(o->out)).filename().string();
+      const report::Report rep = report::build_report(in, o->title, link);
+      report::write_report(rep, o->out);
+      fmt::print("wrote {} ({} figure{}; SVG files in {}/)\n", o->out, rep.figures.size(),
+                 rep.figures.size() == 1 ? "" : "s", report::figures_dir_for(o->out));
+      for (const auto& s : rep.not_shown) fmt::print("  not shown: {}\n", s);
+      for (const auto& s : in.notes) fmt::print("  note: {}\n", s);
+      return kExitOk;
+    };
+  });
+}
+
+}  // namespace normlab::cli

@@ -1,0 +1,98 @@
+#include "diag/diagnostics.h"
+
+#include <cmath>
+
+namespace normlab {
+
+namespace {
+double sq(std::span<const float> a, const ParamSpec& s) {
+  double x = 0;
+  for (long i = 0; i < s.numel; ++i) x += static_cast<double>(a[s.offset + i]) * a[s.offset + i];
+  return x;
+}
+nlohmann::json finite_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+nlohmann::json vec_json(const std::vector<double>& v) {
+  nlohmann::json j = nlohmann::json::array();
+  for (double x : v) j.push_back(finite_or_null(x));
+  return j;
+}
+}  // namespace
+
+GradNorms grad_norms(const ParamTable& table, int n_layer, std::span<const float> arena) {
+  GradNorms g;
+  g.block.assign(n_layer, 0.0);
+  g.attn.assign(n_layer, 0.0);
+  g.mlp.assign(n_layer, 0.0);
+  double emb = 0, head = 0, fin = 0;
+  for (const ParamSpec& s : table.specs()) {
+    const double x = sq(arena, s);
+    g.group[std::string(to_string(s.group))] += x;
+    if (s.layer >= 0) {
+      g.block[s.layer] += x;
+      (s.sublayer == 0 ? g.attn : g.mlp)[s.layer] += x;
+    } else if (s.group == ParamGroup::embedding) {
+      emb += x;
+    } else if (s.group == ParamGroup::head) {
+      head += x;
+    } else {
+      fin += x;
+    }
+  }
+  for (auto* v : {&g.block, &g.attn, &g.mlp})
+    for (double& x : *v) x = std::sqrt(x);
+  for (auto& [k, v] : g.group) v = std::sqrt(v);
+  g.embedding = std::sqrt(emb);
+  g.head = std::sqrt(head);
+  g.final_norm = std::sqrt(fin);
+  return g;
+}
+
+nlohmann::json diagnostics_json(const Transformer<float>& model, std::span<const float> grads,
+                                std::span<const float> before, bool per_head) {
+  const int L = model.config().n_layer, H = model.config().n_head;
+  nlohmann::json j;
+  const GradNorms g = grad_norms(model.table(), L, grads);
+  j["grad_norm_block"] = vec_json(g.block);
+  j["grad_norm_attn"] = vec_json(g.attn);
+  j["grad_norm_mlp"] = vec_json(g.mlp);
+  for (const auto& [k, v] : g.group) j["grad_norm_group"][k] = finite_or_null(v);
+  const ForwardStats& st = model.stats();
+  j["resid_rms"] = vec_json(st.resid_rms);
+  j["resid_max"] = vec_json(st.resid_max);
+  j["attn_max_logit"] = vec_json(st.attn_max_logit);
+  j["attn_entropy"] = vec_json(st.attn_entropy);
+  if (per_head) {
+    nlohmann::json heads = nlohmann::json::array();
+    for (int l = 0; l < L; ++l) {
+      std::vector<double> row(st.attn_max_logit_head.begin() + static_cast<long>(l) * H,
+                              st.attn_max_logit_head.begin() + static_cast<long>(l + 1) * H);
+      heads.push_back(vec_json(row));
+    }
+    j["attn_max_logit_head"] = heads;
+  }
+  j["log_z_mean"] = finite_or_null(st.log_z_mean);
+  j["log_z_std"] = finite_or_null(st.log_z_std);
+  j["log_z_max"] = finite_or_null(st.log_z_max);
+  j["max_logit"] = finite_or_null(st.max_logit);
+  j["max_logit_raw"] = finite_or_null(st.max_logit_raw);
+  if (!before.empty()) {
+    std::map<std::string, std::pair<double, double>> acc;  // group -> (|dw|^2, |w|^2)
+    const auto after = model.params();
+    for (const ParamSpec& s : model.table().specs()) {
+      double d = 0, w = 0;
+      for (long i = 0; i < s.numel; ++i) {
+        const double b = before[s.offset + i], a = after[s.offset + i];
+        d += (a - b) * (a - b);
+        w += b * b;
+      }
+      auto& e = acc[std::string(to_string(s.group))];
+      e.first += d;
+      e.second += w;
+    }
+    for (const auto& [k, e] : acc)
+      j["update_ratio"][k] = finite_or_null(e.second > 0 ? std::sqrt(e.first / e.second) : 0.0);
+  }
+  return j;
+}
+
+}  // namespace normlab

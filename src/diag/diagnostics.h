@@ -1,0 +1,33 @@
+// Diagnostics of a training step, with the stable names written to metrics.jsonl:
+//   grad_norm_block[l], grad_norm_attn[l], grad_norm_mlp[l]    per-layer gradient norms
+//   grad_norm_group{group}                                     per parameter group
+//   resid_rms[k], resid_max[k]     residual stream at boundary k (0: embedding, 2l+1: after block
+//                                  l's attention sublayer, 2l+2: after block l)
+//   attn_max_logit[l], attn_entropy[l] (and attn_max_logit_head[l][h] on request)
+//   log_z_mean, log_z_std, log_z_max, max_logit, max_logit_raw
+//   update_ratio{group}            ||w_after - w_before|| / ||w_before|| of the step
+// All derived from the parameter table, the gradients and the model's ForwardStats.
+#pragma once
+#include <span>
+
+#include <nlohmann/json.hpp>
+
+#include "model/transformer.h"
+
+namespace normlab {
+
+struct GradNorms {
+  std::vector<double> block, attn, mlp;           // per layer
+  std::map<std::string, double> group;            // per ParamGroup name
+  double embedding = 0, head = 0, final_norm = 0; // parameters outside the blocks
+};
+
+// Gradient (or any arena's) L2 norms grouped by layer, sublayer and group via the table.
+GradNorms grad_norms(const ParamTable& table, int n_layer, std::span<const float> arena);
+
+// The diagnostics JSON fields above. `before` holds the parameters before the optimizer step (or
+// is empty: no update ratios).
+nlohmann::json diagnostics_json(const Transformer<float>& model, std::span<const float> grads,
+                                std::span<const float> before, bool per_head);
+
+}  // namespace normlab

@@ -1,0 +1,245 @@
+#include "lab/sweep.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "io/metrics.h"
+#include "normlab/errors.h"
+
+namespace fs = std::filesystem;
+
+namespace normlab {
+
+GridAxis parse_grid_axis(const std::string& spec) {
+  const auto eq = spec.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+    throw ConfigError({fmt::format("--grid '{}': expected KEY=v1,v2,... or KEY=a:b:Nlog", spec)});
+  GridAxis a;
+  a.key = spec.substr(0, eq);
+  const std::string rhs = spec.substr(eq + 1);
+  if (rhs.find(':') != std::string::npos) {
+    double lo = 0, hi = 0;
+    int n = 0;
+    char kind[8] = {};
+    if (std::sscanf(rhs.c_str(), "%lf:%lf:%d%3s", &lo, &hi, &n, kind) != 4 || n < 1 ||
+        (std::string(kind) != "log" && std::string(kind) != "lin") ||
+        (std::string(kind) == "log" && (lo <= 0 || hi <= 0)))
+      throw ConfigError({fmt::format("--grid '{}': a range is a:b:Nlog or a:b:Nlin with N >= 1 "
+                                     "(log needs a, b > 0)", spec)});
+    for (int i = 0; i < n; ++i) {
+      const double t = n == 1 ? 0.0 : static_cast<double>(i) / (n - 1);
+      const double v = std::string(kind) == "log" ? lo * std::pow(hi / lo, t) : lo + (hi - lo) * t;
+      a.values.push_back(fmt::format("{:.6g}", v));
+    }
+  } else {
+    std::size_t start = 0;
+    while (start <= rhs.size()) {
+      const auto comma = rhs.find(',', start);
+      const std::string v = rhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (v.empty()) throw ConfigError({fmt::format("--grid '{}': empty value", spec)});
+      a.values.push_back(v);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  return a;
+}
+
+std::vector<SweepPoint> expand_grid(const std::vector<GridAxis>& axes) {
+  std::vector<SweepPoint> pts = {SweepPoint{}};
+  for (const auto& ax : axes) {
+    std::vector<SweepPoint> next;
+    for (const auto& p : pts)
+      for (const auto& v : ax.values) {
+        SweepPoint q = p;
+        q.overrides.emplace_back(ax.key, v);
+        next.push_back(q);
+      }
+    pts = std::move(next);
+  }
+  for (auto& p : pts) {
+    std::string n;
+    for (const auto& [k, v] : p.overrides) {
+      const std::string shortk = k.substr(k.find('.') + 1);
+      n += (n.empty() ? "" : "_") + shortk + "-" + v;
+    }
+    for (char& c : n)
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) c = '_';
+    p.name = n.empty() ? "base" : n;
+  }
+  return pts;
+}
+
+std::optional<std::string> sweep_divergence(long step, double loss, double initial_loss) {
+  if (!std::isfinite(loss)) return fmt::format("non-finite loss at step {}", step);
+  if (step >= 10 && loss > initial_loss)
+    return fmt::format("loss {:.4f} at step {} is above the initial loss {:.4f}", loss, step, initial_loss);
+  return std::nullopt;
+}
+
+bool sweep_point_finished(const std::string& dir) {
+  std::ifstream st(fs::path(dir) / "sweep_status.json");
+  if (!st) return false;
+  try {
+    const auto s = nlohmann::json::parse(st).value("status", "");
+    return s == "done" || s == "diverged";
+  } catch (...) {
+    return false;
+  }
+}
+
+std::string run_sweep_point(const Config& cfg, const std::string& dir, const TrainHooks& hooks) {
+  const bool resume = fs::exists(fs::path(dir) / "checkpoints" / "latest");
+  Trainer trainer(cfg, dir, resume);
+  double initial = NAN;
+  if (resume) {
+    const auto m = read_metrics(dir);
+    if (!m.empty() && m.front()["loss"].is_number()) initial = m.front()["loss"].get<double>();
+  }
+  TrainHooks h = hooks;
+  h.check_divergence = [&](const StepRecord& r) -> std::optional<std::string> {
+    if (r.step == 1 && std::isfinite(r.loss)) initial = r.loss;
+    return sweep_divergence(r.step, r.loss, std::isfinite(initial) ? initial : INFINITY);
+  };
+  const TrainResult res = trainer.run(h);
+  if (res.stop_reason == "interrupted") return "interrupted";
+  const std::string status = res.diverged ? "diverged" : "done";
+  const fs::path tmp = fs::path(dir) / "sweep_status.json.tmp";
+  std::ofstream(tmp) << nlohmann::json{{"status", status}, {"message", res.stop_reason},
+                                       {"steps", res.steps}}.dump() << '\n';
+  fs::rename(tmp, fs::path(dir) / "sweep_status.json");
+  return status;
+}
+
+SweepRun read_sweep_run(const std::string& dir, const SweepPoint& p) {
+  SweepRun r;
+  r.point = p;
+  std::ifstream st(fs::path(dir) / "sweep_status.json");
+  if (!st) {
+    r.status = "failed";
+    r.message = "no sweep_status.json";
+    return r;
+  }
+  const auto sj = nlohmann::json::parse(st);
+  r.status = sj.value("status", "failed");
+  r.message = sj.value("message", "");
+  try {
+    const auto m = read_metrics(dir);
+    if (!m.empty() && m.front()["loss"].is_number()) r.initial_loss = m.front()["loss"].get<double>();
+    // Final loss: the last validation loss, else the last training loss.
+    for (auto it = m.rbegin(); it != m.rend(); ++it) {
+      if (!r.final_val_loss && it->contains("val_loss") && (*it)["val_loss"].is_number())
+        r.final_val_loss = (*it)["val_loss"].get<double>();
+      if (!r.max_attn_logit && it->contains("attn_max_logit")) {
+        double mx = 0;
+        for (const auto& v : (*it)["attn_max_logit"])
+          if (v.is_number()) mx = std::fmax(mx, v.get<double>());
+        r.max_attn_logit = mx;
+      }
+    }
+    if (!m.empty() && m.back()["loss"].is_number()) r.final_loss = m.back()["loss"].get<double>();
+  } catch (const std::exception& e) {
+    r.status = "failed";
+    r.message = e.what();
+  }
+  if (r.status == "diverged") r.final_loss.reset(), r.final_val_loss.reset();
+  return r;
+}
+
+std::vector<Sensitivity> lr_sensitivity(const std::vector<SweepRun>& runs, const std::string& lr_key) {
+  std::map<std::string, Sensitivity> by;
+  std::vector<std::string> order;
+  for (const auto& r : runs) {
+    Sensitivity key;
+    double lr = NAN;
+    std::string label;
+    for (const auto& [k, v] : r.point.overrides) {
+      if (k == lr_key) {
+        lr = std::stod(v);
+        continue;
+      }
+      key.variant[k] = v;
+      label += (label.empty() ? "" : ", ") + k.substr(k.find('.') + 1) + "=" + v;
+    }
+    if (label.empty()) label = "all";
+    if (!by.count(label)) {
+      order.push_back(label);
+      key.label = label;
+      by[label] = key;
+    }
+    Sensitivity& s = by[label];
+    s.lrs.push_back(lr);
+    const std::optional<double> fl = r.final_val_loss ? r.final_val_loss : r.final_loss;
+    s.final_losses.push_back(r.status == "done" && fl ? *fl : NAN);
+    if (r.status != "done") ++s.diverged;
+    // stash initial loss via a parallel vector in the variant map (kept private below)
+    s.variant["__init_" + std::to_string(s.lrs.size() - 1)] = fmt::format("{:.17g}", r.initial_loss);
+  }
+  std::vector<Sensitivity> out;
+  for (const auto& label : order) {
+    Sensitivity s = by[label];
+    std::vector<double> init(s.lrs.size());
+    for (std::size_t i = 0; i < s.lrs.size(); ++i) {
+      init[i] = std::stod(s.variant["__init_" + std::to_string(i)]);
+      s.variant.erase("__init_" + std::to_string(i));
+    }
+    s.best_loss = INFINITY;
+    for (std::size_t i = 0; i < s.lrs.size(); ++i)
+      if (std::isfinite(s.final_losses[i]) && s.final_losses[i] < s.best_loss) {
+        s.best_loss = s.final_losses[i];
+        s.best_lr = s.lrs[i];
+      }
+    if (std::isfinite(s.best_loss)) {
+      double acc = 0;
+      for (std::size_t i = 0; i < s.lrs.size(); ++i) {
+        const double fl = std::isfinite(s.final_losses[i]) ? s.final_losses[i] : INFINITY;
+        acc += std::fmin(fl, init[i]) - s.best_loss;
+      }
+      s.sensitivity = acc / s.lrs.size();
+    }
+    out.push_back(s);
+  }
+  return out;
+}
+
+nlohmann::json sweep_json(const std::vector<GridAxis>& axes, const std::vector<SweepRun>& runs,
+                          const std::vector<Sensitivity>& sens, const std::string& lr_key) {
+  auto num = [](std::optional<double> v) { return v && std::isfinite(*v) ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  nlohmann::json j;
+  j["lr_key"] = lr_key;
+  for (const auto& a : axes) j["grid"][a.key] = a.values;
+  j["runs"] = nlohmann::json::array();
+  for (const auto& r : runs) {
+    nlohmann::json o;
+    for (const auto& [k, v] : r.point.overrides) o[k] = v;
+    j["runs"].push_back({{"name", r.point.name}, {"dir", r.point.name}, {"overrides", o},
+                         {"status", r.status}, {"message", r.message},
+                         {"initial_loss", num(r.initial_loss)}, {"final_loss", num(r.final_loss)},
+                         {"final_val_loss", num(r.final_val_loss)},
+                         {"max_attn_logit", num(r.max_attn_logit)}});
+  }
+  j["sensitivity"] = nlohmann::json::array();
+  for (const auto& s : sens) {
+    nlohmann::json fl = nlohmann::json::array();
+    for (double x : s.final_losses) fl.push_back(num(x));
+    j["sensitivity"].push_back({{"variant", s.variant}, {"label", s.label},
+                                {"sensitivity", num(s.sensitivity)}, {"best_loss", num(s.best_loss)},
+                                {"best_lr", num(s.best_lr)}, {"lrs", s.lrs}, {"final_losses", fl},
+                                {"diverged", s.diverged}});
+  }
+  return j;
+}
+
+std::string sensitivity_table(const std::vector<Sensitivity>& sens) {
+  std::string t = "| variant | LR sensitivity | best loss | best lr | diverged |\n|---|---|---|---|---|\n";
+  for (const auto& s : sens)
+    t += fmt::format("| {} | {:.4f} | {:.4f} | {:.3g} | {}/{} |\n", s.label, s.sensitivity,
+                     s.best_loss, s.best_lr, s.diverged, s.lrs.size());
+  return t;
+}
+
+}  // namespace normlab

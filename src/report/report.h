@@ -1,0 +1,51 @@
+// The HTML report of `normlab report`: one self-contained page (inline SVG, inline CSS, a few lines
+// of inline script, no URL anywhere) plus each figure as a standalone SVG file next to it.
+//
+// Figures, each left out (and listed as not shown, with the reason) when no input has its data:
+//   loss            training loss (solid) and validation loss (dashed) of every run over training
+//   lr_sensitivity  final loss vs learning rate per sweep variant, sensitivity in the legend,
+//                   diverged runs marked; also derived from lone runs that differ in optim.lr
+//   grad_norm_layers_{gradflow,runs}   gradient norm by layer (gradflow study; last diagnostics
+//                   record of each run)
+//   resid_rms_{gradflow,runs}          residual-stream RMS by depth
+//   grad_norm       global gradient norm over training
+//   attn_max_logit  largest attention logit over layers, over training
+//   log_z           mean log-partition log Z of the output softmax, over training
+// and a table of the runs' configs (columns that differ between runs highlighted; the full config
+// of each run in a collapsible block). Series are labelled by what differs between the runs'
+// configs ("placement=peri, lr=3e-3"), falling back to the run's name.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "report/inputs.h"
+#include "report/svg.h"
+
+namespace normlab::report {
+
+struct Figure {
+  std::string name;     // file name without .svg
+  std::string caption;  // one or two sentences under the chart (plain text)
+  svg::LineChart chart;
+  std::string table_html;  // an optional table under the chart (already HTML)
+};
+
+struct Report {
+  std::string title;
+  std::vector<Figure> figures;
+  std::vector<std::string> not_shown;  // "Figure title: why", one per figure left out
+  std::string html;                    // the page; figures linked from `figures_link`/NAME.svg
+};
+
+// Builds every figure and the page. `figures_link` is the folder of the standalone SVG files as
+// the page refers to it (relative to the page).
+Report build_report(const ReportInputs& in, const std::string& title, const std::string& figures_link);
+
+// `out_html` without its extension plus "_figures": report.html -> report_figures.
+std::string figures_dir_for(const std::string& out_html);
+
+// Writes the page to `out_html` and each figure to figures_dir_for(out_html)/NAME.svg (creating
+// the folders). Throws Error when a file cannot be written. Returns the paths written.
+std::vector<std::string> write_report(const Report& report, const std::string& out_html);
+
+}  // namespace normlab::report

@@ -1,0 +1,79 @@
+// A small, dependency-free SVG chart library for the HTML report: line charts with several series
+// on linear or logarithmic axes, "nice" tick values, a legend, a title and axis labels. Missing
+// values (NaN, +-Inf, and non-positive values on a log axis) break a line into separate pieces
+// instead of being drawn through; marks (a cross) flag points such as the end of a diverged run.
+//
+// The output is plain SVG text: with `standalone` it is a complete .svg file, otherwise an element
+// to inline in HTML (no namespace URI, so the page carries no URL at all). Nothing here reads files,
+// prints or knows about runs; src/report/report.cpp turns runs into charts.
+#pragma once
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace normlab::svg {
+
+struct Axis {
+  std::string label;
+  bool log = false;            // base-10 logarithmic scale
+  bool integer = false;        // ticks only at whole numbers (layer indices)
+  std::optional<double> min;   // fixed ends of the domain; by default derived from the data
+  std::optional<double> max;
+};
+
+// A flagged point drawn as a cross in the series' color; y = NaN pins it to the top edge of the
+// plot (a run that diverged has no final value to place it at). `title` becomes its tooltip.
+struct Mark {
+  double x = 0, y = 0;
+  std::string title;
+};
+
+struct Series {
+  std::string label;
+  std::vector<double> x, y;  // same length; a non-finite value in either breaks the line
+  std::string color;         // CSS color; empty = from the palette by series index
+  bool dashed = false;
+  bool markers = false;      // a dot at every point (sparse data such as a learning-rate sweep)
+  bool in_legend = true;
+  std::vector<Mark> marks;
+};
+
+struct LineChart {
+  std::string id = "chart";  // unique within a page: prefixes the chart's element ids
+  std::string title;
+  std::string subtitle;      // one line of smaller text under the title (e.g. "dashed: validation")
+  Axis x, y;
+  std::vector<Series> series;
+  int width = 760;           // the plot shrinks to leave room for the legend on the right
+  int height = 380;          // grows when the legend needs more room
+};
+
+// The chart as SVG text. A chart with no drawable point renders its frame and "no data".
+std::string render(const LineChart& chart, bool standalone = false);
+
+// Number of points of `chart` that would be drawn (finite, and positive on log axes).
+std::size_t drawable_points(const LineChart& chart);
+
+// ---- building blocks, exposed for tests ----
+
+// Escapes & < > " ' for text content and attribute values.
+std::string escape(std::string_view text);
+
+// The i-th color of a categorical palette (colorblind-friendly, cycles).
+std::string palette(std::size_t i);
+
+// Round numbers covering [lo, hi] with about `target` intervals (steps of 1, 2 or 5 x 10^k).
+std::vector<double> nice_ticks(double lo, double hi, int target = 5);
+// The step nice_ticks uses.
+double nice_step(double lo, double hi, int target = 5);
+// Ticks for a log axis over [lo, hi] (lo > 0): whole decades on wide ranges, 1-2-5 within a few
+// decades, and round linear values when the range is within one decade.
+std::vector<double> log_ticks(double lo, double hi);
+
+// Short text for a number: 0.003 -> "3e-3", 1500 -> "1500", 2.5e6 -> "2.5e6", 0.25 -> "0.25".
+std::string compact_number(double v);
+// A tick label: fixed decimals matching `step` for ordinary magnitudes, compact_number otherwise.
+std::string tick_label(double v, double step);
+
+}  // namespace normlab::svg

@@ -1,0 +1,388 @@
+"""normlab against Hugging Face transformers' own models (src/io/hf.h, docs/interop.md).
+
+For GPT-2, Llama, Gemma 2, Gemma 3 (text) and OLMo 2: a tiny random model built from a transformers
+config (no download; norm gains randomised so they matter), saved with save_pretrained, imported
+by tests/hf_driver, which writes normlab's logits, loss and gradients in HF naming; all are compared
+with transformers (eager attention, eval mode, float32) at relative tolerance 1e-4 per tensor.
+Round trips: HF -> import -> export gives identical tensors; a normlab run (trained a few steps)
+-> `normlab export` -> AutoModelForCausalLM.from_pretrained gives normlab's logits and gradients;
+options without a counterpart are refused on export and import with a message naming them.
+
+Run: cd tests/py && NORMLAB_BUILD_DIR=/path/to/build python -m pytest -q -s test_hf_interop.py
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+torch.set_num_threads(1)
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+transformers = pytest.importorskip("transformers")
+from safetensors.torch import load_file, save_file  # noqa: E402
+from transformers import (  # noqa: E402
+    AutoModelForCausalLM,
+    Gemma2Config,
+    Gemma3TextConfig,
+    GPT2Config,
+    LlamaConfig,
+    Olmo2Config,
+)
+
+transformers.logging.set_verbosity_error()
+transformers.utils.logging.disable_progress_bar()
+
+REL_TOL = 1e-4
+FLOOR_FRAC = 1e-2  # as tests/reference/harness.py: error relative to max(max|ref|, 1% of the group)
+TIMEOUT_S = 60
+V, C, H, F, L, B, T, MAXPOS = 320, 32, 4, 48, 2, 2, 8, 16
+ROPE = {"rope_type": "default", "rope_theta": 1000.0}
+
+
+def build_dir():
+    build = os.environ.get("NORMLAB_BUILD_DIR")
+    if not build:
+        pytest.fail("NORMLAB_BUILD_DIR is not set: point it at the CMake build directory", pytrace=False)
+    return Path(build)
+
+
+def tool(name):
+    path = build_dir() / name
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        pytest.fail(f"{path} not found or not executable; build the target first", pytrace=False)
+    return str(path)
+
+
+def run(cmd, expect_ok=True):
+    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=TIMEOUT_S)
+    if expect_ok and proc.returncode != 0:
+        pytest.fail(f"exit {proc.returncode}: {' '.join(map(str, cmd))}\n{proc.stdout}\n{proc.stderr}",
+                    pytrace=False)
+    return proc
+
+
+# Families: tiny configs that exercise each family's distinctive options.
+def hf_configs(V=V):
+    common = dict(vocab_size=V, num_hidden_layers=L, num_attention_heads=H, num_key_value_heads=H,
+                  hidden_size=C, intermediate_size=F, max_position_embeddings=MAXPOS,
+                  pad_token_id=None, bos_token_id=None, eos_token_id=None)
+    return {
+        "gpt2": GPT2Config(vocab_size=V, n_positions=MAXPOS, n_embd=C, n_layer=L, n_head=H, n_inner=F,
+                           resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, layer_norm_epsilon=1e-5,
+                           tie_word_embeddings=True, bos_token_id=None, eos_token_id=None),
+        # Biases on every linear (attention_bias = mlp_bias), untied head.
+        "llama": LlamaConfig(**common, rms_norm_eps=1e-5, rope_parameters=dict(ROPE),
+                             attention_bias=True, mlp_bias=True, tie_word_embeddings=False),
+        # Both soft-caps on, query_pre_attn_scalar != head_dim, alternating sliding layers whose
+        # window (= T) covers the imported context.
+        "gemma2": Gemma2Config(**common, head_dim=C // H, query_pre_attn_scalar=12,
+                               attn_logit_softcapping=2.0, final_logit_softcapping=5.0,
+                               sliding_window=T, rope_parameters=dict(ROPE), rms_norm_eps=1e-6,
+                               tie_word_embeddings=True),
+        # QK-norm per head; sliding and full layers with the same RoPE base.
+        "gemma3_text": Gemma3TextConfig(**common, head_dim=C // H, query_pre_attn_scalar=10,
+                                        final_logit_softcapping=4.0, sliding_window=T,
+                                        layer_types=["sliding_attention", "full_attention"],
+                                        rope_parameters={"full_attention": dict(ROPE),
+                                                         "sliding_attention": dict(ROPE)},
+                                        tie_word_embeddings=False),
+        "olmo2": Olmo2Config(**common, rms_norm_eps=1e-5, rope_parameters=dict(ROPE),
+                             tie_word_embeddings=True),
+    }
+
+
+def randomise(model, family, seed):
+    g = torch.Generator().manual_seed(seed)
+    gemma = family.startswith("gemma")
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            r = torch.randn(p.shape, generator=g)
+            if "norm" in name or ".ln_" in name:
+                if name.endswith("bias"):
+                    p.copy_(0.1 * r)
+                else:  # Gemma's gain is (1 + w)
+                    p.copy_((0.0 if gemma else 1.0) + 0.3 * r)
+            elif name.endswith("bias"):
+                p.copy_(0.1 * r)
+            elif "wte" in name or "wpe" in name or "embed_tokens" in name:
+                p.copy_(0.5 * r)
+            else:
+                p.copy_(0.2 * r)
+
+
+def make_hf_model(family, cfg, seed=0):
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(cfg, attn_implementation="eager").float()
+    randomise(model, family, seed)
+    return model.eval()
+
+
+def make_batch(seed=1, vocab=V):
+    g = torch.Generator().manual_seed(seed)
+    return {"idx": torch.randint(0, vocab, (B, T), generator=g),
+            "targets": torch.randint(0, vocab, (B, T), generator=g)}
+
+
+def hf_forward_backward(model, batch):
+    """Logits, mean cross-entropy and gradients (by parameter name) in float32."""
+    model.zero_grad(set_to_none=True)
+    logits = model(input_ids=batch["idx"]).logits
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                             batch["targets"].reshape(-1))
+    loss.backward()
+    out = {"logits": logits.detach(), "loss": loss.detach().reshape(1)}
+    for name, p in model.named_parameters():
+        out["grad." + name] = p.grad.detach().clone()
+    return out
+
+
+def rel_errors(got, ref):
+    """{name: rel error} over ref's names (harness.py's metric: floor 1% of the group's largest)."""
+    def group(n):
+        return n.split(".", 1)[0]
+    scale = {}
+    for n, r in ref.items():
+        scale[group(n)] = max(scale.get(group(n), 0.0), float(r.abs().max()))
+    errs = {}
+    for n, r in ref.items():
+        a, b = got[n].double(), r.double()
+        assert a.shape == b.shape, f"{n}: normlab {tuple(a.shape)} vs HF {tuple(b.shape)}"
+        denom = max(float(b.abs().max()), FLOOR_FRAC * scale[group(n)], 1e-30)
+        errs[n] = float((a - b).abs().max()) / denom if torch.isfinite(a).all() else float("inf")
+    return errs
+
+
+class Summary:
+    rows = []
+
+    @classmethod
+    def record(cls, case, errs):
+        worst = {}
+        for n, e in errs.items():
+            g = "grad" if n.startswith("grad.") else n
+            if g not in worst or e > worst[g][0]:
+                worst[g] = (e, n)
+        for g, (e, n) in sorted(worst.items()):
+            cls.rows.append({"suite": "hf_interop", "case": case, "group": g, "max_rel": e,
+                             "tensor": n, "tol": REL_TOL, "time": time.time()})
+            print(f"  [{case}] {g:7s} max rel {e:.3e} ({n})")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def summary():
+    yield
+    if Summary.rows:
+        with open(build_dir() / "interop_summary.jsonl", "a") as f:
+            for r in Summary.rows:
+                f.write(json.dumps(r) + "\n")
+
+
+def check(case, got, ref):
+    missing = sorted(set(ref) - set(got))
+    extra = sorted(n for n in set(got) - set(ref) if n.startswith("grad."))
+    assert not missing and not extra, f"[{case}] names differ: missing {missing}, extra {extra}"
+    errs = rel_errors(got, ref)
+    Summary.record(case, errs)
+    bad = sorted(((e, n) for n, e in errs.items() if not e <= REL_TOL), reverse=True)
+    assert not bad, f"[{case}] over rel tol {REL_TOL}: " + ", ".join(f"{n} {e:.2e}" for e, n in bad)
+
+
+FAMILIES = list(hf_configs())
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_import_matches_transformers(family, tmp_path):
+    cfg = hf_configs()[family]
+    model = make_hf_model(family, cfg)
+    hf_dir = tmp_path / "hf"
+    model.save_pretrained(hf_dir, safe_serialization=True)
+    batch = make_batch()
+    save_file(batch, str(tmp_path / "batch.safetensors"))
+    ref = hf_forward_backward(model, batch)
+
+    out, exp_dir = tmp_path / "out.safetensors", tmp_path / "exported"
+    run([tool("tests/hf_driver"), "--hf", hf_dir, "--batch", tmp_path / "batch.safetensors",
+         "--out", out, "--export", exp_dir])
+    got = load_file(str(out))
+    check(family, got, ref)
+
+    # Round trip HF -> normlab -> HF: the same tensors, bit for bit, and a config transformers
+    # loads into the same model.
+    orig, back = load_file(str(hf_dir / "model.safetensors")), load_file(str(exp_dir / "model.safetensors"))
+    if cfg.tie_word_embeddings:
+        orig.pop("lm_head.weight", None)
+    assert sorted(orig) == sorted(back)
+    for n in orig:
+        assert torch.equal(orig[n].float(), back[n]), f"{n} changed in the round trip"
+    reloaded = AutoModelForCausalLM.from_pretrained(exp_dir, attn_implementation="eager").eval()
+    assert type(reloaded) is type(model)
+    with torch.no_grad():
+        torch.testing.assert_close(reloaded(input_ids=batch["idx"]).logits, ref["logits"],
+                                   rtol=1e-6, atol=1e-6)
+
+
+# normlab-native configs that map exactly onto each family (trained a few steps so that norm gains
+# move away from their initial values).
+NATIVE = {
+    "gpt2": ["model.placement=pre", "model.norm=layernorm", "model.norm_bias=true", "model.bias=true",
+             "model.pos=learned", "model.mlp=gelu_tanh", "model.tie_embeddings=true"],
+    "llama": ["model.placement=pre", "model.norm=rmsnorm", "model.mlp=swiglu", "model.pos=rope",
+              "model.rope_theta=500", "model.tie_embeddings=false"],
+    "gemma2": ["model.placement=peri", "model.norm=rmsnorm", "model.mlp=geglu",
+               "model.norm_gain_offset=1.0", f"model.embed_scale={C ** 0.5!r}",
+               f"model.attn_scale={12 ** -0.5!r}", "model.attn_softcap=2.0",
+               "model.final_softcap=5.0"],
+    "gemma3_text": ["model.placement=peri", "model.norm=rmsnorm", "model.mlp=geglu",
+                    "model.norm_gain_offset=1.0", f"model.embed_scale={C ** 0.5!r}",
+                    "model.qk_norm=rmsnorm", "model.qk_norm_scope=head",
+                    "model.qk_norm_position=pre_rope", "model.final_softcap=4.0",
+                    "model.tie_embeddings=false"],
+    "olmo2": ["model.placement=reordered", "model.norm=rmsnorm", "model.mlp=swiglu",
+              "model.qk_norm=rmsnorm", "model.qk_norm_scope=full", "model.qk_norm_position=pre_rope"],
+}
+BASE = ["model.vocab_size=256", f"model.d_model={C}", f"model.n_head={H}", f"model.d_ff={F}",
+        f"model.n_layer={L}", f"model.seq_len={MAXPOS}", "train.batch_size=2", "train.eval_interval=0",
+        "train.log_interval=0", "train.threads=1", "optim.warmup_steps=0", "optim.lr=0.03"]
+
+
+def train_run(run_dir, sets, steps):
+    cmd = [tool("normlab"), "train", "--out", run_dir]
+    for s in BASE + [f"train.steps={steps}"] + sets:
+        cmd += ["--set", s]
+    run(cmd)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_export_loads_in_transformers(family, tmp_path):
+    run_dir, hf_dir = tmp_path / "run", tmp_path / "hf"
+    train_run(run_dir, NATIVE[family], steps=3)
+    proc = run([tool("normlab"), "export", "--to", "hf", run_dir, "--out", hf_dir])
+    assert f"as {family} " in proc.stdout, proc.stdout
+    g = torch.Generator().manual_seed(2)
+    batch = {"idx": torch.randint(0, 256, (B, T), generator=g),
+             "targets": torch.randint(0, 256, (B, T), generator=g)}
+    save_file(batch, str(tmp_path / "batch.safetensors"))
+    out = tmp_path / "out.safetensors"
+    run([tool("tests/hf_driver"), "--checkpoint", run_dir, "--batch", tmp_path / "batch.safetensors",
+         "--out", out])
+    model = AutoModelForCausalLM.from_pretrained(hf_dir, attn_implementation="eager").eval()
+    assert model.config.model_type == family
+    check(f"export:{family}", load_file(str(out)), hf_forward_backward(model, batch))
+
+
+REFUSED = {
+    "post": (["model.placement=post"], "model.placement = post"),
+    "deepnorm": (["model.placement=deepnorm"], "model.placement = deepnorm"),
+    "mix": (["model.placement=mix"], "model.placement = mix"),
+    "qk_layernorm": (NATIVE["gemma3_text"] + ["model.qk_norm=layernorm"], "model.qk_norm = layernorm"),
+    "gemma3_attn_cap": (NATIVE["gemma3_text"] + ["model.attn_softcap=3.0"], "model.attn_softcap = 3"),
+    "olmo2_qk_head": (NATIVE["olmo2"] + ["model.qk_norm_scope=head"], "model.qk_norm_scope = head"),
+    "llama_learned": (NATIVE["llama"] + ["model.pos=learned"], "model.pos = learned"),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_export_refuses_unmappable(case, tmp_path):
+    sets, message = REFUSED[case]
+    run_dir, hf_dir = tmp_path / "run", tmp_path / "hf"
+    train_run(run_dir, sets, steps=1)
+    proc = run([tool("normlab"), "export", "--to", "hf", run_dir, "--out", hf_dir], expect_ok=False)
+    assert proc.returncode != 0, proc.stdout
+    assert message in proc.stderr, proc.stderr
+    assert not (hf_dir / "model.safetensors").exists()
+
+
+def write_config(path, cfg_dict):
+    path.mkdir(parents=True)
+    (path / "config.json").write_text(json.dumps(cfg_dict))
+
+
+IMPORT_REFUSED = {
+    "gqa": (lambda: LlamaConfig(vocab_size=V, hidden_size=C, intermediate_size=F, num_hidden_layers=L,
+                                num_attention_heads=H, num_key_value_heads=2), "num_key_value_heads = 2"),
+    "rope_scaling": (lambda: LlamaConfig(vocab_size=V, hidden_size=C, intermediate_size=F,
+                                         num_hidden_layers=L, num_attention_heads=H,
+                                         rope_parameters={"rope_type": "linear", "factor": 2.0,
+                                                          "rope_theta": 1e4}),
+                     "rope_parameters.rope_type = \"linear\""),
+    "gemma3_local_base": (lambda: Gemma3TextConfig(vocab_size=V, hidden_size=C, intermediate_size=F,
+                                                   num_hidden_layers=L, num_attention_heads=H,
+                                                   num_key_value_heads=H, head_dim=C // H,
+                                                   layer_types=["sliding_attention", "full_attention"]),
+                          "rope_local_base_freq"),
+    "olmo2_attention_bias": (lambda: Olmo2Config(vocab_size=V, hidden_size=C, intermediate_size=F,
+                                                 num_hidden_layers=L, num_attention_heads=H,
+                                                 attention_bias=True), "attention_bias = true"),
+    "family": (lambda: {"model_type": "mistral"}, "model_type = \"mistral\""),
+}
+
+
+@pytest.mark.parametrize("case", list(IMPORT_REFUSED))
+def test_import_refuses_unmappable(case, tmp_path):
+    make, message = IMPORT_REFUSED[case]
+    cfg = make()
+    write_config(tmp_path / "hf", cfg if isinstance(cfg, dict) else cfg.to_dict())
+    proc = run([tool("normlab"), "import", "--from", "hf", tmp_path / "hf", "--out", tmp_path / "run"],
+               expect_ok=False)
+    assert proc.returncode != 0, proc.stdout
+    assert message in proc.stderr, proc.stderr
+
+
+def test_imported_run_dir_works_with_eval_generate_resume(tmp_path):
+    # Vocabulary 256: the embedded corpus and `generate`'s tokenizer are byte-level.
+    family = "llama"
+    model = make_hf_model(family, hf_configs(V=256)[family])
+    hf_dir, run_dir = tmp_path / "hf", tmp_path / "run"
+    model.save_pretrained(hf_dir, safe_serialization=True)
+    proc = run([tool("normlab"), "import", "--from", "hf", hf_dir, "--out", run_dir,
+                "--set", "train.steps=1", "--set", "train.batch_size=2", "--set", "train.eval_interval=0",
+                "--set", "train.threads=1"])
+    assert "imported llama" in proc.stdout
+    # The checkpoint holds HF's weights: its logits are HF's.
+    batch = make_batch(vocab=256)
+    save_file(batch, str(tmp_path / "batch.safetensors"))
+    run([tool("tests/hf_driver"), "--checkpoint", run_dir, "--batch", tmp_path / "batch.safetensors",
+         "--out", tmp_path / "out.safetensors"])
+    got = load_file(str(tmp_path / "out.safetensors"))
+    with torch.no_grad():
+        torch.testing.assert_close(got["logits"], model(input_ids=batch["idx"]).logits,
+                                   rtol=1e-4, atol=1e-4)
+    run([tool("normlab"), "eval", "--checkpoint", run_dir, "--batches", "1"])
+    run([tool("normlab"), "generate", "--checkpoint", run_dir, "--prompt", "ab",
+         "--max-new-tokens", "3", "--temperature", "0"])
+    run([tool("normlab"), "train", "--resume", run_dir])
+    assert (run_dir / "checkpoints" / "step_00000001" / "model.safetensors").exists()
+
+
+def test_import_gemma3_multimodal_language_model(tmp_path):
+    """model_type gemma3 (Gemma3ForConditionalGeneration): text_config and the language model's
+    weights are imported, the vision tower skipped; text-only logits match."""
+    from transformers import Gemma3Config, Gemma3ForConditionalGeneration, SiglipVisionConfig
+    text = hf_configs()["gemma3_text"]
+    vision = SiglipVisionConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                num_attention_heads=2, image_size=28, patch_size=14)
+    cfg = Gemma3Config(text_config=text.to_dict(), vision_config=vision.to_dict(),
+                       mm_tokens_per_image=1, image_token_index=V - 3, boi_token_index=V - 2,
+                       eoi_token_index=V - 1, tie_word_embeddings=True)
+    torch.manual_seed(0)
+    model = Gemma3ForConditionalGeneration(cfg).float()
+    randomise(model, "gemma3", 3)
+    model.eval()
+    model.save_pretrained(tmp_path / "hf", safe_serialization=True)
+    batch = make_batch(vocab=V - 3)  # no image tokens
+    save_file(batch, str(tmp_path / "batch.safetensors"))
+    proc = run([tool("tests/hf_driver"), "--hf", tmp_path / "hf", "--batch",
+                tmp_path / "batch.safetensors", "--out", tmp_path / "out.safetensors"])
+    assert "vision tower" in proc.stderr
+    got = load_file(str(tmp_path / "out.safetensors"))
+    with torch.no_grad():
+        logits = model(input_ids=batch["idx"]).logits
+    errs = rel_errors({"logits": got["logits"]}, {"logits": logits})
+    Summary.record("gemma3(multimodal)", errs)
+    assert errs["logits"] <= REL_TOL, errs

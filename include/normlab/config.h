@@ -27,6 +27,11 @@ enum class MlpKind { gelu, gelu_tanh, swiglu, geglu };
 // normal: normal(0, init_std) everywhere; xavier: Xavier/Glorot uniform (original Transformer).
 enum class InitKind { gpt2, normal, xavier };
 enum class ScheduleKind { cosine, linear, constant };
+// What the trainer does with a loss or gradient-norm spike (z-score above train.spike_threshold
+// against the last train.spike_window accepted steps): nothing but flag it, skip the update
+// (OLMo-core's skip-step AdamW), or reload the last good checkpoint and skip the offending
+// batches (PaLM). Non-finite losses and gradients are always skipped.
+enum class SpikePolicy { off, skip, rollback };
 
 struct ModelConfig {
   int vocab_size = 256;
@@ -88,6 +93,10 @@ struct TrainConfig {
   int checkpoint_interval = 500;
   int keep_checkpoints = 2;
   int threads = 0;  // 0 = all cores
+  SpikePolicy spike_policy = SpikePolicy::skip;
+  int spike_window = 50;         // accepted steps the z-score is measured against
+  double spike_threshold = 6.0;  // z-score of the loss or the gradient norm
+  int max_bad_steps = 10;        // consecutive skipped/rolled-back steps before stopping as diverged
 
   friend bool operator==(const TrainConfig&, const TrainConfig&) = default;
 };
@@ -131,6 +140,7 @@ std::string_view to_string(PosKind v);
 std::string_view to_string(MlpKind v);
 std::string_view to_string(InitKind v);
 std::string_view to_string(ScheduleKind v);
+std::string_view to_string(SpikePolicy v);
 
 // Every enumerator's name in declaration order: enum_names<E>()[i] == to_string(E(i)).
 // Defined for the enums above.

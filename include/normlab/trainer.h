@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -43,6 +44,11 @@ struct TrainHooks {
   std::function<bool()> stop_requested;           // polled between steps (SIGINT/SIGTERM)
   // Called after every step with its loss; a returned reason stops the run as diverged.
   std::function<std::optional<std::string>(const StepRecord&)> check_divergence;
+  // Events that are not steps (a rollback), as written to metrics.jsonl.
+  std::function<void(const nlohmann::json&)> on_event;
+  // Fault injection for tests: may change the gradients and the loss of 0-based step `step`
+  // after the backward pass, before the guards look at them.
+  std::function<void(long step, std::span<float> grads, double& loss)> inject;
 };
 
 class Trainer {
@@ -56,6 +62,11 @@ class Trainer {
   TrainResult run(const TrainHooks& hooks = {});
   // Mean validation cross-entropy over cfg.train.eval_batches fixed batches.
   double evaluate();
+  // Read-only views of the parameter and AdamW arenas and the training state (tests, tools).
+  std::span<const float> params() const;
+  std::span<const float> adam_m() const;
+  std::span<const float> adam_v() const;
+  const TrainingState& state() const;
 
  private:
   struct Impl;

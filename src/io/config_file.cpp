@@ -254,6 +254,10 @@ const std::vector<KeySpec>& key_table() {
       NL_KEY(train, checkpoint_interval),
       NL_KEY(train, keep_checkpoints),
       NL_KEY(train, threads),
+      NL_KEY(train, spike_policy),
+      NL_KEY(train, spike_window),
+      NL_KEY(train, spike_threshold),
+      NL_KEY(train, max_bad_steps),
 
       NL_KEY(data, path),
       NL_KEY(data, val_fraction),

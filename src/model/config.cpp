@@ -69,6 +69,11 @@ struct EnumTable<ScheduleKind> {
   static constexpr std::string_view names[] = {"cosine", "linear", "constant"};
   static constexpr ScheduleKind last = ScheduleKind::constant;
 };
+template <>
+struct EnumTable<SpikePolicy> {
+  static constexpr std::string_view names[] = {"off", "skip", "rollback"};
+  static constexpr SpikePolicy last = SpikePolicy::rollback;
+};
 
 template <class E>
 bool is_valid_enum(E v) {
@@ -108,6 +113,7 @@ NL_ENUM(PosKind)
 NL_ENUM(MlpKind)
 NL_ENUM(InitKind)
 NL_ENUM(ScheduleKind)
+NL_ENUM(SpikePolicy)
 #undef NL_ENUM
 
 namespace {
@@ -191,7 +197,7 @@ std::vector<std::string> validation_errors(const Config& c) {
       k.add(fmt::format("model.d_model = {} is not divisible by model.n_head = {}", m.d_model,
                         m.n_head));
     } else if (m.pos == PosKind::rope && m.head_dim() % 2 != 0) {
-      // RoPE rotates pairs (x[2i], x[2i+1]) of each head's dimensions.
+      // RoPE rotates pairs (x[i], x[i + D/2]) of each head's D dimensions.
       k.add(fmt::format("model.d_model / model.n_head = {} / {} = {} is an odd head dimension; "
                         "model.pos = \"rope\" needs an even one",
                         m.d_model, m.n_head, m.head_dim()));
@@ -226,6 +232,10 @@ std::vector<std::string> validation_errors(const Config& c) {
   k.at_least(KEY(train.checkpoint_interval), 0);
   k.at_least(KEY(train.keep_checkpoints), 1);
   k.at_least(KEY(train.threads), 0);
+  k.valid_enum(KEY(train.spike_policy));
+  k.greater_than(KEY(train.spike_window), 1);
+  k.greater_than(KEY(train.spike_threshold), 0.0);
+  k.greater_than(KEY(train.max_bad_steps), 0);
 
   k.in_range(KEY(data.val_fraction), 0.0, 1.0, false);
 

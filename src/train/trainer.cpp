@@ -18,6 +18,7 @@
 #include "normlab/data.h"
 #include "normlab/errors.h"
 #include "tensor/threading.h"
+#include "train/guard.h"
 #include "train/optimizer.h"
 #include "train/schedule.h"
 
@@ -48,6 +49,7 @@ struct Trainer::Impl {
   std::vector<int> idx, tgt;
   std::vector<float> before;  // parameters before the step, on diagnostic steps only
   std::unique_ptr<MetricsWriter> metrics;
+  SpikeGuard guard;
 
   Impl(const Config& c, const std::string& dir, bool resume)
       : cfg(resume ? checkpoint_config(latest_checkpoint(dir)) : c),
@@ -56,7 +58,8 @@ struct Trainer::Impl {
         split(corpus.split(cfg.data.val_fraction, cfg.model.seq_len)),
         model(cfg.model, cfg.train.batch_size, cfg.model.seq_len),
         opt(model.table(), cfg.optim),
-        sampler(split.train, cfg.train.batch_size, cfg.model.seq_len, cfg.train.seed ^ 0x5eedda7aull) {
+        sampler(split.train, cfg.train.batch_size, cfg.model.seq_len, cfg.train.seed ^ 0x5eedda7aull),
+        guard(cfg.train.spike_window, cfg.train.spike_threshold) {
     if (corpus.vocab_size() > cfg.model.vocab_size)
       throw InputError(fmt::format("corpus {} has vocabulary {} but model.vocab_size = {}",
                                    corpus.name(), corpus.vocab_size(), cfg.model.vocab_size));
@@ -69,6 +72,7 @@ struct Trainer::Impl {
       const std::string ckpt = latest_checkpoint(dir);
       load_checkpoint(ckpt, model, &opt, &state);
       sampler.restore({state.sampler_rng, static_cast<std::uint64_t>(state.sampler_draws)});
+      guard.from_json(state.extra.value("guard", nlohmann::json::object()));
       metrics = std::make_unique<MetricsWriter>(dir, state.step);
     } else {
       if (fs::exists(fs::path(dir) / "checkpoints" / "latest"))
@@ -89,7 +93,28 @@ struct Trainer::Impl {
     const SamplerState s = sampler.state();
     state.sampler_rng = s.rng_state;
     state.sampler_draws = static_cast<long>(s.batches_drawn);
+    state.extra["guard"] = guard.to_json();
     save_checkpoint(run_dir, cfg, model, opt, state, cfg.train.keep_checkpoints);
+  }
+
+  bool has_checkpoint() const {
+    return fs::exists(fs::path(run_dir) / "checkpoints" / "latest");
+  }
+
+  // Reloads the latest checkpoint's weights, moments and state but keeps the sampler where it
+  // is. Returns the checkpoint folder.
+  std::string rollback() {
+    const std::string ckpt = latest_checkpoint(run_dir);
+    const int rollbacks = state.extra.value("rollbacks", 0) + 1;
+    TrainingState st;
+    load_checkpoint(ckpt, model, &opt, &st);
+    guard.from_json(st.extra.value("guard", nlohmann::json::object()));
+    const SamplerState now = sampler.state();
+    state = st;
+    state.sampler_rng = now.rng_state;
+    state.sampler_draws = static_cast<long>(now.batches_drawn);
+    state.extra["rollbacks"] = rollbacks;
+    return ckpt;
   }
 
   double evaluate() {
@@ -110,6 +135,10 @@ Trainer::~Trainer() = default;
 const Config& Trainer::config() const { return impl_->cfg; }
 long Trainer::step() const { return impl_->state.step; }
 double Trainer::evaluate() { return impl_->evaluate(); }
+std::span<const float> Trainer::params() const { return impl_->model.params(); }
+std::span<const float> Trainer::adam_m() const { return impl_->opt.m(); }
+std::span<const float> Trainer::adam_v() const { return impl_->opt.v(); }
+const TrainingState& Trainer::state() const { return impl_->state; }
 
 TrainResult Trainer::run(const TrainHooks& hooks) {
   Impl& I = *impl_;
@@ -121,8 +150,7 @@ TrainResult Trainer::run(const TrainHooks& hooks) {
   auto t_window = t_start;
   long tokens_window = 0;
   double loss_window = 0;
-  int n_window = 0, nonfinite_run = 0;
-  std::deque<double> recent;  // recent finite losses, for the spike flag
+  int n_window = 0, bad_run = 0;
   TrainResult res;
   while (I.state.step < total) {
     if (hooks.stop_requested && hooks.stop_requested()) {
@@ -145,17 +173,47 @@ TrainResult Trainer::run(const TrainHooks& hooks) {
       sum.z_loss += st.z_loss / accum;
       sum.lse_mean += st.lse_mean / accum;
     }
+    I.model.set_collect_stats(false);
+    if (hooks.inject) hooks.inject(I.state.step, I.model.grads(), sum.loss);
     const double lr = learning_rate(cfg.optim, I.state.step, total);
     const double gnorm = I.opt.grad_norm(I.model.grads());
+
+    // Guards. Non-finite: always skipped. Spike: by policy.
     const bool finite = std::isfinite(sum.loss) && std::isfinite(gnorm);
-    I.model.set_collect_stats(false);
+    const bool spike = finite && I.guard.is_spike(sum.loss, gnorm);
+    enum class Action { update, skip, rollback } act = Action::update;
+    if (!finite)
+      act = Action::skip;
+    else if (spike && cfg.train.spike_policy == SpikePolicy::skip)
+      act = Action::skip;
+    else if (spike && cfg.train.spike_policy == SpikePolicy::rollback)
+      act = I.has_checkpoint() ? Action::rollback : Action::skip;
+    bad_run = act == Action::update ? 0 : bad_run + 1;
+
+    if (act == Action::rollback) {
+      // PaLM's remedy: back to the last good checkpoint, keeping the data position, so the
+      // batches drawn since that checkpoint (the offending ones among them) are skipped.
+      const long from = I.state.step + 1;
+      const std::string ckpt = I.rollback();
+      nlohmann::json ev = {{"step", from}, {"event", "rollback"}, {"to_step", I.state.step},
+                           {"checkpoint", ckpt}, {"loss", sum.loss}, {"grad_norm", gnorm},
+                           {"rollbacks_total", I.state.extra.value("rollbacks", 0)}};
+      I.metrics->write(ev);
+      if (hooks.on_event) hooks.on_event(ev);
+      if (bad_run >= cfg.train.max_bad_steps) {
+        res.diverged = true;
+        res.stop_reason = fmt::format("diverged: {} consecutive bad steps (last at step {}); last "
+                                      "good checkpoint: {}", bad_run, from, ckpt);
+        break;
+      }
+      continue;
+    }
     if (diag_step) std::copy(I.model.params().begin(), I.model.params().end(), I.before.begin());
-    if (finite) {
+    if (act == Action::update) {
       I.opt.step(I.model.params(), I.model.grads(), lr);
-      nonfinite_run = 0;
+      I.guard.accept(sum.loss, gnorm);
     } else {
       ++I.state.skipped_steps;  // no parameter or moment is touched
-      ++nonfinite_run;
     }
     ++I.state.step;
     I.state.tokens_seen += static_cast<long>(B) * T * accum;
@@ -169,22 +227,11 @@ TrainResult Trainer::run(const TrainHooks& hooks) {
     StepRecord rec;
     rec.step = s;
     rec.loss = sum.loss;
-    // Spike: loss more than 6 standard deviations above the mean of the last 50 finite losses.
-    bool spike = false;
-    if (finite) {
-      if (recent.size() >= 50) {
-        const double mean = std::accumulate(recent.begin(), recent.end(), 0.0) / recent.size();
-        double var = 0;
-        for (double x : recent) var += (x - mean) * (x - mean);
-        const double sd = std::sqrt(var / recent.size());
-        spike = sd > 0 && (sum.loss - mean) / sd > 6.0;
-        recent.pop_front();
-      }
-      recent.push_back(sum.loss);
-    }
+    rec.skipped = act == Action::skip;
     if (diag_step) {
-      rec.diag = diagnostics_json(I.model, I.model.grads(), finite ? std::span<const float>(I.before)
-                                                                  : std::span<const float>(),
+      rec.diag = diagnostics_json(I.model, I.model.grads(),
+                                  act == Action::update ? std::span<const float>(I.before)
+                                                        : std::span<const float>(),
                                   cfg.diag.per_head);
       rec.diag["spike"] = spike;
       rec.diag["nonfinite"] = !finite;
@@ -192,13 +239,11 @@ TrainResult Trainer::run(const TrainHooks& hooks) {
     if (cfg.train.eval_interval > 0 && (s % cfg.train.eval_interval == 0 || last))
       rec.val_loss = I.evaluate();
     if (s == 1 || last || (cfg.train.log_interval > 0 && s % cfg.train.log_interval == 0) ||
-        rec.val_loss || diag_step) {
+        rec.val_loss || diag_step || act != Action::update || spike) {
       const auto now = clock::now();
       const double dt = std::chrono::duration<double>(now - t_window).count();
-      rec.step = s;
       rec.total_steps = total;
       rec.tokens = I.state.tokens_seen;
-      rec.loss = sum.loss;
       rec.ce = sum.ce;
       rec.z_loss = sum.z_loss;
       rec.lse_mean = sum.lse_mean;
@@ -206,15 +251,14 @@ TrainResult Trainer::run(const TrainHooks& hooks) {
       rec.grad_norm = gnorm;
       rec.tokens_per_s = dt > 0 ? tokens_window / dt : 0;
       rec.elapsed_s = std::chrono::duration<double>(now - t_start).count();
-      rec.skipped = !finite;
-      nlohmann::json j = {{"step", rec.step},         {"tokens", rec.tokens},
-                          {"loss", rec.loss},         {"ce", rec.ce},
-                          {"z_loss", rec.z_loss},     {"log_z_mean", rec.lse_mean},
-                          {"lr", rec.lr},             {"grad_norm", rec.grad_norm},
+      auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
+      nlohmann::json j = {{"step", rec.step},           {"tokens", rec.tokens},
+                          {"loss", num(rec.loss)},      {"ce", num(rec.ce)},
+                          {"z_loss", num(rec.z_loss)},  {"log_z_mean", num(rec.lse_mean)},
+                          {"lr", rec.lr},               {"grad_norm", num(rec.grad_norm)},
                           {"tokens_per_s", rec.tokens_per_s}, {"skipped", rec.skipped},
+                          {"spike", spike},             {"nonfinite", !finite},
                           {"skipped_total", I.state.skipped_steps}};
-      if (!std::isfinite(rec.loss)) j["loss"] = nullptr;
-      if (!std::isfinite(rec.grad_norm)) j["grad_norm"] = nullptr;
       if (rec.val_loss) j["val_loss"] = *rec.val_loss;
       if (!rec.diag.is_null()) j.update(rec.diag);
       I.metrics->write(j);
@@ -235,10 +279,12 @@ TrainResult Trainer::run(const TrainHooks& hooks) {
         break;
       }
     }
-    if (nonfinite_run >= 10) {
+    if (bad_run >= cfg.train.max_bad_steps) {
       res.diverged = true;
-      res.stop_reason = fmt::format("diverged: non-finite loss or gradient for 10 steps in a row "
-                                    "(step {})", s);
+      res.stop_reason = fmt::format(
+          "diverged: {} consecutive skipped steps (non-finite or spiking loss/gradient), last at "
+          "step {}; last good checkpoint: {}", bad_run, s,
+          I.has_checkpoint() ? latest_checkpoint(I.run_dir) : std::string("none"));
       break;
     }
     if (last || (cfg.train.checkpoint_interval > 0 && s % cfg.train.checkpoint_interval == 0))

@@ -1,0 +1,41 @@
+#include "train/guard.h"
+
+#include <cmath>
+#include <numeric>
+
+namespace normlab {
+
+double SpikeGuard::zscore(const std::deque<double>& w, double x) {
+  const double mean = std::accumulate(w.begin(), w.end(), 0.0) / w.size();
+  double var = 0;
+  for (double v : w) var += (v - mean) * (v - mean);
+  const double sd = std::sqrt(var / w.size());
+  return sd > 0 ? (x - mean) / sd : 0.0;
+}
+
+bool SpikeGuard::is_spike(double loss, double grad_norm) const {
+  if (static_cast<int>(loss_.size()) < window_) return false;
+  return zscore(loss_, loss) > threshold_ || zscore(grad_, grad_norm) > threshold_;
+}
+
+void SpikeGuard::accept(double loss, double grad_norm) {
+  loss_.push_back(loss);
+  grad_.push_back(grad_norm);
+  while (static_cast<int>(loss_.size()) > window_) {
+    loss_.pop_front();
+    grad_.pop_front();
+  }
+}
+
+nlohmann::json SpikeGuard::to_json() const {
+  return {{"loss", std::vector<double>(loss_.begin(), loss_.end())},
+          {"grad_norm", std::vector<double>(grad_.begin(), grad_.end())}};
+}
+
+void SpikeGuard::from_json(const nlohmann::json& j) {
+  const auto l = j.value("loss", std::vector<double>{}), g = j.value("grad_norm", std::vector<double>{});
+  loss_.assign(l.begin(), l.end());
+  grad_.assign(g.begin(), g.end());
+}
+
+}  // namespace normlab

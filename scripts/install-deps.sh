@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Installs what normlab needs on Debian 12: the C++ toolchain and libraries from Debian, and the
-# Python side of the tests (PyTorch 2.13 CPU, safetensors, transformers, pytest) into .venv.
+# Installs what normlab needs on Debian 12: the C++ toolchain and libraries from Debian (with clang
+# and its libFuzzer/sanitizer runtimes, for the fuzz targets in tests/fuzz), and the Python side
+# of the tests (PyTorch 2.13 CPU, safetensors, transformers, pytest) into .venv.
 # Idempotent: skips whatever is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(build-essential cmake ninja-build pkg-config libopenblas-dev libtomlplusplus-dev
-  nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev python3 python3-venv python3-pip)
+  nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev python3 python3-venv python3-pip
+  clang libclang-rt-14-dev)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,11 +1,40 @@
 #!/usr/bin/env bash
 # The whole test suite from a fresh Debian 12 machine: installs what is missing, builds, and runs
 # every test under ctest (C++ unit and gradient checks, PyTorch parity, safetensors differential).
+# Then two more stages (docs/reliability.md), which CI always runs:
+#   - the C++ tests again, built with ASan + UBSan into build-asan/, any error or leak fatal;
+#   - the libFuzzer targets of tests/fuzz, built with clang into build-fuzz/: first over their seed
+#     corpora (regression inputs included), then each for NORMLAB_FUZZ_SECONDS (default 45).
+# NORMLAB_QUICK=1 skips those two stages, for local iteration. Extra arguments go to the first ctest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
+JOBS=${JOBS:-$(nproc)}
+stage() { echo "[test] $1 ($(( $(date +%s) - start )) s so far)"; }
+
 scripts/install-deps.sh
 WERROR=OFF; [ "${CI:-}" = "true" ] && WERROR=ON
 scripts/build.sh -DNORMLAB_WERROR=$WERROR
-ctest --test-dir build --output-on-failure -j "${JOBS:-$(nproc)}" "$@"
+ctest --test-dir build --output-on-failure -j "$JOBS" "$@"
+
+if [ "${NORMLAB_QUICK:-0}" = "1" ]; then
+  echo "[test] NORMLAB_QUICK=1: skipped the sanitizer and fuzz stages"
+else
+  stage "sanitizers: C++ tests under ASan + UBSan in build-asan/"
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNORMLAB_SANITIZE=ON \
+    -DNORMLAB_WERROR=$WERROR >/dev/null
+  cmake --build build-asan -j "$JOBS" --target normlab_tests
+  # Every report is fatal (UBSan's too: the build uses -fno-sanitize-recover=undefined), leaks
+  # included. Only the GoogleTest cases: the py.* tests drive the release build's tools.
+  ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=1:detect_stack_use_after_return=1:strict_init_order=1:check_initialization_order=1 \
+  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    ctest --test-dir build-asan --output-on-failure -j "$JOBS" -E '^py\.'
+
+  stage "fuzzing: tests/fuzz targets in build-fuzz/"
+  cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_COMPILER=clang++ -DNORMLAB_FUZZ=ON >/dev/null
+  cmake --build build-fuzz -j "$JOBS"
+  ctest --test-dir build-fuzz --output-on-failure -j "$JOBS"  # seeds and regression inputs
+  FUZZ_JOBS=${FUZZ_JOBS:-$JOBS} tests/fuzz/run.sh build-fuzz "${NORMLAB_FUZZ_SECONDS:-45}"
+fi
 echo "[test] total wall time $(( $(date +%s) - start )) s"

@@ -2,6 +2,7 @@
 // learning-rate schedule, evaluation, metrics, checkpoints and exact resume. The trainer never
 // prints; it reports each logged step to a callback (the CLI draws the status line).
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -72,6 +73,10 @@ class Trainer {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The seed of the training batch sampler, derived from train.seed (also used by tools that
+// write a step-0 checkpoint, so that resuming it draws the batches a fresh run would).
+inline std::uint64_t sampler_seed(const TrainConfig& t) { return t.seed ^ 0x5eedda7aull; }
 
 // Loads the corpus named by cfg.data.path (empty: the embedded one).
 TokenCorpus load_corpus(const DataConfig& d);

@@ -7,6 +7,7 @@
 #include "model/generate.h"
 #include "normlab/checkpoint.h"
 #include "normlab/data.h"
+#include "normlab/errors.h"
 
 namespace normlab::cli {
 
@@ -14,12 +15,18 @@ void add_generate(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("generate", "Sample text from a checkpoint (KV-cached, streamed)");
   struct Opts {
     std::string checkpoint, prompt;
+    std::vector<int> prompt_ids;
     SamplingOptions s;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--checkpoint", o->checkpoint, "Run directory, checkpoint folder or model.safetensors")
       ->required();
-  cmd->add_option("--prompt", o->prompt, "Text to continue")->required();
+  auto* text = cmd->add_option("--prompt", o->prompt, "Text to continue (byte-level models)");
+  auto* ids = cmd->add_option("--prompt-ids", o->prompt_ids,
+                              "Token ids to continue, comma-separated (any vocabulary); prints ids")
+                  ->delimiter(',');
+  text->excludes(ids);
+  ids->excludes(text);
   cmd->add_option("--max-new-tokens", o->s.max_new_tokens, "Tokens to generate")->check(CLI::NonNegativeNumber);
   cmd->add_option("--temperature", o->s.temperature, "Softmax temperature (0 = greedy)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--top-k", o->s.top_k, "Keep the k most likely tokens (0 = all)")->check(CLI::NonNegativeNumber);
@@ -32,7 +39,21 @@ void add_generate(CLI::App& app, Action& action) {
       const Config cfg = checkpoint_config(dir);
       Transformer<float> model(cfg.model, 1, cfg.model.seq_len);
       load_checkpoint(dir, model, nullptr, nullptr);
+      if (!o->prompt_ids.empty()) {
+        for (int id : o->prompt_ids) fmt::print("{} ", id);
+        generate(model, o->prompt_ids, o->s, [&](int t) {
+          fmt::print("{} ", t);
+          std::fflush(stdout);
+        });
+        std::fputc('\n', stdout);
+        return kExitOk;
+      }
+      if (o->prompt.empty()) throw InputError("generate needs --prompt TEXT or --prompt-ids IDS");
       ByteTokenizer tok;
+      if (cfg.model.vocab_size != tok.vocab_size())
+        throw InputError(fmt::format(
+            "this model has a vocabulary of {} tokens, not normlab's byte-level 256: give the "
+            "prompt as token ids with --prompt-ids", cfg.model.vocab_size));
       const std::vector<int> prompt = tok.encode(o->prompt);
       std::fputs(o->prompt.c_str(), stdout);
       generate(model, prompt, o->s, [&](int t) {

@@ -11,6 +11,7 @@
 #include "normlab/checkpoint.h"
 #include "normlab/config_file.h"
 #include "normlab/errors.h"
+#include "normlab/trainer.h"
 #include "train/optimizer.h"
 
 namespace fs = std::filesystem;
@@ -29,11 +30,14 @@ void add_import(CLI::App& app, Action& action) {
     ConfigOptions cfg;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--from", o->from, "Source format")->check(CLI::IsMember({"hf"}))->default_val("hf");
+  cmd->add_option("--from", o->from, "Source format")
+      ->check(CLI::IsMember({"hf"}))
+      ->default_val("hf");
   cmd->add_option("DIR", o->dir, "Directory written by save_pretrained (config.json, "
                                  "model.safetensors or model.safetensors.index.json)")
       ->required();
-  cmd->add_option("--out,-o", o->out, "Run directory to create (config.toml, checkpoints/)")->required();
+  cmd->add_option("--out,-o", o->out, "Run directory to create (config.toml, checkpoints/)")
+      ->required();
   cmd->add_option("--max-seq-len", o->max_seq_len,
                   "Cap on model.seq_len for RoPE models (default 4096; GPT-2's learned positions "
                   "fix it to n_positions)")
@@ -49,8 +53,8 @@ void add_import(CLI::App& app, Action& action) {
       cfg.model = hm.config.model;
       validate(cfg);
       if (fs::exists(fs::path(o->out) / "checkpoints" / "latest"))
-        throw InputError(fmt::format("run directory {} already holds a checkpoint; choose another --out",
-                                     o->out));
+        throw InputError(fmt::format(
+            "run directory {} already holds a checkpoint; choose another --out", o->out));
       fs::create_directories(o->out);
       Transformer<float> model(cfg.model, 1, 1);
       std::copy(hm.params.begin(), hm.params.end(), model.params().begin());
@@ -58,7 +62,7 @@ void add_import(CLI::App& app, Action& action) {
       TrainingState state;
       // As Trainer seeds a fresh run's batch sampler (src/train/trainer.cpp), so that
       // `train --resume` draws the batches a fresh run would.
-      state.sampler_rng = cfg.train.seed ^ 0x5eedda7aull;
+      state.sampler_rng = sampler_seed(cfg.train);
       {
         std::ofstream f(fs::path(o->out) / "config.toml");
         f << dump_config_toml(cfg);
@@ -67,8 +71,8 @@ void add_import(CLI::App& app, Action& action) {
       const std::string ckpt =
           save_checkpoint(o->out, cfg, model, opt, state, std::max(1, cfg.train.keep_checkpoints));
       const ModelConfig& m = cfg.model;
-      fmt::print("imported {} from {}: {} layers, d_model {}, {} heads, d_ff {}, vocab {}, seq_len {}, "
-                 "{} parameters\n",
+      fmt::print("imported {} from {}: {} layers, d_model {}, {} heads, d_ff {}, vocab {}, "
+                 "seq_len {}, {} parameters\n",
                  to_string(hm.family), o->dir, m.n_layer, m.d_model, m.n_head, m.d_ff, m.vocab_size,
                  m.seq_len, model.table().total());
       for (const auto& n : hm.notes) fmt::print("  note: {}\n", n);
@@ -86,7 +90,9 @@ void add_export(CLI::App& app, Action& action) {
     std::string to = "hf", checkpoint, out;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--to", o->to, "Target format")->check(CLI::IsMember({"hf"}))->default_val("hf");
+  cmd->add_option("--to", o->to, "Target format")
+      ->check(CLI::IsMember({"hf"}))
+      ->default_val("hf");
   cmd->add_option("RUN_DIR", o->checkpoint, "Run directory, checkpoint folder or model.safetensors")
       ->required();
   cmd->add_option("--out,-o", o->out, "Directory to write (loadable with "

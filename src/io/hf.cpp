@@ -45,7 +45,9 @@ bool is_tanh_gelu(const std::string& a) {
 bool is_erf_gelu(const std::string& a) { return a == "gelu" || a == "gelu_python"; }
 bool is_silu(const std::string& a) { return a == "silu" || a == "swish"; }
 
-bool close(double a, double b) { return std::abs(a - b) <= 1e-12 * std::max(std::abs(a), std::abs(b)); }
+bool close(double a, double b) {
+  return std::abs(a - b) <= 1e-12 * std::max(std::abs(a), std::abs(b));
+}
 
 // ---------------------------------------------------------------------------------------------
 // config.json keys with the family's defaults (a key left out of config.json takes the default of
@@ -128,8 +130,9 @@ void note_dropout(HfKeys& k, const std::vector<std::pair<std::string, double>>& 
   for (const auto& [key, def] : keys) {
     const double p = k.number(key, def);
     if (p != 0.0)
-      notes.push_back(fmt::format("{}{} = {} ignored: normlab trains without dropout (HF applies it "
-                                  "only in training mode)", k.where(), key, p));
+      notes.push_back(fmt::format("{}{} = {} ignored: normlab trains without dropout (HF applies "
+                                  "it only in training mode)",
+                                  k.where(), key, p));
   }
 }
 
@@ -165,8 +168,9 @@ double read_rope_theta(HfKeys& k, const char* layer_type, const std::string& leg
     if (type != "default")
       k.refuse_value(path + ".rope_type", json(type).dump(),
                      "scaled RoPE has no normlab counterpart (normlab: plain RoPE, one base)");
-    if (entry->contains("partial_rotary_factor") && entry->at("partial_rotary_factor").is_number() &&
-        entry->at("partial_rotary_factor").get<double>() != 1.0)
+    const json* prf =
+        entry->contains("partial_rotary_factor") ? &entry->at("partial_rotary_factor") : nullptr;
+    if (prf && prf->is_number() && prf->get<double>() != 1.0)
       k.refuse_value(path + ".partial_rotary_factor", entry->at("partial_rotary_factor").dump(),
                      "normlab rotates every dimension of a head");
     if (entry->contains("rope_theta") && entry->at("rope_theta").is_number())
@@ -192,7 +196,8 @@ double read_rope_theta(HfKeys& k, const char* layer_type, const std::string& leg
 ModelConfig read_gpt2(HfKeys& k, std::vector<std::string>& notes) {
   ModelConfig m;
   m.vocab_size = static_cast<int>(k.integer("vocab_size", 50257));
-  m.seq_len = static_cast<int>(k.integer("n_positions", k.integer("max_position_embeddings", 1024)));
+  m.seq_len =
+      static_cast<int>(k.integer("n_positions", k.integer("max_position_embeddings", 1024)));
   m.d_model = static_cast<int>(k.integer("n_embd", k.integer("hidden_size", 768)));
   m.n_layer = static_cast<int>(k.integer("n_layer", k.integer("num_hidden_layers", 12)));
   m.n_head = static_cast<int>(k.integer("n_head", k.integer("num_attention_heads", 12)));
@@ -233,7 +238,8 @@ struct LlamaLikeDefaults {
 };
 
 // llama, gemma2, gemma3_text, olmo2: separate q/k/v projections, gated MLP, RMSNorm, RoPE.
-ModelConfig read_llama_like(HfKeys& k, HfFamily f, int max_seq_len, std::vector<std::string>& notes) {
+ModelConfig read_llama_like(HfKeys& k, HfFamily f, int max_seq_len,
+                            std::vector<std::string>& notes) {
   static const LlamaLikeDefaults kLlama{32000, 4096, 11008, 32, 32, std::nullopt, std::nullopt,
                                         "hidden_act", "silu", 2048, 1e-6, false, 10000.0};
   static const LlamaLikeDefaults kGemma2{256000, 2304, 9216, 26, 8, 4, 256, "hidden_activation",
@@ -263,8 +269,8 @@ ModelConfig read_llama_like(HfKeys& k, HfFamily f, int max_seq_len, std::vector<
     const long hd = k.optional_integer("head_dim", d.head_dim).value_or(C / H);
     if (hd != C / H)
       k.refuse_value("head_dim", std::to_string(hd),
-                     fmt::format("normlab's head dimension is hidden_size / num_attention_heads = {}",
-                                 C / H));
+                     fmt::format("normlab's head dimension is hidden_size / "
+                                 "num_attention_heads = {}", C / H));
   }
   m.norm = NormKind::rmsnorm;
   m.norm_eps = k.number("rms_norm_eps", d.eps);
@@ -291,12 +297,14 @@ ModelConfig read_llama_like(HfKeys& k, HfFamily f, int max_seq_len, std::vector<
                                            "linear layer or on none", to_string(f)));
   }
   note_dropout(k, {{"attention_dropout", 0.0}}, notes);
-  if (const auto pad = k.optional_integer("pad_token_id", gemma ? std::optional<long>(0)
-                                                        : f == HfFamily::olmo2 ? std::optional<long>(1)
-                                                                               : std::nullopt))
-    notes.push_back(fmt::format("{}pad_token_id = {}: HF's embedding (padding_idx) gives that row no "
-                                "gradient from lookups; normlab trains it like any other row; the "
-                                "forward pass is the same", k.where(), *pad));
+  const std::optional<long> pad_default = gemma                  ? std::optional<long>(0)
+                                          : f == HfFamily::olmo2 ? std::optional<long>(1)
+                                                                 : std::nullopt;
+  if (const auto pad = k.optional_integer("pad_token_id", pad_default))
+    notes.push_back(fmt::format("{}pad_token_id = {}: HF's embedding (padding_idx) gives that row "
+                                "no gradient from lookups; normlab trains it like any other row; "
+                                "the forward pass is the same",
+                                k.where(), *pad));
 
   // Context: max_position_embeddings, capped; sliding-window layers must see the whole context.
   long seq = k.integer("max_position_embeddings", d.max_pos);
@@ -324,10 +332,11 @@ ModelConfig read_llama_like(HfKeys& k, HfFamily f, int max_seq_len, std::vector<
       k.refuse("query_pre_attn_scalar", "must be > 0");
     else if (H > 0 && C % H == 0 && q != static_cast<double>(C / H))
       m.attn_scale = std::pow(q, -0.5);  // Gemma2Attention.scaling
+    const bool g2 = f == HfFamily::gemma2;  // Gemma 2 defaults to caps 30 / 50, Gemma 3 to none
     const std::optional<double> final_cap =
-        k.optional_number("final_logit_softcapping", f == HfFamily::gemma2 ? std::optional(30.0) : std::nullopt);
+        k.optional_number("final_logit_softcapping", g2 ? std::optional(30.0) : std::nullopt);
     const std::optional<double> attn_cap =
-        k.optional_number("attn_logit_softcapping", f == HfFamily::gemma2 ? std::optional(50.0) : std::nullopt);
+        k.optional_number("attn_logit_softcapping", g2 ? std::optional(50.0) : std::nullopt);
     m.final_softcap = final_cap.value_or(0.0);
     if (f == HfFamily::gemma2) {
       m.attn_softcap = attn_cap.value_or(0.0);
@@ -348,9 +357,10 @@ ModelConfig read_llama_like(HfKeys& k, HfFamily f, int max_seq_len, std::vector<
       if (static_cast<long>(types.size()) != m.n_layer)
         k.refuse("layer_types", fmt::format("expected {} entries", m.n_layer));
     } else {
-      const long pattern = f == HfFamily::gemma2
-                               ? 2
-                               : k.integer("sliding_window_pattern", k.integer("_sliding_window_pattern", 6));
+      const long pattern =
+          f == HfFamily::gemma2
+              ? 2
+              : k.integer("sliding_window_pattern", k.integer("_sliding_window_pattern", 6));
       for (long i = 0; i < m.n_layer; ++i)
         types.push_back((i + 1) % pattern ? "sliding_attention" : "full_attention");
     }
@@ -390,7 +400,8 @@ ModelConfig read_llama_like(HfKeys& k, HfFamily f, int max_seq_len, std::vector<
     }
   }
   if (seq < max_pos && seq == max_seq_len)
-    notes.push_back(fmt::format("model.seq_len = {} (max_position_embeddings = {} capped)", seq, max_pos));
+    notes.push_back(
+        fmt::format("model.seq_len = {} (max_position_embeddings = {} capped)", seq, max_pos));
   m.seq_len = static_cast<int>(seq);
   return m;
 }
@@ -425,7 +436,8 @@ class TensorSource {
       }
     } else {
       throw FormatError(fmt::format("[hf] {} has neither model.safetensors nor "
-                                    "model.safetensors.index.json (pickled .bin files are not read)",
+                                    "model.safetensors.index.json (pickled .bin files are not "
+                                    "read)",
                                     dir.string()));
     }
   }
@@ -615,14 +627,17 @@ HfFamily hf_family_for(const ModelConfig& m) {
   if (placement == Placement::mix) {
     // Mix-LN whose post-norm share rounds to zero blocks is pre-norm in every block.
     const ModelPlan plan = build_plan(m);
-    const bool all_pre = std::all_of(plan.blocks.begin(), plan.blocks.end(), [](const BlockPlan& b) {
+    auto is_pre = [](const BlockPlan& b) {
       return b.attn.norm_in && !b.attn.norm_after_add && b.mlp.norm_in && !b.mlp.norm_after_add;
-    });
+    };
+    const bool all_pre = std::all_of(plan.blocks.begin(), plan.blocks.end(), is_pre);
     if (all_pre) placement = Placement::pre;
   }
   HfFamily f;
   switch (placement) {
-    case Placement::pre: f = m.norm == NormKind::layernorm ? HfFamily::gpt2 : HfFamily::llama; break;
+    case Placement::pre:
+      f = m.norm == NormKind::layernorm ? HfFamily::gpt2 : HfFamily::llama;
+      break;
     case Placement::peri:
       f = m.qk_norm == QKNormKind::none ? HfFamily::gemma2 : HfFamily::gemma3_text;
       break;
@@ -640,7 +655,7 @@ HfFamily hf_family_for(const ModelConfig& m) {
     if (!ok) p.push_back(std::move(msg));
   };
   const bool gemma = f == HfFamily::gemma2 || f == HfFamily::gemma3_text;
-  // QK-norm: only gemma3_text (rmsnorm, per head, before RoPE) and olmo2 (rmsnorm, full, before RoPE).
+  // QK-norm: only gemma3_text (rmsnorm per head before RoPE), olmo2 (rmsnorm full before RoPE).
   if (f == HfFamily::gemma3_text || f == HfFamily::olmo2) {
     const char* scope = f == HfFamily::olmo2 ? "full" : "head";
     need(m.qk_norm == QKNormKind::rmsnorm,
@@ -648,8 +663,9 @@ HfFamily hf_family_for(const ModelConfig& m) {
                      to_string(m.qk_norm), fam, scope));
     need(m.qk_norm == QKNormKind::none ||
              m.qk_norm_scope == (f == HfFamily::olmo2 ? QKNormScope::full : QKNormScope::head),
-         fmt::format("model.qk_norm_scope = {}: {} normalises q and k {}", to_string(m.qk_norm_scope),
-                     fam, f == HfFamily::olmo2 ? "over the full projection (scope full)"
+         fmt::format("model.qk_norm_scope = {}: {} normalises q and k {}",
+                     to_string(m.qk_norm_scope), fam,
+                     f == HfFamily::olmo2 ? "over the full projection (scope full)"
                                                : "per head (scope head)"));
     need(m.qk_norm == QKNormKind::none || m.qk_norm_position == QKNormPosition::pre_rope,
          fmt::format("model.qk_norm_position = {}: {} normalises q and k before RoPE",
@@ -677,14 +693,16 @@ HfFamily hf_family_for(const ModelConfig& m) {
     need(m.pos == PosKind::rope,
          fmt::format("model.pos = {}: {} uses RoPE", to_string(m.pos), fam));
     need(m.mlp == MlpKind::swiglu || m.mlp == MlpKind::geglu,
-         fmt::format("model.mlp = {}: {} has a gated MLP (swiglu or geglu)", to_string(m.mlp), fam));
+         fmt::format("model.mlp = {}: {} has a gated MLP (swiglu or geglu)", to_string(m.mlp),
+                     fam));
     need(!m.bias || f == HfFamily::llama,
          fmt::format("model.bias = true: {} has no MLP biases (llama has biases on every linear)",
                      fam));
   }
   if (gemma) {
     need(m.norm_gain_offset == 1.0,
-         fmt::format("model.norm_gain_offset = {}: Gemma's RMSNorm gain is (1 + w)", m.norm_gain_offset));
+         fmt::format("model.norm_gain_offset = {}: Gemma's RMSNorm gain is (1 + w)",
+                     m.norm_gain_offset));
     need(close(m.embed_scale, std::sqrt(static_cast<double>(m.d_model))),
          fmt::format("model.embed_scale = {}: Gemma scales embeddings by sqrt(d_model) = {}",
                      m.embed_scale, std::sqrt(static_cast<double>(m.d_model))));
@@ -708,8 +726,8 @@ HfFamily hf_family_for(const ModelConfig& m) {
          fmt::format("model.attn_softcap = {}: {} has no attention soft-cap (gemma2 has)",
                      m.attn_softcap, fam));
     need(m.final_softcap == 0,
-         fmt::format("model.final_softcap = {}: {} has no logit soft-cap (gemma2, gemma3_text have)",
-                     m.final_softcap, fam));
+         fmt::format("model.final_softcap = {}: {} has no logit soft-cap (gemma2 and "
+                     "gemma3_text have)", m.final_softcap, fam));
     if (f != HfFamily::gpt2)
       need(m.attn_scale == 0 || close(m.attn_scale, inv_sqrt_d),
            fmt::format("model.attn_scale = {}: {} scales scores by 1/sqrt(head_dim)", m.attn_scale,
@@ -828,7 +846,7 @@ HfModel import_hf(const std::string& dir_str, int max_seq_len) {
   const json* text = &top;
   std::string where;
   if (model_type == "gemma3") {
-    // Gemma3ForConditionalGeneration: the language model is text_config; vision weights are skipped.
+    // Gemma3ForConditionalGeneration: the language model is text_config; vision is skipped.
     const json* tc = top_keys.raw("text_config");
     if (!tc || !tc->is_object())
       throw FormatError(fmt::format("[hf] {}: model_type = \"gemma3\" without a text_config object",
@@ -871,8 +889,8 @@ HfModel import_hf(const std::string& dir_str, int max_seq_len) {
   {
     auto errs = validation_errors(out.config);
     if (!errs.empty())
-      throw FormatError(fmt::format("[hf] {} maps to an invalid normlab model:{}", cfg_path.string(),
-                                    join_problems(errs)));
+      throw FormatError(fmt::format("[hf] {} maps to an invalid normlab model:{}",
+                                    cfg_path.string(), join_problems(errs)));
   }
   // Parameters.
   const TensorSource src(dir);
@@ -881,9 +899,9 @@ HfModel import_hf(const std::string& dir_str, int max_seq_len) {
   // model (Gemma 3 multimodal): find the prefix that holds the embedding.
   const std::string canon = out.family == HfFamily::gpt2 ? "transformer." : "model.";
   const std::vector<std::string> prefixes =
-      out.family == HfFamily::gpt2
-          ? std::vector<std::string>{"transformer.", ""}
-          : std::vector<std::string>{"model.", "", "model.language_model.", "language_model.model."};
+      out.family == HfFamily::gpt2 ? std::vector<std::string>{"transformer.", ""}
+                                   : std::vector<std::string>{"model.", "", "model.language_model.",
+                                                              "language_model.model."};
   const std::string emb = out.family == HfFamily::gpt2 ? "wte.weight" : "embed_tokens.weight";
   std::string prefix = canon;
   for (const auto& p : prefixes)
@@ -908,7 +926,8 @@ HfModel import_hf(const std::string& dir_str, int max_seq_len) {
     const std::string name = actual(l.hf_name);
     const SafetensorsFile* file = src.file_of(name);
     if (!file) {
-      problems.push_back(fmt::format("missing tensor '{}' (shape [{}])", name, fmt::join(l.hf_shape, ", ")));
+      problems.push_back(
+          fmt::format("missing tensor '{}' (shape [{}])", name, fmt::join(l.hf_shape, ", ")));
       continue;
     }
     used.insert(name);

@@ -29,6 +29,10 @@ using Json = nlohmann::ordered_json;
 
 constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;  // the reference implementation's limit
 constexpr std::size_t kPrefixBytes = 8;                 // u64 header length
+// Deepest nesting of arrays and objects in a header: the reference's JSON parser (serde_json)
+// refuses a 128th level. A valid header needs 3; the limit also bounds the recursion of nlohmann's
+// serializer when a message quotes a value (a 200 KB header of nested arrays overflowed the stack).
+constexpr std::size_t kMaxNesting = 127;
 
 struct DTypeRow {
   DType dtype;
@@ -170,7 +174,15 @@ Json parse_header_json(std::string_view text, const std::string& file) {
     std::string last_key;
   };
   std::vector<Frame> objects;  // the objects being parsed, outermost first
+  std::size_t nesting = 0;     // arrays and objects open
   auto callback = [&](int /*depth*/, Json::parse_event_t event, Json& parsed) {
+    if (event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start) {
+      if (++nesting > kMaxNesting)
+        fail(file, "header nests arrays and objects deeper than {} levels", kMaxNesting);
+    } else if (event == Json::parse_event_t::object_end ||
+               event == Json::parse_event_t::array_end) {
+      --nesting;
+    }
     if (event == Json::parse_event_t::object_start) {
       objects.emplace_back();
     } else if (event == Json::parse_event_t::object_end) {

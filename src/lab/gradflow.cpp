@@ -36,7 +36,7 @@ std::vector<GradflowResult> run_gradflow(const Config& base, const GradflowSetti
         const int B = cfg.train.batch_size, T = cfg.model.seq_len;
         Transformer<float> model(cfg.model, B, T);
         model.init_params(cfg.train.seed);
-        BatchSampler sampler(split.train, B, T, cfg.train.seed ^ 0x5eedda7aull);
+        BatchSampler sampler(split.train, B, T, sampler_seed(cfg.train));
         std::vector<int> idx(static_cast<long>(B) * T), tgt(idx.size());
         if (s.train_steps > 0) {
           AdamW<float> opt(model.table(), cfg.optim);

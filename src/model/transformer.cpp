@@ -89,7 +89,7 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
             V = cfg_.vocab_size, L = cfg_.n_layer;
   const long TT = static_cast<long>(max_seq) * max_seq;
   const int F_in = gated(cfg_.mlp) ? 2 * F : F;
-  head_chunk_ = static_cast<int>(std::clamp<long>((1L << 22) / V, 64, N));
+  head_chunk_ = static_cast<int>(std::min<long>(N, std::max<long>(64, (1L << 22) / V)));
   for (int pass = 0; pass < (allocate ? 2 : 1); ++pass) {
     arena_used_ = 0;
     res_.assign(2 * L + 1, nullptr);
@@ -155,7 +155,7 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
     head_logits_ = alloc(static_cast<long>(head_chunk_) * V);
     head_dlogits_ = alloc(static_cast<long>(head_chunk_) * V);
     head_lse_ = alloc(head_chunk_);
-    if (pass == 0) arena_.assign(arena_used_, T(0));
+    if (pass == 0 && allocate) arena_.assign(arena_used_, T(0));
   }
   stats_.resid_rms.assign(2 * L + 1, 0.0);
   stats_.resid_max.assign(2 * L + 1, 0.0);

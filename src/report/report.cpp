@@ -30,7 +30,8 @@ std::string h(std::string_view s) { return svg::escape(s); }
 bool label_worthy(const std::string& key) {
   static const std::set<std::string> kNoise = {"train.threads",       "train.keep_checkpoints",
                                                "train.checkpoint_interval", "train.log_interval",
-                                               "train.eval_interval", "train.eval_batches"};
+                                               "train.eval_interval", "train.eval_batches",
+                                               "diag.interval",       "diag.per_head"};
   return !kNoise.contains(key);
 }
 
@@ -129,6 +130,23 @@ Context make_context(const ReportInputs& in) {
   return cx;
 }
 
+svg::Axis axis(std::string label, bool log = false, bool integer = false) {
+  svg::Axis a;
+  a.label = std::move(label);
+  a.log = log;
+  a.integer = integer;
+  return a;
+}
+
+svg::Series line(std::string label, std::vector<double> x, std::vector<double> y, std::string color) {
+  svg::Series s;
+  s.label = std::move(label);
+  s.x = std::move(x);
+  s.y = std::move(y);
+  s.color = std::move(color);
+  return s;
+}
+
 bool failed_status(const std::string& s) { return s == "diverged" || s == "failed"; }
 
 // ---- metrics as curves ----
@@ -201,12 +219,12 @@ struct Builder {
     f.name = "loss";
     f.chart.title = "Loss over training";
     f.chart.x.label = xlabel();
-    f.chart.y = {"loss", true};
+    f.chart.y = axis("loss", true);
     bool val = false, marked = false;
     for (const auto& v : cx.runs) {
       auto [x, y] = curve(*v.run, cx.xkey, "loss");
       if (x.empty()) continue;
-      svg::Series s{v.label, x, y, v.color};
+      svg::Series s = line(v.label, x, y, v.color);
       if (failed_status(v.run->status)) {
         std::size_t i = y.size();
         while (i > 0 && !std::isfinite(y[i - 1])) --i;
@@ -218,7 +236,8 @@ struct Builder {
       f.chart.series.push_back(std::move(s));
       auto [vx, vy] = curve(*v.run, cx.xkey, "val_loss");
       if (any_finite(vy)) {
-        svg::Series sv{v.label + " (validation)", vx, vy, v.color, true};
+        svg::Series sv = line(v.label + " (validation)", vx, vy, v.color);
+        sv.dashed = true;
         sv.in_legend = false;
         f.chart.series.push_back(std::move(sv));
         val = true;
@@ -244,7 +263,7 @@ struct Builder {
     Figure f;
     f.name = name;
     f.chart.title = title;
-    f.chart.x = {"learning rate", true};
+    f.chart.x = axis("learning rate", true);
     f.chart.y.label = "final loss";
     double lo = INFINITY, hi = -INFINITY;
     bool sens = false;
@@ -255,6 +274,12 @@ struct Builder {
           hi = std::max(hi, l);
         }
     f.chart.y.log = hi / lo > 10;
+    std::set<double> lrs;  // tick at the swept values when there are few
+    for (const auto& g : groups) {
+      for (const auto& p : g.points) lrs.insert(p.first);
+      for (const auto& p : g.failures) lrs.insert(p.first);
+    }
+    if (lrs.size() <= 8) f.chart.x.ticks.assign(lrs.begin(), lrs.end());
     std::string rows;
     for (std::size_t i = 0; i < groups.size(); ++i) {
       auto& g = groups[i];
@@ -288,7 +313,7 @@ struct Builder {
       f.chart.series.push_back(std::move(s));
     }
     f.chart.subtitle = "one line per variant; \u00d7 at the top: a run that diverged or failed";
-    f.caption = "Final loss of each run against its peak learning rate (" + source + ")." +
+    f.caption = "Final loss of each run against its peak learning rate (from " + source + ")." +
                 (sens ? " The legend and the table give each variant's learning-rate sensitivity as the sweep "
                         "computed it."
                       : "");
@@ -358,7 +383,7 @@ struct Builder {
       const std::string suffix = in.sweeps.size() > 1 ? "_" + std::to_string(si + 1) : "";
       lr_figure("lr_sensitivity" + suffix,
                 "Final loss vs learning rate" + (in.sweeps.size() > 1 ? " \u2014 " + sw.name : ""), groups,
-                "sweep " + sw.name);
+                sw.name + "/sweep.json");
     }
     if (in.sweeps.empty()) lr_from_runs();
   }
@@ -384,7 +409,8 @@ struct Builder {
       if (label.empty()) label = "all runs";
       auto it = std::find_if(groups.begin(), groups.end(), [&](const LrGroup& g) { return g.label == label; });
       if (it == groups.end()) {
-        groups.push_back({label});
+        groups.emplace_back();
+        groups.back().label = label;
         it = groups.end() - 1;
       }
       const double lr = v->cfg.at("optim.lr").get<double>();
@@ -402,10 +428,10 @@ struct Builder {
     f.name = name;
     f.chart.title = title;
     f.chart.x.label = xlabel();
-    f.chart.y = {ylabel, log};
+    f.chart.y = axis(ylabel, log);
     for (const auto& v : cx.runs) {
       auto [x, y] = curve(*v.run, cx.xkey, key, reduce);
-      if (any_finite(y)) f.chart.series.push_back({v.label, x, y, v.color});
+      if (any_finite(y)) f.chart.series.push_back(line(v.label, x, y, v.color));
     }
     f.caption = caption;
     add(std::move(f), reason);
@@ -417,13 +443,13 @@ struct Builder {
     Figure f;
     f.name = name;
     f.chart.title = title;
-    f.chart.x = {xlabel_, false, true};
-    f.chart.y = {ylabel, true};
+    f.chart.x = axis(xlabel_, false, true);
+    f.chart.y = axis(ylabel, true);
     std::set<double> steps;
     for (const auto& v : cx.runs) {
       const json* rec = last_with_array(*v.run, key);
       if (!rec) continue;
-      svg::Series s{v.label, {}, array_values(rec->at(key)), v.color};
+      svg::Series s = line(v.label, {}, array_values(rec->at(key)), v.color);
       for (std::size_t i = 0; i < s.y.size(); ++i) s.x.push_back(i * x_per_index);
       s.markers = s.y.size() <= 24;
       steps.insert(number_or_nan(*rec, "step"));
@@ -442,14 +468,14 @@ struct Builder {
     Figure f;
     f.name = name;
     f.chart.title = title;
-    f.chart.x = {xlabel_, false, true};
-    f.chart.y = {ylabel, true};
+    f.chart.x = axis(xlabel_, false, true);
+    f.chart.y = axis(ylabel, true);
     std::size_t n = 0;
     for (const auto& g : in.gradflows) {
       for (const auto& r : g.results) {
         const auto& ys = r.*field;
-        svg::Series s{in.gradflows.size() > 1 ? fs::path(g.dir).filename().string() + ": " + r.label : r.label, {}, ys,
-                      svg::palette(n++)};
+        svg::Series s = line(in.gradflows.size() > 1 ? fs::path(g.dir).filename().string() + ": " + r.label : r.label,
+                             {}, ys, svg::palette(n++));
         for (std::size_t i = 0; i < ys.size(); ++i) s.x.push_back(static_cast<double>(i));
         s.markers = ys.size() <= 24;
         f.chart.series.push_back(std::move(s));
@@ -513,8 +539,12 @@ std::string last_number(const RunInput& r, const char* key) {
 std::string runs_table(const Context& cx) {
   std::vector<std::string> cols;
   const std::set<std::string> diff(cx.differing.begin(), cx.differing.end());
+  // What differs first (placement first of all), then the usual suspects.
   for (const auto& k : cx.keys)
-    if (key_columns().contains(k) || diff.contains(k)) cols.push_back(k);
+    if (diff.contains(k)) cols.push_back(k);
+  std::stable_partition(cols.begin(), cols.end(), [](const std::string& k) { return k == "model.placement"; });
+  for (const auto& k : cx.keys)
+    if (key_columns().contains(k) && !diff.contains(k)) cols.push_back(k);
   bool any_cfg = false;
   for (const auto& v : cx.runs) any_cfg = any_cfg || !v.cfg.empty();
   if (!any_cfg) cols.clear();

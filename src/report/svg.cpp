@@ -58,6 +58,8 @@ Scale make_scale(const Axis& axis, std::vector<double> values) {
     s.lo = lo;
     s.hi = hi;
     s.ticks = log_ticks(lo, hi);
+    if (!axis.ticks.empty()) s.ticks = axis.ticks;
+    std::erase_if(s.ticks, [&](double t) { return !(t >= lo * (1 - 1e-9) && t <= hi * (1 + 1e-9)); });
     return s;
   }
   if (hi - lo <= std::max(std::fabs(hi), std::fabs(lo)) * 1e-12) {
@@ -77,6 +79,10 @@ Scale make_scale(const Axis& axis, std::vector<double> values) {
     const double v = k * step;
     if (v > hi + step * 1e-9) break;
     s.ticks.push_back(std::fabs(v) < step * 1e-9 ? 0.0 : v);
+  }
+  if (!axis.ticks.empty()) {
+    s.ticks = axis.ticks;
+    std::erase_if(s.ticks, [&](double t) { return !(t >= lo - step * 1e-9 && t <= hi + step * 1e-9); });
   }
   return s;
 }
@@ -185,14 +191,30 @@ std::vector<double> log_ticks(double lo, double hi) {
       if (((e % k) + k) % k == 0) out.push_back(e >= 0 ? std::pow(10.0, e) : 1 / std::pow(10.0, -e));
     return out;
   }
-  if (d >= 0.9) {
-    out = with_mantissas({1, 2, 5});
-    if (out.size() >= 3) return out;
+  // Within a few decades: of several candidate sets, the one that leaves the smallest empty stretch
+  // of axis (in log units, ends included), with 3 to 9 ticks not crowded together.
+  std::vector<std::vector<double>> candidates = {with_mantissas({1, 2, 5}), with_mantissas({1, 2, 3, 5}),
+                                                 with_mantissas({1, 2, 3, 4, 5, 6, 7, 8, 9}),
+                                                 nice_ticks(lo, hi, 4), nice_ticks(lo, hi, 6)};
+  double best_gap = INFINITY;
+  for (auto& t : candidates) {
+    std::erase_if(t, [&](double v) { return !(v > 0) || !within(v); });
+    if (t.size() < 3 || t.size() > 9) continue;
+    double max_gap = std::max(std::log10(t.front()) - a, b - std::log10(t.back()));
+    double min_gap = INFINITY;
+    for (std::size_t i = 1; i < t.size(); ++i) {
+      const double g = std::log10(t[i]) - std::log10(t[i - 1]);
+      max_gap = std::max(max_gap, g);
+      min_gap = std::min(min_gap, g);
+    }
+    if (min_gap < 0.07 * d) continue;
+    const bool tie = std::fabs(max_gap - best_gap) <= 1e-3 * d;
+    if (max_gap < best_gap - 1e-3 * d || (tie && t.size() > out.size() && t.size() <= 6)) {
+      best_gap = max_gap;
+      out = t;
+    }
   }
-  out = with_mantissas({1, 2, 3, 4, 5, 6, 7, 8, 9});
-  if (out.size() >= 3 && out.size() <= 10) return out;
-  out = nice_ticks(lo, hi, 4);
-  std::erase_if(out, [](double v) { return v <= 0; });
+  if (out.empty()) out = {lo, hi};  // a sliver of a decade: label its ends
   return out;
 }
 
@@ -257,7 +279,7 @@ std::string render(const LineChart& c, bool standalone) {
     }
   std::size_t ytick_chars = 1;
   for (double t : sy.ticks) ytick_chars = std::max(ytick_chars, sy.label(t).size());
-  const double legend_w = legend.empty() ? 0 : std::min(300.0, 40 + legend_chars * kCharWidth);
+  const double legend_w = legend.empty() ? 0 : 40 + legend_chars * kCharWidth;
   const double left = 30 + ytick_chars * kCharWidth + 8;
   const double top = c.subtitle.empty() ? 38 : 54;
   const double bottom = 48;

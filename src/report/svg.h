@@ -20,6 +20,7 @@ struct Axis {
   bool integer = false;        // ticks only at whole numbers (layer indices)
   std::optional<double> min;   // fixed ends of the domain; by default derived from the data
   std::optional<double> max;
+  std::vector<double> ticks;   // explicit tick values (those inside the domain are drawn); empty = automatic
 };
 
 // A flagged point drawn as a cross in the series' color; y = NaN pins it to the top edge of the
@@ -45,7 +46,7 @@ struct LineChart {
   std::string subtitle;      // one line of smaller text under the title (e.g. "dashed: validation")
   Axis x, y;
   std::vector<Series> series;
-  int width = 760;           // the plot shrinks to leave room for the legend on the right
+  int width = 960;           // the plot shrinks to leave room for the legend on the right
   int height = 380;          // grows when the legend needs more room
 };
 
@@ -67,8 +68,9 @@ std::string palette(std::size_t i);
 std::vector<double> nice_ticks(double lo, double hi, int target = 5);
 // The step nice_ticks uses.
 double nice_step(double lo, double hi, int target = 5);
-// Ticks for a log axis over [lo, hi] (lo > 0): whole decades on wide ranges, 1-2-5 within a few
-// decades, and round linear values when the range is within one decade.
+// Ticks for a log axis over [lo, hi] (lo > 0): whole decades on wide ranges; within a few decades
+// the set among 1-2-5, 1-2-3-5, 1..9 x 10^k and round linear values that leaves no long stretch of
+// the axis unlabelled.
 std::vector<double> log_ticks(double lo, double hi);
 
 // Short text for a number: 0.003 -> "3e-3", 1500 -> "1500", 2.5e6 -> "2.5e6", 0.25 -> "0.25".

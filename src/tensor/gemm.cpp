@@ -1,21 +1,315 @@
 #include "tensor/gemm.h"
 
 #include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 namespace normlab {
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Blocking. C is computed in MR x NR micro-tiles from packed panels of A (MR rows, K-major) and B
+// (NR columns, K-major). Loops, outermost first: jc over NC columns, pc over KC of the sum (the
+// B block KC x NC is packed once and shared by all threads, it lives in L2), then tiles of
+// (MC rows x a range of NR-panels) spread over the threads; each thread packs its MC x KC block of
+// A (L2) and runs jr over B micro-panels (KC x NR, kept in L1 while ir runs over A micro-panels).
+constexpr int MR = 6, NR = 64;
+constexpr int KC = 128, MC = 192, NC = 1024;
+static_assert(MC % MR == 0 && NC % NR == 0);
+
+// Scratch that grows and is then reused: nothing is allocated in steady state.
+struct Scratch {
+  float* p = nullptr;
+  std::size_t n = 0;
+  float* get(std::size_t need) {
+    if (need > n) {
+      std::free(p);
+      n = (need + 1023) / 1024 * 1024;
+      p = static_cast<float*>(std::aligned_alloc(64, n * sizeof(float)));
+    }
+    return p;
+  }
+  ~Scratch() { std::free(p); }
+};
+thread_local Scratch a_scratch, b_scratch;
+
+// Packs rows [i0, i0 + mc) and sums [k0, k0 + kc) of op(A) into MR-row panels: ap[p][k][r].
+// Rows past M are zero so that the micro-kernel can always run MR rows.
+void pack_a(float* ap, bool ta, const float* A, long lda, int i0, int mc, int k0, int kc) {
+  for (int p = 0; p < mc; p += MR) {
+    const int mr = std::min(MR, mc - p);
+    float* dst = ap + static_cast<long>(p) * kc;
+    if (ta) {  // op(A)(i, k) = A[k][i]: MR contiguous values per k
+      for (int k = 0; k < kc; ++k) {
+        const float* src = A + static_cast<long>(k0 + k) * lda + i0 + p;
+        int r = 0;
+        for (; r < mr; ++r) dst[k * MR + r] = src[r];
+        for (; r < MR; ++r) dst[k * MR + r] = 0.f;
+      }
+    } else {
+      const float* rows[MR];
+      for (int r = 0; r < MR; ++r)
+        rows[r] = A + static_cast<long>(i0 + p + std::min(r, mr - 1)) * lda + k0;
+      if (mr == MR) {
+        for (int k = 0; k < kc; ++k)
+          for (int r = 0; r < MR; ++r) dst[k * MR + r] = rows[r][k];
+      } else {
+        for (int k = 0; k < kc; ++k)
+          for (int r = 0; r < MR; ++r) dst[k * MR + r] = r < mr ? rows[r][k] : 0.f;
+      }
+    }
+  }
+}
+
+// Packs NR-column panel `jp` (columns [j0, j0 + nr)) over sums [k0, k0 + kc) of op(B):
+// bp[k][c], zero past N.
+void pack_b_panel(float* bp, bool tb, const float* B, long ldb, int j0, int nr, int k0, int kc) {
+  if (!tb) {  // op(B)(k, j) = B[k][j]: rows are contiguous
+    for (int k = 0; k < kc; ++k) {
+      const float* src = B + static_cast<long>(k0 + k) * ldb + j0;
+      float* dst = bp + static_cast<long>(k) * NR;
+      std::memcpy(dst, src, sizeof(float) * nr);
+      if (nr < NR) std::memset(dst + nr, 0, sizeof(float) * (NR - nr));
+    }
+  } else {  // op(B)(k, j) = B[j][k]: transpose while packing, 16 x 16 blocks
+    int c0 = 0;
+    for (; c0 < nr; c0 += 16) {
+      const int cn = std::min(16, nr - c0);
+      for (int kb = 0; kb < kc; kb += 16) {
+        const int kn = std::min(16, kc - kb);
+        for (int c = 0; c < cn; ++c) {
+          const float* src = B + static_cast<long>(j0 + c0 + c) * ldb + k0 + kb;
+          for (int k = 0; k < kn; ++k) bp[static_cast<long>(kb + k) * NR + c0 + c] = src[k];
+        }
+        for (int c = cn; c < 16; ++c)
+          for (int k = 0; k < kn; ++k) bp[static_cast<long>(kb + k) * NR + c0 + c] = 0.f;
+      }
+    }
+    for (; c0 < NR; c0 += 16)
+      for (int k = 0; k < kc; ++k) std::memset(bp + static_cast<long>(k) * NR + c0, 0, 64);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Micro-kernels: C[0:mr, 0:nc] = alpha * sum_k ap[k][0:MR] bp[k][0:NR] + beta * C (beta = 0: C
+// is not read). NV is the number of 16-wide vectors of the tile that are needed (nc <= 16 NV).
+
+#if defined(__AVX512F__)
+template <int NV>
+void micro_kernel(int kc, const float* __restrict ap, const float* __restrict bp, float* c,
+                  long ldc, int mr, int nc, float alpha, float beta) {
+  __m512 acc[MR][NV];
+#pragma GCC unroll 6
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+#pragma GCC unroll 2
+  for (int k = 0; k < kc; ++k) {
+    __m512 b[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) b[v] = _mm512_load_ps(bp + k * NR + 16 * v);
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; ++r) {
+      const __m512 a = _mm512_set1_ps(ap[k * MR + r]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(a, b[v], acc[r][v]);
+    }
+  }
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  const int tail = nc - 16 * (NV - 1);  // 1..16 columns in the last vector
+  const __mmask16 last = static_cast<__mmask16>(tail >= 16 ? 0xFFFF : (1u << tail) - 1);
+#pragma GCC unroll 6
+  for (int r = 0; r < MR; ++r) {
+    if (r >= mr) break;
+    float* cr = c + r * ldc;
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      const __mmask16 m = v == NV - 1 ? last : static_cast<__mmask16>(0xFFFF);
+      __m512 x = _mm512_mul_ps(va, acc[r][v]);
+      if (beta != 0.f) x = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, cr + 16 * v), x);
+      _mm512_mask_storeu_ps(cr + 16 * v, m, x);
+    }
+  }
+}
+#else
+template <int NV>
+void micro_kernel(int kc, const float* __restrict ap, const float* __restrict bp, float* c,
+                  long ldc, int mr, int nc, float alpha, float beta) {
+  constexpr int W = 16 * NV;
+  float acc[MR][W] = {};
+  for (int k = 0; k < kc; ++k)
+    for (int r = 0; r < MR; ++r) {
+      const float a = ap[k * MR + r];
+      for (int j = 0; j < W; ++j) acc[r][j] += a * bp[k * NR + j];
+    }
+  for (int r = 0; r < mr; ++r)
+    for (int j = 0; j < nc; ++j) {
+      float& cv = c[r * ldc + j];
+      cv = beta != 0.f ? alpha * acc[r][j] + beta * cv : alpha * acc[r][j];
+    }
+}
+#endif
+
+void micro(int kc, const float* ap, const float* bp, float* c, long ldc, int mr, int nc,
+           float alpha, float beta) {
+  switch ((nc + 15) / 16) {
+    case 1: micro_kernel<1>(kc, ap, bp, c, ldc, mr, nc, alpha, beta); break;
+    case 2: micro_kernel<2>(kc, ap, bp, c, ldc, mr, nc, alpha, beta); break;
+    case 3: micro_kernel<3>(kc, ap, bp, c, ldc, mr, nc, alpha, beta); break;
+    default: micro_kernel<4>(kc, ap, bp, c, ldc, mr, nc, alpha, beta); break;
+  }
+}
+
+struct Problem {
+  bool ta, tb;
+  int M, N, K;
+  float alpha;
+  const float* A;
+  long lda;
+  const float* B;
+  long ldb;
+  float beta;
+  float* C;
+  long ldc;
+};
+
+void scale_c(const Problem& p) {
+  for (int i = 0; i < p.M; ++i) {
+    float* c = p.C + i * p.ldc;
+    if (p.beta == 0.f)
+      std::memset(c, 0, sizeof(float) * p.N);
+    else
+      for (int j = 0; j < p.N; ++j) c[j] *= p.beta;
+  }
+}
+
+// The body run by every thread `tid` of `nth` (nth = 1: serial, no barriers). For each block of
+// NC columns, the threads first pack all of op(B) for it together (bpack: K x NC as KC-slices of
+// NR-panels), then claim tiles (a row block of A x a range of panels) from a shared counter, so
+// that a thread delayed by another process on its core does not hold the other back.
+void run(const Problem& p, float* bpack, std::atomic<int>* next, int tid, int nth) {
+  const int mblocks_max = (p.M + MC - 1) / MC;
+  for (int jc = 0; jc < p.N; jc += NC) {
+    const int nc = std::min(NC, p.N - jc);
+    const int npanels = (nc + NR - 1) / NR;
+    int mc = MC;
+    if (nth > 1 && mblocks_max < 2 * nth) {
+      // Few row blocks: shrink them (whole micro-panels) before splitting columns.
+      mc = std::max(MR, ((p.M + 2 * nth - 1) / (2 * nth) + MR - 1) / MR * MR);
+    }
+    const int mblocks = (p.M + mc - 1) / mc;
+    int nsplit = 1;
+    while (mblocks * nsplit < 4 * nth && nsplit * 2 <= npanels) ++nsplit;
+    const int ntiles = mblocks * nsplit;
+    // Packed B, slice after slice of KC sums: slice pc holds npanels panels of kc x NR and
+    // starts at pc * npanels * NR.
+    for (int w = tid; w < npanels * ((p.K + KC - 1) / KC); w += nth) {
+      const int jp = w % npanels, pc = w / npanels * KC, kc = std::min(KC, p.K - pc);
+      pack_b_panel(bpack + static_cast<long>(pc) * npanels * NR + static_cast<long>(jp) * NR * kc,
+                   p.tb, p.B, p.ldb, jc + jp * NR, std::min(NR, nc - jp * NR), pc, kc);
+    }
+    if (nth > 1) {
+#pragma omp barrier
+    }
+    float* apack = a_scratch.get(static_cast<std::size_t>(mc) * KC);
+    for (int serial_t = 0;;) {
+      const int t = nth > 1 ? next->fetch_add(1, std::memory_order_relaxed) : serial_t++;
+      if (t >= ntiles) break;
+      const int mb = t / nsplit, ns = t % nsplit;
+      const int i0 = mb * mc, mcur = std::min(mc, p.M - i0);
+      const int jp0 = npanels * ns / nsplit, jp1 = npanels * (ns + 1) / nsplit;
+      for (int pc = 0; pc < p.K; pc += KC) {
+        const int kc = std::min(KC, p.K - pc);
+        const float beta = pc == 0 ? p.beta : 1.f;
+        pack_a(apack, p.ta, p.A, p.lda, i0, mcur, pc, kc);
+        const float* bslice = bpack + static_cast<long>(pc) * npanels * NR;
+        for (int jp = jp0; jp < jp1; ++jp) {
+          const int j0 = jp * NR, ncur = std::min(NR, nc - j0);
+          const float* bp = bslice + static_cast<long>(jp) * NR * kc;
+          for (int ir = 0; ir < mcur; ir += MR)
+            micro(kc, apack + static_cast<long>(ir) * kc, bp,
+                  p.C + static_cast<long>(i0 + ir) * p.ldc + jc + j0, p.ldc,
+                  std::min(MR, mcur - ir), ncur, p.alpha, beta);
+        }
+      }
+    }
+    if (nth > 1) {
+#pragma omp barrier
+      // Every thread has left the tile loop: reset the counter for the next column block.
+#pragma omp single
+      next->store(0, std::memory_order_relaxed);
+    }
+  }
+}
+
+void sgemm_blocked(const Problem& p, bool allow_parallel) {
+  if (p.M <= 0 || p.N <= 0) return;
+  if (p.K <= 0) {
+    scale_c(p);
+    return;
+  }
+  const double flops = 2.0 * p.M * p.N * p.K;
+  int nth = allow_parallel && !omp_in_parallel() && flops > 2e6 ? omp_get_max_threads() : 1;
+  const long kpad = (p.K + KC - 1) / KC * KC;
+  float* bpack = b_scratch.get(static_cast<std::size_t>(kpad) * std::min(NC, (p.N + NR - 1) / NR * NR));
+  if (nth <= 1) {
+    run(p, bpack, nullptr, 0, 1);
+    return;
+  }
+  std::atomic<int> next{0};
+#pragma omp parallel num_threads(nth)
+  run(p, bpack, &next, omp_get_thread_num(), omp_get_num_threads());
+}
+
+}  // namespace
 
 template <>
 void gemm<float>(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
                  const float* B, int ldb, float beta, float* C, int ldc) {
   if (M == 0 || N == 0) return;
+#if defined(__AVX512F__)
+  sgemm_blocked({ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc}, true);
+#else
+  if (omp_in_parallel()) {
+    sgemm_blocked({ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc}, false);
+    return;
+  }
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
               K, alpha, A, lda, B, ldb, beta, C, ldc);
+#endif
+}
+
+template <>
+void gemm_serial<float>(bool ta, bool tb, int M, int N, int K, float alpha, const float* A,
+                        int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+  sgemm_blocked({ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc}, false);
+}
+
+// double is for gradient checks at tiny sizes: the reference loop (accumulating in double) is
+// exact enough and safe inside parallel regions.
+template <>
+void gemm_serial<double>(bool ta, bool tb, int M, int N, int K, double alpha, const double* A,
+                         int lda, const double* B, int ldb, double beta, double* C, int ldc) {
+  gemm_ref<double>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 template <>
 void gemm<double>(bool ta, bool tb, int M, int N, int K, double alpha, const double* A, int lda,
                   const double* B, int ldb, double beta, double* C, int ldc) {
   if (M == 0 || N == 0) return;
+  if (omp_in_parallel()) {
+    gemm_serial<double>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
               K, alpha, A, lda, B, ldb, beta, C, ldc);
 }

@@ -16,7 +16,13 @@ int available_cores() {
 int set_thread_count(int n) {
   if (n <= 0) n = available_cores();
   omp_set_num_threads(n);
+#if defined(__AVX512F__)
+  // float products run on normlab's own kernel inside OpenMP (gemm.h); the BLAS only serves double
+  // (tests), single-threaded, so that no second pool of threads competes for the cores.
+  openblas_set_num_threads(1);
+#else
   openblas_set_num_threads(n);
+#endif
   return n;
 }
 

@@ -1,5 +1,7 @@
-// One threading policy for the whole process: OpenMP (our kernels) and OpenBLAS (matrix products)
-// get the same number of threads, by default the number of cores this process may use.
+// One threading policy for the whole process: OpenMP. Our kernels and the float matrix products
+// (gemm.h) run on the OpenMP threads, by default as many as the cores this process may use; the
+// BLAS is kept single-threaded where normlab's own sgemm is compiled in (AVX-512), so two pools
+// of spinning threads never compete for the same cores.
 #pragma once
 
 namespace normlab {

@@ -58,7 +58,7 @@ struct Trainer::Impl {
         split(corpus.split(cfg.data.val_fraction, cfg.model.seq_len)),
         model(cfg.model, cfg.train.batch_size, cfg.model.seq_len),
         opt(model.table(), cfg.optim),
-        sampler(split.train, cfg.train.batch_size, cfg.model.seq_len, cfg.train.seed ^ 0x5eedda7aull),
+        sampler(split.train, cfg.train.batch_size, cfg.model.seq_len, sampler_seed(cfg.train)),
         guard(cfg.train.spike_window, cfg.train.spike_threshold) {
     if (corpus.vocab_size() > cfg.model.vocab_size)
       throw InputError(fmt::format("corpus {} has vocabulary {} but model.vocab_size = {}",

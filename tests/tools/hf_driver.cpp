@@ -21,7 +21,8 @@ using namespace normlab;
 
 namespace {
 
-TensorToWrite rec(const std::string& name, std::vector<std::int64_t> shape, const std::vector<float>& v) {
+TensorToWrite rec(const std::string& name, std::vector<std::int64_t> shape,
+                  const std::vector<float>& v) {
   return {name, DType::F32, std::move(shape),
           std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(v.data()),
                                         sizeof(float) * v.size())};
@@ -81,7 +82,8 @@ int run(int argc, char** argv) {
   const std::vector<float> loss{static_cast<float>(st.loss)};
   out.push_back(rec("loss", {1}, loss));
   const auto grads = hf_tensors(family, m, model.table(), model.grads().data());
-  for (const HfLink& l : hf_links(family, m)) out.push_back(rec("grad." + l.hf_name, l.hf_shape, grads.at(l.hf_name)));
+  for (const HfLink& l : hf_links(family, m))
+    out.push_back(rec("grad." + l.hf_name, l.hf_shape, grads.at(l.hf_name)));
   write_safetensors(out_path, out, {{"family", std::string(to_string(family))}});
 
   if (!export_dir.empty()) export_hf(m, model.table(), model.params().data(), export_dir);

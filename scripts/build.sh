@@ -5,5 +5,5 @@ cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc)}
 PYARG=()
 [ -x .venv/bin/python ] && PYARG=(-DPython3_EXECUTABLE="$PWD/.venv/bin/python")
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${PYARG[@]}" "$@" >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DNORMLAB_MPI=ON "${PYARG[@]}" "$@" >/dev/null
 cmake --build build -j "$JOBS"

@@ -7,8 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(build-essential cmake ninja-build pkg-config libopenblas-dev libtomlplusplus-dev
-  nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev python3 python3-venv python3-pip
-  clang libclang-rt-14-dev)
+  nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev openmpi-bin libopenmpi-dev python3 python3-venv python3-pip
+  clang libclang-rt-14-dev chromium)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

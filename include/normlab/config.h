@@ -115,12 +115,19 @@ struct DiagConfig {
   friend bool operator==(const DiagConfig&, const DiagConfig&) = default;
 };
 
+struct DistConfig {
+  bool deterministic = false;  // rank-ordered gradient reduction: bitwise reproducible
+  int bucket_size = 4194304;   // elements per all-reduce bucket
+  friend bool operator==(const DistConfig&, const DistConfig&) = default;
+};
+
 struct Config {
   ModelConfig model;
   OptimConfig optim;
   TrainConfig train;
   DataConfig data;
   DiagConfig diag;
+  DistConfig dist;
 
   friend bool operator==(const Config&, const Config&) = default;
 };

@@ -11,6 +11,7 @@
 #include "normlab/config_file.h"
 #include "normlab/errors.h"
 #include "normlab/trainer.h"
+#include "dist/communicator.h"
 
 namespace normlab::cli {
 
@@ -38,15 +39,20 @@ void add_train(CLI::App& app, Action& action) {
         throw ConfigError({"--resume continues a run with its saved config: drop --config/--set"});
       const bool resume = !o->resume.empty();
       const std::string dir = resume ? o->resume : o->out;
+      Communicator& comm = world_communicator();
+      const std::string world = comm.describe();  // collective: every rank calls it
+      const bool root = comm.is_root();
       Trainer trainer(resume ? Config{} : o->cfg.load(), dir, resume);
       install_stop_signals();
       StatusLine status(stdout);
-      if (resume) fmt::print("resuming {} at step {}\n", dir, trainer.step());
+      if (root && comm.world() > 1) fmt::print("{}\n", world);
+      if (root && resume) fmt::print("resuming {} at step {}\n", dir, trainer.step());
       TrainHooks hooks;
       hooks.on_log = [&](const StepRecord& r) { status.update(r); };
       hooks.stop_requested = [] { return stop_signal_received(); };
       const TrainResult res = trainer.run(hooks);
       status.finish();
+      if (!root) return res.diverged ? kExitDiverged : res.stop_reason == "interrupted" ? kExitInterrupted : kExitOk;
       if (res.stop_reason == "interrupted") {
         fmt::print(stderr, "normlab: interrupted at step {}; checkpoint written, resume with "
                            "`normlab train --resume {}`\n", res.steps, dir);

@@ -28,7 +28,11 @@ int main(int argc, char** argv) {
   CLI::App app{"normlab: train and study decoder-only Transformers under Post-, Pre- and Peri-Norm,\n"
                "QK-Norm, logit soft-capping and z-loss."};
   app.require_subcommand(1);
+#ifdef NORMLAB_WITH_MPI
+  app.set_version_flag("--version", "normlab 0.1.0 (MPI)");
+#else
   app.set_version_flag("--version", "normlab 0.1.0");
+#endif
   Action action;
   add_train(app, action);
   add_eval(app, action);

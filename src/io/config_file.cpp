@@ -25,6 +25,7 @@
 #include <fmt/ranges.h>
 #include <toml++/toml.h>
 
+#include "data/text_check.h"
 #include "normlab/errors.h"
 
 namespace normlab {
@@ -166,12 +167,21 @@ std::optional<std::string> convert(const Scalar& v, T& out) {
     else if (const auto* u = std::get_if<std::uint64_t>(&v)) out = static_cast<double>(*u);
     else return mismatch();
     return std::nullopt;
-  } else if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, std::string>) {
+  } else if constexpr (std::is_same_v<T, bool>) {
     if (const auto* x = std::get_if<T>(&v)) {
       out = *x;
       return std::nullopt;
     }
     return mismatch();
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    const auto* x = std::get_if<T>(&v);
+    if (x == nullptr) return mismatch();
+    // TOML and JSON text is UTF-8: a value that is not (a raw byte path from an override) could
+    // not be written back to the run's config.toml nor into a checkpoint's JSON metadata.
+    if (const long at = detail::first_invalid_utf8(*x); at >= 0)
+      return fmt::format("not valid UTF-8 (byte {} of the value)", at);
+    out = *x;
+    return std::nullopt;
   } else {
     const auto* s = std::get_if<std::string>(&v);
     if (s == nullptr) return mismatch();
@@ -264,6 +274,9 @@ const std::vector<KeySpec>& key_table() {
 
       NL_KEY(diag, interval),
       NL_KEY(diag, per_head),
+
+      NL_KEY(dist, deterministic),
+      NL_KEY(dist, bucket_size),
   };
   return table;
 }

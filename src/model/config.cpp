@@ -240,6 +240,7 @@ std::vector<std::string> validation_errors(const Config& c) {
   k.in_range(KEY(data.val_fraction), 0.0, 1.0, false);
 
   k.at_least(KEY(diag.interval), 0);
+  k.greater_than(KEY(dist.bucket_size), 0);
 #undef KEY
   return std::move(k.problems);
 }

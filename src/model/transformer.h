@@ -123,14 +123,17 @@ class Transformer {
   };
   struct AttnActs {
     SublayerActs res;
-    T* qkv = nullptr;         // (N, 3C)
-    T* qs[3] = {};            // query after each QK stage: qs[0] raw, qs[n_stages] final (N, C)
+    T* qkv = nullptr;         // (N, 3C): q, k, v are read in place (row stride 3C)
+    T* qs[3] = {};            // with QK stages only: qs[0] raw copy, qs[n_stages] final (N, C)
     T* ks[3] = {};
     NormCache qn, kn;         // QK-norm statistics (rows N*H or N)
-    T* v = nullptr;           // (N, C)
-    T* P = nullptr;           // (B, H, T, T)
-    T* th = nullptr;          // (B, H, T, T) when attention is capped
+    T* lse = nullptr;         // (B, H, T) softmax log-sum-exp; the backward recomputes P from it
     T* o = nullptr;           // (N, C) heads merged
+  };
+  // Queries and keys as the attention reads them: views into qkv, or the last QK-stage buffers.
+  struct QkView {
+    const T *q, *k;
+    int ld;
   };
   struct MlpActs {
     SublayerActs res;
@@ -151,13 +154,16 @@ class Transformer {
                         const T* x, T* y, bool attn, int l);
   void sublayer_backward(const SublayerPlan& pl, const SublayerSlots& sl, SublayerActs& a,
                          const T* x, const T* dy, T* dx, bool attn, int l);
+  // Branch backward: du (+)= d branch / du, accumulating when acc_du, else overwriting du.
   void attn_forward(int l, const T* u, T* f);
-  void attn_backward(int l, const T* u, const T* df, T* du);
+  void attn_backward(int l, const T* u, const T* df, T* du, bool acc_du);
+  QkView qk_view(int l) const;
   void mlp_forward(int l, const T* u, T* f);
-  void mlp_backward(int l, const T* u, const T* df, T* du);
+  void mlp_backward(int l, const T* u, const T* df, T* du, bool acc_du);
   void norm_forward(NormCache& c, const NormSlots& s, const T* x, long rows, int width, bool qk);
+  // dx (+)= through the norm: accumulates when acc, else overwrites dx.
   void norm_backward(const NormCache& c, const NormSlots& s, const T* x, const T* dout, T* dx,
-                     long rows, int width, bool qk);
+                     long rows, int width, bool qk, bool acc = true);
   void check_tokens(const int* ids, long n, const char* what) const;
   const T* final_hidden() const;
 
@@ -183,7 +189,7 @@ class Transformer {
   T* rope_cos_ = nullptr;            // (max_seq, D/2)
   T* rope_sin_ = nullptr;
   // Backward scratch, reused by every layer.
-  T *d_res_a_, *d_res_b_, *d_tmp1_, *d_tmp2_, *d_u_, *d_qkv_, *d_q_, *d_k_, *d_v_, *d_o_, *d_st_a_,
+  T *d_res_a_, *d_res_b_, *d_tmp1_, *d_tmp2_, *d_u_, *d_qkv_, *d_q_, *d_k_, *d_o_, *d_st_a_,
       *d_st_b_, *d_h_, *d_a_;
   T* d_final_;                       // gradient at the final hidden state (N, C)
   T* head_logits_;                   // (chunk, V)

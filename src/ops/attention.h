@@ -4,9 +4,16 @@
 // Shapes: q, k, v, o and their gradients (B, T, H, D) = (B, T, C) rows with C = H * D;
 //         P, th (B, H, T, T): softmax probabilities and, when capped, tanh(s_raw / cap)
 //         (only the causal lower triangle is written and read).
+// attention_forward / attention_backward are the plain reference (they keep P); the model runs the
+// tiled kernels at the end of this file, checked against them.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
+
+#include "tensor/gemm.h"
+#include "tensor/vec_math.h"
 
 namespace normlab::ops {
 
@@ -163,6 +170,157 @@ void attention_forward_kv(T* o, T* scratch, const T* q, const T* kc, const T* vc
       }
     }
   }
+}
+
+}  // namespace normlab::ops
+
+namespace normlab::ops {
+
+// ---------------------------------------------------------------------------------------------
+// Tiled causal attention with matrix products (the model's path).
+// Each (b, h) is one task; its queries go in tiles of kAttnTile rows, and a tile with queries
+// [i0, i0 + tq) multiplies only keys [0, i0 + tq): the masked upper triangle is skipped except
+// inside the diagonal block. Only the row log-sum-exp (B, H, T) is kept for the backward, which
+// recomputes the scores with one more product instead of storing P (B, H, T, T) (as
+// FlashAttention does, Dao et al. 2022).
+// Strides: q, k, v, o and their gradients are rows of stride ld* (e.g. 3C for views into the
+// fused qkv buffer), head h at column offset h * D.
+constexpr int kAttnTile = 64;
+
+namespace detail {
+template <class T>
+T* attn_scratch(int slot, long n) {
+  thread_local std::vector<T> buf[3];
+  if (static_cast<long>(buf[slot].size()) < n) buf[slot].resize(n);
+  return buf[slot].data();
+}
+}  // namespace detail
+
+// o = softmax(causal(cap(scale q k^T))) v  (overwrites o);  lse (B, H, T) = log sum_j exp(s_ij)
+template <class T>
+void attention_forward_tiled(T* o, int ldo, T* lse, const T* q, int ldq, const T* k, int ldk,
+                             const T* v, int ldv, int B, int Tn, int H, int D, T scale, T cap) {
+  const T inv_cap = cap > 0 ? T(1) / cap : T(0);
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) if (static_cast<long>(B) * H * Tn * Tn * D > 65536)
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h) {
+      const long row0 = static_cast<long>(b) * Tn;
+      const T* qb = q + row0 * ldq + h * D;
+      const T* kb = k + row0 * ldk + h * D;
+      const T* vb = v + row0 * ldv + h * D;
+      T* ob = o + row0 * ldo + h * D;
+      T* lb = lse + (static_cast<long>(b) * H + h) * Tn;
+      T* S = detail::attn_scratch<T>(0, static_cast<long>(kAttnTile) * Tn);
+      for (int i0 = 0; i0 < Tn; i0 += kAttnTile) {
+        const int tq = std::min(kAttnTile, Tn - i0), nk = i0 + tq;
+        // S (tq, nk) = scale * q_tile k^T
+        gemm_serial<T>(false, true, tq, nk, D, scale, qb + static_cast<long>(i0) * ldq, ldq, kb,
+                       ldk, T(0), S, nk);
+        for (int r = 0; r < tq; ++r) {
+          T* s = S + static_cast<long>(r) * nk;
+          const int n = i0 + r + 1;  // keys 0 .. i0 + r
+          if (cap > 0) {
+#pragma omp simd
+            for (int j = 0; j < n; ++j) s[j] = cap * tanh_fast(s[j] * inv_cap);
+          }
+          T m = s[0];
+#pragma omp simd reduction(max : m)
+          for (int j = 0; j < n; ++j) m = s[j] > m ? s[j] : m;
+          T sum = 0;
+#pragma omp simd reduction(+ : sum)
+          for (int j = 0; j < n; ++j) {
+            const T e = exp_fast(s[j] - m);
+            s[j] = e;
+            sum += e;
+          }
+          const T inv = T(1) / sum;
+#pragma omp simd
+          for (int j = 0; j < n; ++j) s[j] *= inv;
+          for (int j = n; j < nk; ++j) s[j] = T(0);
+          lb[i0 + r] = m + std::log(sum);
+        }
+        // o_tile = P v
+        gemm_serial<T>(false, false, tq, D, nk, T(1), S, nk, vb, ldv, T(0),
+                       ob + static_cast<long>(i0) * ldo, ldo);
+      }
+    }
+}
+
+// With s the capped scores and P = exp(s - lse) recomputed tile by tile:
+// dP = do v^T;  dv = P^T do;  dS = P (dP - rowsum(P dP)) (1 - th^2 if capped) scale;
+// dq = dS k;  dk = dS^T q.   dq, dk, dv are overwritten.
+template <class T>
+void attention_backward_tiled(T* dq, int lddq, T* dk, int lddk, T* dv, int lddv, const T* dout,
+                              int lddo, const T* q, int ldq, const T* k, int ldk, const T* v,
+                              int ldv, const T* lse, int B, int Tn, int H, int D, T scale, T cap) {
+  const T inv_cap = cap > 0 ? T(1) / cap : T(0);
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) if (static_cast<long>(B) * H * Tn * Tn * D > 65536)
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h) {
+      const long row0 = static_cast<long>(b) * Tn;
+      const T* qb = q + row0 * ldq + h * D;
+      const T* kb = k + row0 * ldk + h * D;
+      const T* vb = v + row0 * ldv + h * D;
+      const T* dob = dout + row0 * lddo + h * D;
+      T* dqb = dq + row0 * lddq + h * D;
+      T* dkb = dk + row0 * lddk + h * D;
+      T* dvb = dv + row0 * lddv + h * D;
+      const T* lb = lse + (static_cast<long>(b) * H + h) * Tn;
+      T* P = detail::attn_scratch<T>(0, static_cast<long>(kAttnTile) * Tn);
+      T* dS = detail::attn_scratch<T>(1, static_cast<long>(kAttnTile) * Tn);
+      T* G = cap > 0 ? detail::attn_scratch<T>(2, static_cast<long>(kAttnTile) * Tn) : nullptr;
+      // Last tile first: it spans every key, so it initialises dk and dv (beta = 0).
+      const int last = (Tn - 1) / kAttnTile * kAttnTile;
+      for (int i0 = last; i0 >= 0; i0 -= kAttnTile) {
+        const int tq = std::min(kAttnTile, Tn - i0), nk = i0 + tq;
+        const T beta = i0 == last ? T(0) : T(1);
+        const T* qt = qb + static_cast<long>(i0) * ldq;
+        const T* dot = dob + static_cast<long>(i0) * lddo;
+        gemm_serial<T>(false, true, tq, nk, D, scale, qt, ldq, kb, ldk, T(0), P, nk);
+        for (int r = 0; r < tq; ++r) {
+          T* p = P + static_cast<long>(r) * nk;
+          const int n = i0 + r + 1;
+          const T l = lb[i0 + r];
+          if (cap > 0) {
+            T* g = G + static_cast<long>(r) * nk;
+#pragma omp simd
+            for (int j = 0; j < n; ++j) {
+              const T t = tanh_fast(p[j] * inv_cap);
+              g[j] = (T(1) - t * t) * scale;
+              p[j] = exp_fast(cap * t - l);
+            }
+          } else {
+#pragma omp simd
+            for (int j = 0; j < n; ++j) p[j] = exp_fast(p[j] - l);
+          }
+          for (int j = n; j < nk; ++j) p[j] = T(0);
+        }
+        // dP (tq, nk) = do_tile v^T;  dv (+)= P^T do_tile
+        gemm_serial<T>(false, true, tq, nk, D, T(1), dot, lddo, vb, ldv, T(0), dS, nk);
+        gemm_serial<T>(true, false, nk, D, tq, T(1), P, nk, dot, lddo, beta, dvb, lddv);
+        for (int r = 0; r < tq; ++r) {
+          const T* p = P + static_cast<long>(r) * nk;
+          T* d = dS + static_cast<long>(r) * nk;
+          const int n = i0 + r + 1;
+          T dotp = 0;
+#pragma omp simd reduction(+ : dotp)
+          for (int j = 0; j < n; ++j) dotp += p[j] * d[j];
+          if (cap > 0) {
+            const T* g = G + static_cast<long>(r) * nk;
+#pragma omp simd
+            for (int j = 0; j < n; ++j) d[j] = p[j] * (d[j] - dotp) * g[j];
+          } else {
+#pragma omp simd
+            for (int j = 0; j < n; ++j) d[j] = p[j] * (d[j] - dotp) * scale;
+          }
+          for (int j = n; j < nk; ++j) d[j] = T(0);
+        }
+        // dq_tile = dS k;  dk (+)= dS^T q_tile
+        gemm_serial<T>(false, false, tq, D, nk, T(1), dS, nk, kb, ldk, T(0),
+                       dqb + static_cast<long>(i0) * lddq, lddq);
+        gemm_serial<T>(true, false, nk, D, tq, T(1), dS, nk, qt, ldq, beta, dkb, lddk);
+      }
+    }
 }
 
 }  // namespace normlab::ops

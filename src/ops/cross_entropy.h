@@ -4,6 +4,8 @@
 #pragma once
 #include <cmath>
 
+#include "tensor/vec_math.h"
+
 namespace normlab::ops {
 
 struct CrossEntropySums {
@@ -15,6 +17,7 @@ struct CrossEntropySums {
 // When dlogits is not null, it receives the gradient of grad_scale * sum_r (ce_r + z_alpha lse_r^2):
 //   dlogits_rj = grad_scale * ((1 + 2 z_alpha lse_r) softmax_rj - [j == t_r])   (overwrites)
 // dlogits may alias logits. lse may be null. Targets must have been validated by the caller.
+// One exp per logit: e_j = exp(x_j - max) is kept in dlogits and rescaled by k / sum_j e_j.
 template <class T>
 CrossEntropySums cross_entropy_forward_backward(T* dlogits, T* lse, const T* logits,
                                                 const int* targets, int N, int V, T z_alpha,
@@ -23,19 +26,31 @@ CrossEntropySums cross_entropy_forward_backward(T* dlogits, T* lse, const T* log
 #pragma omp parallel for schedule(static) reduction(+ : ce, lsq) if (static_cast<long>(N) * V > 32768)
   for (int r = 0; r < N; ++r) {
     const T* x = logits + static_cast<long>(r) * V;
-    T m = x[0];
-    for (int j = 1; j < V; ++j) m = x[j] > m ? x[j] : m;
-    T s = 0;
-    for (int j = 0; j < V; ++j) s += std::exp(x[j] - m);
-    const T l = m + std::log(s);
     const T xt = x[targets[r]];
+    T m = x[0];
+#pragma omp simd reduction(max : m)
+    for (int j = 0; j < V; ++j) m = x[j] > m ? x[j] : m;
+    T s = 0;
+    T* d = dlogits ? dlogits + static_cast<long>(r) * V : nullptr;
+    if (d) {
+#pragma omp simd reduction(+ : s)
+      for (int j = 0; j < V; ++j) {
+        const T e = exp_fast(x[j] - m);
+        d[j] = e;
+        s += e;
+      }
+    } else {
+#pragma omp simd reduction(+ : s)
+      for (int j = 0; j < V; ++j) s += exp_fast(x[j] - m);
+    }
+    const T l = m + std::log(s);
     ce += static_cast<double>(l) - static_cast<double>(xt);
     lsq += static_cast<double>(l) * static_cast<double>(l);
     if (lse) lse[r] = l;
-    if (dlogits) {
-      T* d = dlogits + static_cast<long>(r) * V;
-      const T k = grad_scale * (T(1) + T(2) * z_alpha * l);
-      for (int j = 0; j < V; ++j) d[j] = k * std::exp(x[j] - l);
+    if (d) {
+      const T k = grad_scale * (T(1) + T(2) * z_alpha * l) / s;
+#pragma omp simd
+      for (int j = 0; j < V; ++j) d[j] *= k;
       d[targets[r]] -= grad_scale;
     }
   }

@@ -36,9 +36,10 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* w, const T
 // xhat = (x - mean) * rstd, dxhat = dout * (g0 + w)
 // dx += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))     (accumulates)
 // dw += sum_rows dout * xhat, db += sum_rows dout                     (accumulate; db may be null)
+// With accumulate_dx = false, dx is overwritten instead.
 template <class T>
 void layernorm_backward(T* dx, T* dw, T* db, const T* dout, const T* x, const T* mean,
-                        const T* rstd, const T* w, int N, int C, T g0) {
+                        const T* rstd, const T* w, int N, int C, T g0, bool accumulate_dx = true) {
 #pragma omp parallel for schedule(static) if (static_cast<long>(N) * C > 32768)
   for (int r = 0; r < N; ++r) {
     const long off = static_cast<long>(r) * C;
@@ -54,9 +55,18 @@ void layernorm_backward(T* dx, T* dw, T* db, const T* dout, const T* x, const T*
     sum_d /= C;
     sum_dx /= C;
     T* dxr = dx + off;
-    for (int c = 0; c < C; ++c) {
-      const T xh = (xr[c] - m) * s;
-      dxr[c] += s * (dr[c] * (g0 + w[c]) - sum_d - xh * sum_dx);
+    if (accumulate_dx) {
+#pragma omp simd
+      for (int c = 0; c < C; ++c) {
+        const T xh = (xr[c] - m) * s;
+        dxr[c] += s * (dr[c] * (g0 + w[c]) - sum_d - xh * sum_dx);
+      }
+    } else {
+#pragma omp simd
+      for (int c = 0; c < C; ++c) {
+        const T xh = (xr[c] - m) * s;
+        dxr[c] = s * (dr[c] * (g0 + w[c]) - sum_d - xh * sum_dx);
+      }
     }
   }
   // Parameter gradients: reduce over rows, parallel over column blocks (no races).

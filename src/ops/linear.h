@@ -17,10 +17,11 @@ void linear_forward(T* y, const T* x, const T* w, const T* b, int N, int I, int 
 }
 
 // dx += dy w;  dw += dy^T x;  db += sum_rows dy   (all accumulate; dx and db may be null)
+// With accumulate_dx = false, dx = dy w is overwritten instead (no zero-fill needed).
 template <class T>
 void linear_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, int N, int I,
-                     int O) {
-  if (dx) gemm<T>(false, false, N, I, O, T(1), dy, O, w, I, T(1), dx, I);
+                     int O, bool accumulate_dx = true) {
+  if (dx) gemm<T>(false, false, N, I, O, T(1), dy, O, w, I, accumulate_dx ? T(1) : T(0), dx, I);
   gemm<T>(true, false, O, I, N, T(1), dy, O, x, I, T(1), dw, I);
   if (db) {
 #pragma omp parallel for schedule(static) if (static_cast<long>(N) * O > 32768)

@@ -23,9 +23,10 @@ void rmsnorm_forward(T* out, T* rstd, const T* x, const T* w, int N, int C, T ep
 // xhat = x * rstd, dxhat = dout * (g0 + w)
 // dx += rstd * (dxhat - xhat * mean(dxhat * xhat))   (accumulates)
 // dw += sum_rows dout * xhat                          (accumulates)
+// With accumulate_dx = false, dx is overwritten instead.
 template <class T>
 void rmsnorm_backward(T* dx, T* dw, const T* dout, const T* x, const T* rstd, const T* w, int N,
-                      int C, T g0) {
+                      int C, T g0, bool accumulate_dx = true) {
 #pragma omp parallel for schedule(static) if (static_cast<long>(N) * C > 32768)
   for (int r = 0; r < N; ++r) {
     const long off = static_cast<long>(r) * C;
@@ -36,7 +37,13 @@ void rmsnorm_backward(T* dx, T* dw, const T* dout, const T* x, const T* rstd, co
     for (int c = 0; c < C; ++c) sum_dx += dr[c] * (g0 + w[c]) * xr[c] * s;
     sum_dx /= C;
     T* dxr = dx + off;
-    for (int c = 0; c < C; ++c) dxr[c] += s * (dr[c] * (g0 + w[c]) - xr[c] * s * sum_dx);
+    if (accumulate_dx) {
+#pragma omp simd
+      for (int c = 0; c < C; ++c) dxr[c] += s * (dr[c] * (g0 + w[c]) - xr[c] * s * sum_dx);
+    } else {
+#pragma omp simd
+      for (int c = 0; c < C; ++c) dxr[c] = s * (dr[c] * (g0 + w[c]) - xr[c] * s * sum_dx);
+    }
   }
 #pragma omp parallel for schedule(static) if (static_cast<long>(N) * C > 32768)
   for (int c0 = 0; c0 < C; c0 += 64) {

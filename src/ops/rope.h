@@ -42,8 +42,10 @@ void rope_forward(T* y, const T* x, const T* cos_t, const T* sin_t, int B, int T
 }
 
 // dx += R(t)^T dy:  dx1 += dy1 cos + dy2 sin;  dx2 += dy2 cos - dy1 sin   (accumulates)
+// With accumulate = false, dx = R(t)^T dy is overwritten instead.
 template <class T>
-void rope_backward(T* dx, const T* dy, const T* cos_t, const T* sin_t, int B, int Tn, int H, int D) {
+void rope_backward(T* dx, const T* dy, const T* cos_t, const T* sin_t, int B, int Tn, int H, int D,
+                   bool accumulate = true) {
   const int half = D / 2;
 #pragma omp parallel for collapse(2) schedule(static) if (static_cast<long>(B) * Tn * H * D > 32768)
   for (int b = 0; b < B; ++b)
@@ -52,10 +54,20 @@ void rope_backward(T* dx, const T* dy, const T* cos_t, const T* sin_t, int B, in
       const T* s = sin_t + static_cast<long>(t) * half;
       for (int h = 0; h < H; ++h) {
         const long off = ((static_cast<long>(b) * Tn + t) * H + h) * D;
-        for (int i = 0; i < half; ++i) {
-          const T d1 = dy[off + i], d2 = dy[off + i + half];
-          dx[off + i] += d1 * c[i] + d2 * s[i];
-          dx[off + i + half] += d2 * c[i] - d1 * s[i];
+        if (accumulate) {
+#pragma omp simd
+          for (int i = 0; i < half; ++i) {
+            const T d1 = dy[off + i], d2 = dy[off + i + half];
+            dx[off + i] += d1 * c[i] + d2 * s[i];
+            dx[off + i + half] += d2 * c[i] - d1 * s[i];
+          }
+        } else {
+#pragma omp simd
+          for (int i = 0; i < half; ++i) {
+            const T d1 = dy[off + i], d2 = dy[off + i + half];
+            dx[off + i] = d1 * c[i] + d2 * s[i];
+            dx[off + i + half] = d2 * c[i] - d1 * s[i];
+          }
         }
       }
     }

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
-#include <sstream>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -140,6 +140,7 @@ void load_sweep(const fs::path& dir, ReportInputs& in) {
       sr.dir = (dir / string_or(e, "dir", sr.name)).string();
       sr.overrides = e.value("overrides", json::object());
       sr.status = string_or(e, "status", "");
+      sr.message = string_or(e, "message", "");
       sr.initial_loss = number_or_nan(e, "initial_loss");
       sr.final_loss = number_or_nan(e, "final_loss");
       sr.final_val_loss = number_or_nan(e, "final_val_loss");
@@ -232,6 +233,22 @@ double number_or_nan(const json& j, const char* key) {
   if (!j.is_object()) return kNaN;
   const auto it = j.find(key);
   return it != j.end() && it->is_number() ? it->get<double>() : kNaN;
+}
+
+double as_double(const json& v) {
+  if (v.is_number()) return v.get<double>();
+  if (!v.is_string()) return kNaN;
+  const std::string s = v.get<std::string>();
+  char* end = nullptr;
+  const double d = std::strtod(s.c_str(), &end);
+  return !s.empty() && end == s.c_str() + s.size() ? d : kNaN;
+}
+
+bool same_value(const json& a, const json& b) {
+  const double x = as_double(a), y = as_double(b);
+  if (!std::isnan(x) && !std::isnan(y)) return x == y;
+  const auto text = [](const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
+  return text(a) == text(b);
 }
 
 ReportInputs load_inputs(const std::vector<std::string>& dirs) {

@@ -31,8 +31,9 @@ struct RunInput {
 
 struct SweepRun {
   std::string name, dir;                  // dir: resolved against the sweep directory
-  nlohmann::json overrides;               // {"optim.lr": 0.001, "model.placement": "post", ...}
+  nlohmann::json overrides;               // {"optim.lr": 0.001 or "0.001", "model.placement": "post"}
   std::string status;                     // done, diverged or failed
+  std::string message;                    // why it stopped, when the sweep says
   double initial_loss = 0, final_loss = 0, final_val_loss = 0, max_attn_logit = 0;  // NaN = null
 };
 
@@ -76,5 +77,12 @@ ReportInputs load_inputs(const std::vector<std::string>& dirs);
 
 // The value at `key` as a double: NaN when missing, null or not a number.
 double number_or_nan(const nlohmann::json& j, const char* key);
+
+// A number, or a string that is one ("0.001", as sweeps write override values); NaN otherwise.
+double as_double(const nlohmann::json& v);
+
+// Whether two override values are the same: numerically when both are numbers (0.001 == "1e-3"),
+// else as text.
+bool same_value(const nlohmann::json& a, const nlohmann::json& b);
 
 }  // namespace normlab::report

@@ -337,8 +337,11 @@ struct Builder {
       std::vector<LrGroup> groups;
       const auto matches = [&](const json& variant, const json& overrides) {
         for (const auto& [k, val] : variant.items())
-          if (!overrides.contains(k) || overrides[k] != val) return false;
+          if (!overrides.contains(k) || !same_value(overrides[k], val)) return false;
         return true;
+      };
+      const auto lr_of = [&](const SweepRun& r) {
+        return r.overrides.contains(sw.lr_key) ? as_double(r.overrides[sw.lr_key]) : kNaN;
       };
       std::vector<json> variants;
       if (!sw.sensitivity.empty()) {
@@ -370,15 +373,14 @@ struct Builder {
           json variant = r.overrides.is_object() ? r.overrides : json::object();
           variant.erase(sw.lr_key);
           const std::size_t gi = std::find(variants.begin(), variants.end(), variant) - variants.begin();
-          groups[gi].points.emplace_back(number_or_nan(r.overrides, sw.lr_key.c_str()),
-                                         failed_status(r.status) ? kNaN : r.final_loss);
+          groups[gi].points.emplace_back(lr_of(r), failed_status(r.status) ? kNaN : r.final_loss);
         }
       }
       for (const auto& r : sw.runs) {
         if (!failed_status(r.status)) continue;
         for (std::size_t gi = 0; gi < groups.size(); ++gi)
           if (matches(variants[gi], r.overrides))
-            groups[gi].failures.emplace_back(number_or_nan(r.overrides, sw.lr_key.c_str()), r.status);
+            groups[gi].failures.emplace_back(lr_of(r), r.message.empty() ? r.status : r.status + ": " + r.message);
       }
       const std::string suffix = in.sweeps.size() > 1 ? "_" + std::to_string(si + 1) : "";
       lr_figure("lr_sensitivity" + suffix,

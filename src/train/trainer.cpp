@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "diag/diagnostics.h"
+#include "dist/communicator.h"
 #include "io/metrics.h"
 #include "model/transformer.h"
 #include "normlab/config_file.h"
@@ -38,6 +39,7 @@ TokenCorpus load_corpus(const DataConfig& d) {
 }
 
 struct Trainer::Impl {
+  Communicator& comm;
   Config cfg;
   std::string run_dir;
   TokenCorpus corpus;
@@ -48,17 +50,21 @@ struct Trainer::Impl {
   TrainingState state;
   std::vector<int> idx, tgt;
   std::vector<float> before;  // parameters before the step, on diagnostic steps only
+  std::vector<float> grad_total;  // deterministic gradient accumulation (dist.deterministic)
   std::unique_ptr<MetricsWriter> metrics;
   SpikeGuard guard;
 
   Impl(const Config& c, const std::string& dir, bool resume)
-      : cfg(resume ? checkpoint_config(latest_checkpoint(dir)) : c),
+      : comm(world_communicator()),
+        cfg(resume ? checkpoint_config(latest_checkpoint(dir)) : c),
         run_dir(dir),
         corpus(load_corpus(cfg.data)),
         split(corpus.split(cfg.data.val_fraction, cfg.model.seq_len)),
         model(cfg.model, cfg.train.batch_size, cfg.model.seq_len),
         opt(model.table(), cfg.optim),
-        sampler(split.train, cfg.train.batch_size, cfg.model.seq_len, sampler_seed(cfg.train)),
+        // train.batch_size rows per rank: every rank takes its slice of one global draw.
+        sampler(split.train, cfg.train.batch_size * comm.world(), cfg.model.seq_len,
+                sampler_seed(cfg.train), comm.rank(), comm.world()),
         guard(cfg.train.spike_window, cfg.train.spike_threshold) {
     if (corpus.vocab_size() > cfg.model.vocab_size)
       throw InputError(fmt::format("corpus {} has vocabulary {} but model.vocab_size = {}",
@@ -68,25 +74,33 @@ struct Trainer::Impl {
     idx.resize(n);
     tgt.resize(n);
     if (cfg.diag.interval > 0) before.resize(model.params().size());
+    if (cfg.dist.deterministic && cfg.train.grad_accum > 1) grad_total.resize(model.params().size());
     if (resume) {
       const std::string ckpt = latest_checkpoint(dir);
       load_checkpoint(ckpt, model, &opt, &state);
       sampler.restore({state.sampler_rng, static_cast<std::uint64_t>(state.sampler_draws)});
       guard.from_json(state.extra.value("guard", nlohmann::json::object()));
-      metrics = std::make_unique<MetricsWriter>(dir, state.step);
+      if (comm.is_root()) metrics = std::make_unique<MetricsWriter>(dir, state.step);
     } else {
       if (fs::exists(fs::path(dir) / "checkpoints" / "latest"))
         throw InputError(fmt::format("run directory {} already holds a checkpoint: use --resume {} "
                                      "to continue it, or another --out", dir, dir));
-      fs::create_directories(dir);
-      const fs::path cpath = fs::path(dir) / "config.toml";
-      std::ofstream(cpath) << dump_config_toml(cfg);
-      model.init_params(cfg.train.seed);
-      // A fresh run starts fresh metrics.
-      fs::remove(fs::path(dir) / "metrics.jsonl");
-      fs::remove(fs::path(dir) / "metrics.csv");
-      metrics = std::make_unique<MetricsWriter>(dir);
+      model.init_params(cfg.train.seed);  // identical on every rank (same seed)
+      if (comm.is_root()) {
+        fs::create_directories(dir);
+        std::ofstream(fs::path(dir) / "config.toml") << dump_config_toml(cfg);
+        // A fresh run starts fresh metrics.
+        fs::remove(fs::path(dir) / "metrics.jsonl");
+        fs::remove(fs::path(dir) / "metrics.csv");
+        metrics = std::make_unique<MetricsWriter>(dir);
+      }
     }
+    comm.barrier();
+  }
+
+  // Only rank 0 writes metrics.
+  void write_metrics(const nlohmann::json& j) {
+    if (metrics) metrics->write(j);
   }
 
   void checkpoint() {
@@ -94,7 +108,8 @@ struct Trainer::Impl {
     state.sampler_rng = s.rng_state;
     state.sampler_draws = static_cast<long>(s.batches_drawn);
     state.extra["guard"] = guard.to_json();
-    save_checkpoint(run_dir, cfg, model, opt, state, cfg.train.keep_checkpoints);
+    if (comm.is_root()) save_checkpoint(run_dir, cfg, model, opt, state, cfg.train.keep_checkpoints);
+    comm.barrier();  // nobody reads a checkpoint before it is complete
   }
 
   bool has_checkpoint() const {
@@ -119,13 +134,15 @@ struct Trainer::Impl {
 
   double evaluate() {
     const int B = cfg.train.batch_size, T = cfg.model.seq_len;
-    EvalBatches ev(split.validation, B, T, std::max(1, cfg.train.eval_batches));
+    EvalBatches ev(split.validation, B * comm.world(), T, std::max(1, cfg.train.eval_batches),
+                   comm.rank(), comm.world());
     double sum = 0;
     for (int k = 0; k < ev.num_batches(); ++k) {
       ev.fill(k, idx.data(), tgt.data());
       sum += model.forward(idx.data(), tgt.data(), B, T, 0.0, false).ce;
     }
-    return sum / ev.num_batches();
+    comm.allreduce_sum(&sum, 1);
+    return sum / (static_cast<double>(ev.num_batches()) * comm.world());
   }
 };
 
@@ -150,30 +167,61 @@ TrainResult Trainer::run(const TrainHooks& hooks) {
   auto t_window = t_start;
   long tokens_window = 0;
   double loss_window = 0;
-  int n_window = 0, bad_run = 0;
+  int n_window = 0, bad_run = 0, steps_window = 0;
+  double comm_s_window = 0;  // time in gradient all-reduce since the last log
   TrainResult res;
   while (I.state.step < total) {
-    if (hooks.stop_requested && hooks.stop_requested()) {
+    // Every rank must agree to stop: a signal on any of them stops all.
+    double stop = hooks.stop_requested && hooks.stop_requested() ? 1.0 : 0.0;
+    I.comm.allreduce_sum(&stop, 1);
+    if (stop > 0) {
       I.checkpoint();
       res.stop_reason = "interrupted";
       break;
     }
     const bool diag_step = cfg.diag.interval > 0 &&
                            (I.state.step == 0 || (I.state.step + 1) % cfg.diag.interval == 0);
+    // Gradients are scaled by 1 / (accum * world) in the loss, so that summing the micro-batches
+    // and the ranks gives the mean over the global batch.
+    const int world = I.comm.world();
+    const double scale = 1.0 / (static_cast<double>(accum) * world);
+    const bool det_accum = !I.grad_total.empty();
     I.model.zero_grad();
-    LossStats sum;
+    if (det_accum) std::fill(I.grad_total.begin(), I.grad_total.end(), 0.0f);
+    double stats[4] = {0, 0, 0, 0};  // loss, ce, z_loss, log Z: summed, then reduced
     for (int a = 0; a < accum; ++a) {
       I.sampler.next(I.idx.data(), I.tgt.data());
       I.model.set_collect_stats(diag_step && a == accum - 1);
+      if (det_accum) I.model.zero_grad();
       const LossStats st = I.model.forward(I.idx.data(), I.tgt.data(), B, T, cfg.train.z_loss,
-                                           true, 1.0 / accum);
+                                           true, scale);
       I.model.backward();
-      sum.loss += st.loss / accum;
-      sum.ce += st.ce / accum;
-      sum.z_loss += st.z_loss / accum;
-      sum.lse_mean += st.lse_mean / accum;
+      if (det_accum) {
+        // Each micro-batch's gradient from zero, added in order: the same sums, in the same
+        // order, as the rank-ordered reduction of dist.deterministic.
+        auto g = I.model.grads();
+        for (std::size_t i = 0; i < g.size(); ++i) I.grad_total[i] += g[i];
+      }
+      stats[0] += st.loss * scale;
+      stats[1] += st.ce * scale;
+      stats[2] += st.z_loss * scale;
+      stats[3] += st.lse_mean * scale;
     }
+    if (det_accum) std::copy(I.grad_total.begin(), I.grad_total.end(), I.model.grads().begin());
     I.model.set_collect_stats(false);
+    if (world > 1) {
+      const auto c0 = clock::now();
+      I.comm.allreduce_sum(I.model.grads().data(), static_cast<long>(I.model.grads().size()),
+                           cfg.dist.bucket_size, cfg.dist.deterministic);
+      I.comm.allreduce_sum(stats, 4);
+      comm_s_window += std::chrono::duration<double>(clock::now() - c0).count();
+    }
+    ++steps_window;
+    LossStats sum;
+    sum.loss = stats[0];
+    sum.ce = stats[1];
+    sum.z_loss = stats[2];
+    sum.lse_mean = stats[3];
     if (hooks.inject) hooks.inject(I.state.step, I.model.grads(), sum.loss);
     const double lr = learning_rate(cfg.optim, I.state.step, total);
     const double gnorm = I.opt.grad_norm(I.model.grads());
@@ -198,8 +246,8 @@ TrainResult Trainer::run(const TrainHooks& hooks) {
       nlohmann::json ev = {{"step", from}, {"event", "rollback"}, {"to_step", I.state.step},
                            {"checkpoint", ckpt}, {"loss", sum.loss}, {"grad_norm", gnorm},
                            {"rollbacks_total", I.state.extra.value("rollbacks", 0)}};
-      I.metrics->write(ev);
-      if (hooks.on_event) hooks.on_event(ev);
+      I.write_metrics(ev);
+      if (hooks.on_event && I.comm.is_root()) hooks.on_event(ev);
       if (bad_run >= cfg.train.max_bad_steps) {
         res.diverged = true;
         res.stop_reason = fmt::format("diverged: {} consecutive bad steps (last at step {}); last "
@@ -216,8 +264,8 @@ TrainResult Trainer::run(const TrainHooks& hooks) {
       ++I.state.skipped_steps;  // no parameter or moment is touched
     }
     ++I.state.step;
-    I.state.tokens_seen += static_cast<long>(B) * T * accum;
-    tokens_window += static_cast<long>(B) * T * accum;
+    I.state.tokens_seen += static_cast<long>(B) * T * accum * world;
+    tokens_window += static_cast<long>(B) * T * accum * world;
     if (finite) {
       loss_window += sum.loss;
       ++n_window;
@@ -260,13 +308,16 @@ TrainResult Trainer::run(const TrainHooks& hooks) {
                           {"spike", spike},             {"nonfinite", !finite},
                           {"skipped_total", I.state.skipped_steps}};
       if (rec.val_loss) j["val_loss"] = *rec.val_loss;
+      if (world > 1) j["comm_ms_per_step"] = 1e3 * comm_s_window / std::max(1, steps_window);
       if (!rec.diag.is_null()) j.update(rec.diag);
-      I.metrics->write(j);
-      if (hooks.on_log) hooks.on_log(rec);
+      I.write_metrics(j);
+      if (hooks.on_log && I.comm.is_root()) hooks.on_log(rec);
       res.final_loss = n_window ? loss_window / n_window : rec.loss;
       res.tokens_per_s = rec.tokens_per_s;
       if (rec.val_loss) res.val_loss = rec.val_loss;
       t_window = now;
+      comm_s_window = 0;
+      steps_window = 0;
       tokens_window = 0;
       loss_window = 0;
       n_window = 0;

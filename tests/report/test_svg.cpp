@@ -128,6 +128,7 @@ TEST(SvgChart, LinearScaleIsLinear) {
 TEST(SvgChart, LogScaleSpacesDecadesEqually) {
   LineChart c = chart_of({1e-4, 1e-3, 1e-2, 1e-1}, {1, 10, 100, 1000}, true);
   c.x.log = true;
+  c.y.label = "loss";
   const std::string svg = render(c);
   const auto sp = subpaths(series_paths(svg).at(0));
   ASSERT_EQ(sp.size(), 1u);
@@ -139,7 +140,7 @@ TEST(SvgChart, LogScaleSpacesDecadesEqually) {
   }
   EXPECT_NE(svg.find(">1e-3</text>"), std::string::npos);  // decade tick labels
   EXPECT_NE(svg.find(">1000</text>"), std::string::npos);
-  EXPECT_NE(svg.find("(log scale)"), std::string::npos);
+  EXPECT_NE(svg.find(">loss (log scale)</text>"), std::string::npos);
 }
 
 TEST(SvgChart, MissingValuesBreakTheLine) {

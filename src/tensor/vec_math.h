@@ -1,0 +1,64 @@
+// exp and tanh for float written so that loops over them vectorise (branch-free, no library calls):
+// std::exp / std::tanh stay scalar calls without -ffast-math, and in the MLP, the softmaxes and
+// the soft-caps they cost as much as the matrix products. The double overloads are the plain
+// library functions, so gradient checks (double) keep their exact references.
+// Both keep NaN and the infinities observable: NaN in, NaN out; exp(+inf) = inf, exp(-inf) = 0.
+#pragma once
+#include <bit>
+#include <cmath>
+#include <cstdint>
+
+namespace normlab {
+
+// exp(x), relative error below 2e-7 on the whole float range: Cody-Waite reduction
+// x = n ln2 + r, |r| <= ln2 / 2, then Cephes' degree-6 polynomial for e^r, times 2^n.
+// Below ln FLT_MIN it returns 0 (the true value is subnormal).
+inline float exp_fast(float x) {
+  constexpr float hi = 88.7228391116729996f, lo = -87.3365447505531f;  // ln FLT_MAX, ln FLT_MIN
+  const float xc = x > hi ? hi : (x < lo ? lo : x);
+  constexpr float magic = 12582912.f;  // 1.5 * 2^23: adding it rounds to an integer
+  const float t = xc * 1.44269504088896341f + magic;
+  const float n = t - magic;
+  const std::int32_t ni = std::bit_cast<std::int32_t>(t) - std::bit_cast<std::int32_t>(magic);
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500E-4f;
+  p = p * r + 1.3981999507E-3f;
+  p = p * r + 8.3334519073E-3f;
+  p = p * r + 4.1665795894E-2f;
+  p = p * r + 1.6666665459E-1f;
+  p = p * r + 5.0000001201E-1f;
+  p = p * (r * r) + r + 1.f;
+  // 2^n in two factors, so that both stay normal for every n in [-126, 128].
+  const std::int32_t n1 = ni >> 1, n2 = ni - n1;
+  const float s1 = std::bit_cast<float>((n1 + 127) << 23), s2 = std::bit_cast<float>((n2 + 127) << 23);
+  const float y = p * s1 * s2;
+  return x > hi ? std::bit_cast<float>(0x7f800000) : (x < lo ? 0.f : y);
+}
+
+// tanh(x) as the [13/6] rational approximation of Eigen (generic_fast_tanh_float), a few ulp;
+// |x| < 4e-4 returns x, |x| > 7.99 saturates to +-1 (as tanh does in float).
+inline float tanh_fast(float x) {
+  constexpr float c = 7.99881172180175781f;
+  const float xc = x > c ? c : (x < -c ? -c : x);
+  const float x2 = xc * xc;
+  float p = -2.76076847742355e-16f;
+  p = p * x2 + 2.00018790482477e-13f;
+  p = p * x2 + -8.60467152213735e-11f;
+  p = p * x2 + 5.12229709037114e-08f;
+  p = p * x2 + 1.48572235717979e-05f;
+  p = p * x2 + 6.37261928875436e-04f;
+  p = p * x2 + 4.89352455891786e-03f;
+  p = p * xc;
+  float q = 1.19825839466702e-06f;
+  q = q * x2 + 1.18534705686654e-04f;
+  q = q * x2 + 2.26843463243900e-03f;
+  q = q * x2 + 4.89352518554385e-03f;
+  const float y = p / q;
+  return std::fabs(x) < 0.0004f ? x : y;
+}
+
+inline double exp_fast(double x) { return std::exp(x); }
+inline double tanh_fast(double x) { return std::tanh(x); }
+
+}  // namespace normlab

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Reproduces every number and figure in docs/findings.md (about 30-40 minutes on 2 cores).
+# Usage: scripts/findings.sh [OUT_DIR]   (default runs/findings); needs build/normlab.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-runs/findings}
+NL=${NORMLAB:-build/normlab}
+mkdir -p "$OUT"
+# The small model every experiment shares (widths, data, schedule), overridden per experiment.
+SMALL=(--set model.d_model=64 --set model.n_head=4 --set model.d_ff=256 --set model.seq_len=64
+       --set train.batch_size=8 --set train.eval_batches=4 --set train.log_interval=10
+       --set model.mlp=gelu --set model.pos=rope)
+
+# 1. Gradient flow at initialisation (Xiong et al. 2020): post, pre, peri, reordered, deepnorm at
+#    L = 6, 12, 24, 48 under GPT-2's init (normal 0.02, residual projections / sqrt(2L)) and Xavier
+#    (original Transformer, embeddings scaled by sqrt(d_model) as there).
+$NL gradflow "${SMALL[@]}" --placements post,pre,peri,reordered,deepnorm --layers 6,12,24,48 \
+  --init gpt2 --batches 8 --out "$OUT/gradflow_gpt2"
+$NL gradflow "${SMALL[@]}" --set model.embed_scale=8 --placements post,pre,peri,reordered,deepnorm \
+  --layers 6,12,24,48 --init xavier --batches 8 --out "$OUT/gradflow_xavier"
+
+# 2. Depth without warmup at one learning rate.
+$NL sweep "${SMALL[@]}" --set train.steps=300 --set optim.warmup_steps=0 --set optim.lr=2e-3 \
+  --set train.eval_interval=300 --set diag.interval=50 \
+  --grid model.placement=post,pre,peri,deepnorm --grid model.n_layer=6,12,24,48 --out "$OUT/depth"
+
+# 3. Learning-rate sweep with and without warmup (4 layers).
+$NL sweep "${SMALL[@]}" --set model.n_layer=4 --set train.steps=300 --set train.eval_interval=300 \
+  --grid model.placement=post,pre,peri --grid optim.warmup_steps=0,50 \
+  --grid optim.lr=3e-4:3e-1:7log --out "$OUT/lr_warmup" -j 2
+
+# 4. Pre-norm with and without QK-Norm: learning-rate sensitivity and attention-logit growth.
+$NL sweep "${SMALL[@]}" --set model.n_layer=4 --set model.placement=pre --set train.steps=300 \
+  --set train.eval_interval=300 --set optim.warmup_steps=20 --set diag.interval=50 \
+  --grid model.qk_norm=none,rmsnorm --grid optim.lr=3e-4:3e-1:7log --out "$OUT/qk_norm" -j 2
+
+# 5. z-loss 0 vs 1e-4 with weight decay off: log Z over training.
+$NL sweep "${SMALL[@]}" --set model.n_layer=4 --set train.steps=1500 --set train.eval_interval=1500 \
+  --set optim.weight_decay=0 --set optim.lr=3e-3 --set optim.warmup_steps=50 --set diag.interval=50 \
+  --grid train.z_loss=0,1e-4 --out "$OUT/z_loss" -j 2
+
+# 6. Soft-caps on vs off (attention 5, final 3 — small enough to bind at this scale) and the
+#    Gemma 2 values (50, 30).
+$NL sweep "${SMALL[@]}" --set model.n_layer=4 --set train.steps=600 --set train.eval_interval=600 \
+  --set optim.lr=3e-3 --set optim.warmup_steps=50 --set diag.interval=50 \
+  --grid model.attn_softcap=0,5,50 --grid model.final_softcap=0,3,30 --out "$OUT/softcap" -j 2
+
+$NL report "$OUT"/depth "$OUT"/lr_warmup "$OUT"/qk_norm "$OUT"/z_loss "$OUT"/softcap \
+  "$OUT"/gradflow_gpt2 "$OUT"/gradflow_xavier --out "$OUT/report.html" --title "normlab findings"
+echo "findings written under $OUT"

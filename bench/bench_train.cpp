@@ -365,9 +365,93 @@ void check_gemm() {
         }
 }
 
+// Tiled attention (float, the model's path) against the plain reference kernel in double, at a
+// sequence length that spans several tiles and a ragged last tile, with and without the cap.
+void check_attention() {
+  Rng rng(4);
+  const int B = 2, Tn = 150, H = 3, D = 64, C = H * D;
+  for (float cap : {0.f, 5.f}) {
+    const long n = static_cast<long>(B) * Tn * C;
+    std::vector<float> q(n), k(n), v(n), dout(n);
+    for (auto* x : {&q, &k, &v, &dout})
+      for (auto& e : *x) e = static_cast<float>(rng.normal());
+    auto dbl = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
+    std::vector<double> qd = dbl(q), kd = dbl(k), vd = dbl(v), dd = dbl(dout), od(n),
+                        P(static_cast<long>(B) * H * Tn * Tn), th(P.size()), dq(n, 0.0),
+                        dk(n, 0.0), dv(n, 0.0);
+    const double scale = 1.0 / std::sqrt(D);
+    ops::attention_forward(od.data(), P.data(), cap > 0 ? th.data() : nullptr, qd.data(),
+                           kd.data(), vd.data(), B, Tn, H, D, scale, static_cast<double>(cap));
+    ops::attention_backward(dq.data(), dk.data(), dv.data(), dd.data(), qd.data(), kd.data(),
+                            vd.data(), P.data(), cap > 0 ? th.data() : nullptr, B, Tn, H, D, scale,
+                            static_cast<double>(cap));
+    std::vector<float> o(n), lse(static_cast<long>(B) * H * Tn), gq(n), gk(n), gv(n);
+    ops::attention_forward_tiled(o.data(), C, lse.data(), q.data(), C, k.data(), C, v.data(), C,
+                                 B, Tn, H, D, static_cast<float>(scale), cap);
+    ops::attention_backward_tiled(gq.data(), C, gk.data(), C, gv.data(), C, dout.data(), C,
+                                  q.data(), C, k.data(), C, v.data(), C, lse.data(), B, Tn, H, D,
+                                  static_cast<float>(scale), cap);
+    const std::string c = fmt::format(" cap={}", cap);
+    expect_close("attention tiled o" + c, o, od, 2e-5);
+    expect_close("attention tiled dq" + c, gq, dq, 2e-5);
+    expect_close("attention tiled dk" + c, gk, dk, 2e-5);
+    expect_close("attention tiled dv" + c, gv, dv, 2e-5);
+  }
+}
+
+// Vectorised float elementwise kernels against the plain double references.
+void check_pointwise() {
+  Rng rng(5);
+  const int n = 100000;
+  std::vector<float> x(n), y(n), dx(n), dy(n);
+  for (int i = 0; i < n; ++i) x[i] = static_cast<float>(rng.normal() * 4), dy[i] = 1.f;
+  for (auto a : {ops::Activation::gelu_erf, ops::Activation::gelu_tanh, ops::Activation::silu}) {
+    std::vector<double> want(n), dwant(n);
+    for (int i = 0; i < n; ++i) {
+      want[i] = ops::act_value<double>(a, x[i]);
+      dwant[i] = ops::act_grad<double>(a, x[i]);
+    }
+    ops::activation_forward<float>(a, y.data(), x.data(), n);
+    std::fill(dx.begin(), dx.end(), 0.f);
+    ops::activation_backward<float>(a, dx.data(), dy.data(), x.data(), n);
+    // Tolerance: what the plain float formula (library tanh/exp) itself loses, or 1e-6.
+    double ref_err = 0;
+    for (int i = 0; i < n; ++i) {
+      ref_err = std::max(ref_err, std::fabs(ops::act_value<float>(a, x[i]) - want[i]) / (1 + std::fabs(want[i])));
+      ref_err = std::max(ref_err, std::fabs(ops::act_grad<float>(a, x[i]) - dwant[i]) / (1 + std::fabs(dwant[i])));
+    }
+    const double tol = std::max(1e-6, 2 * ref_err);
+    expect_close(fmt::format("activation {} forward", static_cast<int>(a)), y, want, tol);
+    expect_close(fmt::format("activation {} backward", static_cast<int>(a)), dx, dwant, tol);
+  }
+  std::vector<double> want(n);
+  for (int i = 0; i < n; ++i) want[i] = 30.0 * std::tanh(x[i] * 10 / 30.0);
+  std::vector<float> xs(n);
+  for (int i = 0; i < n; ++i) xs[i] = x[i] * 10;
+  ops::softcap_forward<float>(y.data(), xs.data(), n, 30.f);
+  expect_close("softcap forward", y, want, 1e-6);
+  // Cross-entropy with z-loss: values and gradient of one chunk.
+  const int N = 37, V = 1000;
+  std::vector<float> logits(static_cast<long>(N) * V), dl(logits.size()), lse(N);
+  std::vector<int> t(N);
+  for (auto& e : logits) e = static_cast<float>(rng.normal() * 3);
+  for (auto& e : t) e = static_cast<int>(rng.below(V));
+  std::vector<double> ld(logits.begin(), logits.end()), dld(ld.size()), lsed(N);
+  const auto sf = ops::cross_entropy_forward_backward<float>(dl.data(), lse.data(), logits.data(),
+                                                             t.data(), N, V, 1e-2f, 0.5f);
+  const auto sd = ops::cross_entropy_forward_backward<double>(dld.data(), lsed.data(), ld.data(),
+                                                              t.data(), N, V, 1e-2, 0.5);
+  expect_close("cross-entropy lse", lse, lsed, 1e-6);
+  expect_close("cross-entropy dlogits", dl, dld, 1e-6);
+  expect_close("cross-entropy sums", {static_cast<float>(sf.ce), static_cast<float>(sf.lse_sq)},
+               {sd.ce, sd.lse_sq}, 1e-5);
+}
+
 int run_smoke() {
   set_thread_count(0);
   check_gemm();
+  check_attention();
+  check_pointwise();
   const BenchConfig bc = bench_config("smoke");
   const json j = run_train(bc, 2, 0, 0);
   std::printf("%s\n", j.dump().c_str());

@@ -43,11 +43,6 @@ double max_abs(const T* x, long n) {
   return m;
 }
 
-template <class T>
-void zero(T* x, long n) {
-  std::memset(x, 0, sizeof(T) * n);
-}
-
 // Copies columns [col, col + C) of src (N, ld) into dst (N, C), or back.
 template <class T>
 void gather_cols(T* dst, const T* src, long N, int C, int ld, int col) {
@@ -87,7 +82,6 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
   const long N = static_cast<long>(max_batch) * max_seq;
   const int C = cfg_.d_model, H = cfg_.n_head, D = cfg_.head_dim(), F = cfg_.d_ff,
             V = cfg_.vocab_size, L = cfg_.n_layer;
-  const long TT = static_cast<long>(max_seq) * max_seq;
   const int F_in = gated(cfg_.mlp) ? 2 * F : F;
   head_chunk_ = static_cast<int>(std::min<long>(N, std::max<long>(64, (1L << 22) / V)));
   for (int pass = 0; pass < (allocate ? 2 : 1); ++pass) {
@@ -111,10 +105,11 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
       AttnActs& a = attn_acts_[l];
       sub_acts(a.res, plan_.blocks[l].attn);
       a.qkv = alloc(N * 3 * C);
-      for (std::size_t st = 0; st <= qk_stages_.size(); ++st) {
-        a.qs[st] = alloc(N * C);
-        a.ks[st] = alloc(N * C);
-      }
+      if (!qk_stages_.empty())
+        for (std::size_t st = 0; st <= qk_stages_.size(); ++st) {
+          a.qs[st] = alloc(N * C);
+          a.ks[st] = alloc(N * C);
+        }
       const long qk_rows = cfg_.qk_norm_scope == QKNormScope::head ? N * H : N;
       if (qk) {
         a.qn.mean = alloc(qk_rows);
@@ -122,9 +117,7 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
         a.kn.mean = alloc(qk_rows);
         a.kn.rstd = alloc(qk_rows);
       }
-      a.v = alloc(N * C);
-      a.P = alloc(max_batch * H * TT);
-      if (cfg_.attn_softcap > 0) a.th = alloc(max_batch * H * TT);
+      a.lse = alloc(static_cast<long>(max_batch) * H * max_seq);
       a.o = alloc(N * C);
       MlpActs& m = mlp_acts_[l];
       sub_acts(m.res, plan_.blocks[l].mlp);
@@ -145,10 +138,9 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
     d_qkv_ = alloc(wide);
     d_q_ = alloc(N * C);
     d_k_ = alloc(N * C);
-    d_v_ = alloc(N * C);
     d_o_ = alloc(N * C);
-    d_st_a_ = alloc(N * C);
-    d_st_b_ = alloc(N * C);
+    d_st_a_ = qk_stages_.size() > 0 ? alloc(N * C) : nullptr;
+    d_st_b_ = qk_stages_.size() > 1 ? alloc(N * C) : nullptr;
     d_h_ = alloc(N * F_in);
     d_a_ = alloc(N * F);
     d_final_ = alloc(N * C);
@@ -351,14 +343,15 @@ void Transformer<T>::norm_forward(NormCache& c, const NormSlots& s, const T* x, 
 
 template <class T>
 void Transformer<T>::norm_backward(const NormCache& c, const NormSlots& s, const T* x,
-                                   const T* dout, T* dx, long rows, int width, bool qk) {
+                                   const T* dout, T* dx, long rows, int width, bool qk, bool acc) {
   const bool rms = qk ? cfg_.qk_norm == QKNormKind::rmsnorm : cfg_.norm == NormKind::rmsnorm;
   const T g0 = static_cast<T>(cfg_.norm_gain_offset);
   if (rms)
-    ops::rmsnorm_backward(dx, g(s.w), dout, x, c.rstd, p(s.w), static_cast<int>(rows), width, g0);
+    ops::rmsnorm_backward(dx, g(s.w), dout, x, c.rstd, p(s.w), static_cast<int>(rows), width, g0,
+                          acc);
   else
     ops::layernorm_backward(dx, g(s.w), g(s.b), dout, x, c.mean, c.rstd, p(s.w),
-                            static_cast<int>(rows), width, g0);
+                            static_cast<int>(rows), width, g0, acc);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -403,31 +396,27 @@ void Transformer<T>::sublayer_backward(const SublayerPlan& pl, const SublayerSlo
   const int C = cfg_.d_model;
   const T* ds = dy;
   if (pl.norm_after_add) {
-    zero(d_tmp1_, N * C);
     NormCache post{nullptr, a.post.mean, a.post.rstd};
-    norm_backward(post, sl.norm_post, a.s, dy, d_tmp1_, N, C, false);
+    norm_backward(post, sl.norm_post, a.s, dy, d_tmp1_, N, C, false, false);
     ds = d_tmp1_;
   }
   const T alpha = static_cast<T>(pl.alpha);
-#pragma omp parallel for schedule(static) if (N * C > 32768)
+#pragma omp parallel for simd schedule(static) if (N * C > 32768)
   for (long i = 0; i < N * C; ++i) dx[i] = alpha * ds[i];
   const T* df = ds;
   if (pl.norm_out) {
-    zero(d_tmp2_, N * C);
-    norm_backward(a.out, sl.norm_out, a.f, ds, d_tmp2_, N, C, false);
+    norm_backward(a.out, sl.norm_out, a.f, ds, d_tmp2_, N, C, false, false);
     df = d_tmp2_;
   }
   const T* u = pl.norm_in ? a.in.out : x;
-  T* du = dx;  // without norm_in the branch gradient lands on the residual stream directly
-  if (pl.norm_in) {
-    zero(d_u_, N * C);
-    du = d_u_;
-  }
+  // Without norm_in the branch gradient lands on the residual stream directly (accumulating);
+  // with it, it goes to d_u_ (overwritten) and from there through the norm onto dx.
+  T* du = pl.norm_in ? d_u_ : dx;
   if (attn)
-    attn_backward(l, u, df, du);
+    attn_backward(l, u, df, du, !pl.norm_in);
   else
-    mlp_backward(l, u, df, du);
-  if (pl.norm_in) norm_backward(a.in, sl.norm_in, x, d_u_, dx, N, C, false);
+    mlp_backward(l, u, df, du, !pl.norm_in);
+  if (pl.norm_in) norm_backward(a.in, sl.norm_in, x, d_u_, dx, N, C, false, true);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -440,9 +429,10 @@ void Transformer<T>::attn_forward(int l, const T* u, T* f) {
   const AttnSlots& s = blocks_[l].attn;
   AttnActs& a = attn_acts_[l];
   ops::linear_forward(a.qkv, u, p(s.wqkv), p(s.bqkv), static_cast<int>(N), C, 3 * C);
-  gather_cols(a.qs[0], a.qkv, N, C, 3 * C, 0);
-  gather_cols(a.ks[0], a.qkv, N, C, 3 * C, C);
-  gather_cols(a.v, a.qkv, N, C, 3 * C, 2 * C);
+  if (!qk_stages_.empty()) {
+    gather_cols(a.qs[0], a.qkv, N, C, 3 * C, 0);
+    gather_cols(a.ks[0], a.qkv, N, C, 3 * C, C);
+  }
   const bool head = cfg_.qk_norm_scope == QKNormScope::head;
   const long rows = head ? N * H : N;
   const int width = head ? D : C;
@@ -456,22 +446,32 @@ void Transformer<T>::attn_forward(int l, const T* u, T* f) {
       ops::rope_forward(a.ks[st + 1], a.ks[st], rope_cos_, rope_sin_, B_, T_, H, D, pos0_);
     }
   }
-  const std::size_t last = qk_stages_.size();
+  const QkView qk = qk_view(l);
+  const T* v = a.qkv + 2 * C;  // values: never transformed, read in place (stride 3C)
   const T scale = static_cast<T>(cfg_.attn_scale > 0 ? cfg_.attn_scale : 1.0 / std::sqrt(D));
   if (kv_) {
     // Append this pass's keys and values to the cache, then attend over everything cached.
     const long lay = static_cast<long>(l) * cfg_.seq_len * C;
-    std::memcpy(kv_->k.data() + lay + static_cast<long>(pos0_) * C, a.ks[last], sizeof(T) * N * C);
-    std::memcpy(kv_->v.data() + lay + static_cast<long>(pos0_) * C, a.v, sizeof(T) * N * C);
-    ops::attention_forward_kv(a.o, kv_->scratch.data(), a.qs[last], kv_->k.data() + lay,
+    T* kc = kv_->k.data() + lay + static_cast<long>(pos0_) * C;
+    T* vc = kv_->v.data() + lay + static_cast<long>(pos0_) * C;
+    for (long r = 0; r < N; ++r) {
+      std::memcpy(kc + r * C, qk.k + r * qk.ld, sizeof(T) * C);
+      std::memcpy(vc + r * C, v + r * 3 * C, sizeof(T) * C);
+    }
+    const T* q = qk.q;
+    if (qk.ld != C) {  // the cached kernel wants contiguous queries: d_q_ is free while decoding
+      gather_cols(d_q_, a.qkv, N, C, 3 * C, 0);
+      q = d_q_;
+    }
+    ops::attention_forward_kv(a.o, kv_->scratch.data(), q, kv_->k.data() + lay,
                               kv_->v.data() + lay, T_, pos0_, H, D, scale,
                               static_cast<T>(cfg_.attn_softcap));
   } else {
     const long BH = static_cast<long>(B_) * H;
     T* st_max = collect_stats_ ? attn_stat_max_.data() + l * BH : nullptr;
     T* st_ent = collect_stats_ ? attn_stat_ent_.data() + l * BH : nullptr;
-    ops::attention_forward(a.o, a.P, a.th, a.qs[last], a.ks[last], a.v, B_, T_, H, D, scale,
-                           static_cast<T>(cfg_.attn_softcap), st_max, st_ent);
+    ops::attention_forward_tiled(a.o, C, a.lse, qk.q, qk.ld, qk.k, qk.ld, v, 3 * C, B_, T_, H, D,
+                                 scale, static_cast<T>(cfg_.attn_softcap), st_max, st_ent);
     if (collect_stats_) {
       double mx = 0, ent = 0;
       for (int h = 0; h < H; ++h) {
@@ -489,44 +489,57 @@ void Transformer<T>::attn_forward(int l, const T* u, T* f) {
 }
 
 template <class T>
-void Transformer<T>::attn_backward(int l, const T* u, const T* df, T* du) {
+typename Transformer<T>::QkView Transformer<T>::qk_view(int l) const {
+  const AttnActs& a = attn_acts_[l];
+  const int C = cfg_.d_model;
+  if (qk_stages_.empty()) return {a.qkv, a.qkv + C, 3 * C};
+  const std::size_t last = qk_stages_.size();
+  return {a.qs[last], a.ks[last], C};
+}
+
+template <class T>
+void Transformer<T>::attn_backward(int l, const T* u, const T* df, T* du, bool acc_du) {
   const long N = static_cast<long>(B_) * T_;
   const int C = cfg_.d_model, H = cfg_.n_head, D = cfg_.head_dim();
   const AttnSlots& s = blocks_[l].attn;
   AttnActs& a = attn_acts_[l];
-  zero(d_o_, N * C);
-  ops::linear_backward(d_o_, g(s.wo), g(s.bo), df, a.o, p(s.wo), static_cast<int>(N), C, C);
-  zero(d_q_, N * C);
-  zero(d_k_, N * C);
-  zero(d_v_, N * C);
+  ops::linear_backward(d_o_, g(s.wo), g(s.bo), df, a.o, p(s.wo), static_cast<int>(N), C, C,
+                       false);
+  // Gradients of q, k, v land in d_qkv_ (stride 3C) directly, unless QK stages sit in between.
   const std::size_t last = qk_stages_.size();
+  const bool staged = last > 0;
+  T* dq = staged ? d_q_ : d_qkv_;
+  T* dk = staged ? d_k_ : d_qkv_ + C;
+  const int ldd = staged ? C : 3 * C;
+  const QkView qk = qk_view(l);
   const T scale = static_cast<T>(cfg_.attn_scale > 0 ? cfg_.attn_scale : 1.0 / std::sqrt(D));
-  ops::attention_backward(d_q_, d_k_, d_v_, d_o_, a.qs[last], a.ks[last], a.v, a.P, a.th, B_, T_,
-                          H, D, scale, static_cast<T>(cfg_.attn_softcap));
-  // Replay the QK stages backwards for queries, then keys.
-  const bool head = cfg_.qk_norm_scope == QKNormScope::head;
-  const long rows = head ? N * H : N;
-  const int width = head ? D : C;
-  auto qk_back = [&](T* dcur, T** stages, const NormCache& nc, const NormSlots& ns) {
-    T* scratch[2] = {d_st_a_, d_st_b_};
-    for (std::size_t st = last; st-- > 0;) {
-      T* dprev = scratch[st % 2];
-      zero(dprev, N * C);
-      if (qk_stages_[st] == QkStage::norm)
-        norm_backward(nc, ns, stages[st], dcur, dprev, rows, width, true);
-      else
-        ops::rope_backward(dprev, dcur, rope_cos_, rope_sin_, B_, T_, H, D);
-      dcur = dprev;
-    }
-    return dcur;
-  };
-  const T* dq0 = qk_back(d_q_, a.qs, a.qn, s.q_norm);
-  scatter_cols(d_qkv_, dq0, N, C, 3 * C, 0);
-  const T* dk0 = qk_back(d_k_, a.ks, a.kn, s.k_norm);
-  scatter_cols(d_qkv_, dk0, N, C, 3 * C, C);
-  scatter_cols(d_qkv_, d_v_, N, C, 3 * C, 2 * C);
+  ops::attention_backward_tiled(dq, ldd, dk, ldd, d_qkv_ + 2 * C, 3 * C, d_o_, C, qk.q, qk.ld,
+                                qk.k, qk.ld, a.qkv + 2 * C, 3 * C, a.lse, B_, T_, H, D, scale,
+                                static_cast<T>(cfg_.attn_softcap));
+  if (staged) {
+    // Replay the QK stages backwards for queries, then keys.
+    const bool head = cfg_.qk_norm_scope == QKNormScope::head;
+    const long rows = head ? N * H : N;
+    const int width = head ? D : C;
+    auto qk_back = [&](T* dcur, T** stages, const NormCache& nc, const NormSlots& ns) {
+      T* scratch[2] = {d_st_a_, d_st_b_};
+      for (std::size_t st = last; st-- > 0;) {
+        T* dprev = scratch[st % 2];
+        if (qk_stages_[st] == QkStage::norm)
+          norm_backward(nc, ns, stages[st], dcur, dprev, rows, width, true, false);
+        else
+          ops::rope_backward(dprev, dcur, rope_cos_, rope_sin_, B_, T_, H, D, false);
+        dcur = dprev;
+      }
+      return dcur;
+    };
+    const T* dq0 = qk_back(d_q_, a.qs, a.qn, s.q_norm);
+    scatter_cols(d_qkv_, dq0, N, C, 3 * C, 0);
+    const T* dk0 = qk_back(d_k_, a.ks, a.kn, s.k_norm);
+    scatter_cols(d_qkv_, dk0, N, C, 3 * C, C);
+  }
   ops::linear_backward(du, g(s.wqkv), g(s.bqkv), d_qkv_, u, p(s.wqkv), static_cast<int>(N), C,
-                       3 * C);
+                       3 * C, acc_du);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -549,21 +562,21 @@ void Transformer<T>::mlp_forward(int l, const T* u, T* f) {
 }
 
 template <class T>
-void Transformer<T>::mlp_backward(int l, const T* u, const T* df, T* du) {
+void Transformer<T>::mlp_backward(int l, const T* u, const T* df, T* du, bool acc_du) {
   const long N = static_cast<long>(B_) * T_;
   const int C = cfg_.d_model, F = cfg_.d_ff;
   const MlpSlots& s = blocks_[l].mlp;
   MlpActs& a = mlp_acts_[l];
   const bool gl = gated(cfg_.mlp);
   const int F_in = gl ? 2 * F : F;
-  zero(d_a_, N * F);
-  ops::linear_backward(d_a_, g(s.w_out), g(s.b_out), df, a.a, p(s.w_out), static_cast<int>(N), F, C);
-  zero(d_h_, N * F_in);
+  ops::linear_backward(d_a_, g(s.w_out), g(s.b_out), df, a.a, p(s.w_out), static_cast<int>(N), F, C,
+                       false);
   if (gl)
-    ops::glu_backward(activation_of(cfg_.mlp), d_h_, d_a_, a.h, static_cast<int>(N), F);
+    ops::glu_backward(activation_of(cfg_.mlp), d_h_, d_a_, a.h, static_cast<int>(N), F, false);
   else
-    ops::activation_backward(activation_of(cfg_.mlp), d_h_, d_a_, a.h, N * F);
-  ops::linear_backward(du, g(s.w_in), g(s.b_in), d_h_, u, p(s.w_in), static_cast<int>(N), C, F_in);
+    ops::activation_backward_set(activation_of(cfg_.mlp), d_h_, d_a_, a.h, N * F);
+  ops::linear_backward(du, g(s.w_in), g(s.b_in), d_h_, u, p(s.w_in), static_cast<int>(N), C, F_in,
+                       acc_du);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -633,7 +646,6 @@ LossStats Transformer<T>::forward(const int* idx, const int* targets, int B, int
   const T* xf = final_hidden();
   const T* W = p(lm_head_);
   const T cap = static_cast<T>(cfg_.final_softcap);
-  if (need_grad) zero(d_final_, N * C);
   double ce = 0, lsq = 0, lse_sum = 0, lse_max = -1e300, max_raw = 0, max_capped = 0;
   T* lse = head_lse_;
   for (long r0 = 0; r0 < N; r0 += head_chunk_) {
@@ -684,8 +696,7 @@ void Transformer<T>::backward() {
   const int C = cfg_.d_model, L = cfg_.n_layer;
   T* dcur = d_res_a_;
   if (plan_.final_norm) {
-    zero(dcur, N * C);
-    norm_backward(final_cache_, final_norm_, res_[2 * L], d_final_, dcur, N, C, false);
+    norm_backward(final_cache_, final_norm_, res_[2 * L], d_final_, dcur, N, C, false, false);
   } else {
     std::memcpy(dcur, d_final_, sizeof(T) * N * C);
   }

@@ -197,9 +197,12 @@ T* attn_scratch(int slot, long n) {
 }  // namespace detail
 
 // o = softmax(causal(cap(scale q k^T))) v  (overwrites o);  lse (B, H, T) = log sum_j exp(s_ij)
+// Optional per-(b, h) statistics as in attention_forward (may be null): max |s| before the cap
+// and the attention entropy summed over queries (row entropy = lse - sum_j P_ij s_ij).
 template <class T>
 void attention_forward_tiled(T* o, int ldo, T* lse, const T* q, int ldq, const T* k, int ldk,
-                             const T* v, int ldv, int B, int Tn, int H, int D, T scale, T cap) {
+                             const T* v, int ldv, int B, int Tn, int H, int D, T scale, T cap,
+                             T* max_abs_logit = nullptr, T* entropy_sum = nullptr) {
   const T inv_cap = cap > 0 ? T(1) / cap : T(0);
 #pragma omp parallel for collapse(2) schedule(dynamic, 1) if (static_cast<long>(B) * H * Tn * Tn * D > 65536)
   for (int b = 0; b < B; ++b)
@@ -211,6 +214,7 @@ void attention_forward_tiled(T* o, int ldo, T* lse, const T* q, int ldq, const T
       T* ob = o + row0 * ldo + h * D;
       T* lb = lse + (static_cast<long>(b) * H + h) * Tn;
       T* S = detail::attn_scratch<T>(0, static_cast<long>(kAttnTile) * Tn);
+      T max_abs = 0, ent = 0;
       for (int i0 = 0; i0 < Tn; i0 += kAttnTile) {
         const int tq = std::min(kAttnTile, Tn - i0), nk = i0 + tq;
         // S (tq, nk) = scale * q_tile k^T
@@ -219,6 +223,12 @@ void attention_forward_tiled(T* o, int ldo, T* lse, const T* q, int ldq, const T
         for (int r = 0; r < tq; ++r) {
           T* s = S + static_cast<long>(r) * nk;
           const int n = i0 + r + 1;  // keys 0 .. i0 + r
+          if (max_abs_logit) {
+            T ma = max_abs;
+#pragma omp simd reduction(max : ma)
+            for (int j = 0; j < n; ++j) ma = std::fabs(s[j]) > ma ? std::fabs(s[j]) : ma;
+            max_abs = ma;
+          }
           if (cap > 0) {
 #pragma omp simd
             for (int j = 0; j < n; ++j) s[j] = cap * tanh_fast(s[j] * inv_cap);
@@ -226,23 +236,37 @@ void attention_forward_tiled(T* o, int ldo, T* lse, const T* q, int ldq, const T
           T m = s[0];
 #pragma omp simd reduction(max : m)
           for (int j = 0; j < n; ++j) m = s[j] > m ? s[j] : m;
-          T sum = 0;
+          T sum = 0, es = 0;
+          if (entropy_sum) {
+#pragma omp simd reduction(+ : sum, es)
+            for (int j = 0; j < n; ++j) {
+              const T e = exp_fast(s[j] - m);
+              es += e * s[j];
+              s[j] = e;
+              sum += e;
+            }
+          } else {
 #pragma omp simd reduction(+ : sum)
-          for (int j = 0; j < n; ++j) {
-            const T e = exp_fast(s[j] - m);
-            s[j] = e;
-            sum += e;
+            for (int j = 0; j < n; ++j) {
+              const T e = exp_fast(s[j] - m);
+              s[j] = e;
+              sum += e;
+            }
           }
           const T inv = T(1) / sum;
 #pragma omp simd
           for (int j = 0; j < n; ++j) s[j] *= inv;
           for (int j = n; j < nk; ++j) s[j] = T(0);
-          lb[i0 + r] = m + std::log(sum);
+          const T l = m + std::log(sum);
+          lb[i0 + r] = l;
+          if (entropy_sum) ent += l - es * inv;
         }
         // o_tile = P v
         gemm_serial<T>(false, false, tq, D, nk, T(1), S, nk, vb, ldv, T(0),
                        ob + static_cast<long>(i0) * ldo, ldo);
       }
+      if (max_abs_logit) max_abs_logit[static_cast<long>(b) * H + h] = max_abs;
+      if (entropy_sum) entropy_sum[static_cast<long>(b) * H + h] = ent;
     }
 }
 

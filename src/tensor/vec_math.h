@@ -37,7 +37,8 @@ inline float exp_fast(float x) {
 }
 
 // tanh(x) as the [13/6] rational approximation of Eigen (generic_fast_tanh_float), a few ulp;
-// |x| < 4e-4 returns x, |x| > 7.99 saturates to +-1 (as tanh does in float).
+// |x| < 4e-4 returns x; |x| > 9 returns exactly +-1, as float tanh does (so that 1 - tanh^2 and
+// 1 + tanh vanish where they do for std::tanh).
 inline float tanh_fast(float x) {
   constexpr float c = 7.99881172180175781f;
   const float xc = x > c ? c : (x < -c ? -c : x);
@@ -55,7 +56,8 @@ inline float tanh_fast(float x) {
   q = q * x2 + 2.26843463243900e-03f;
   q = q * x2 + 4.89352518554385e-03f;
   const float y = p / q;
-  return std::fabs(x) < 0.0004f ? x : y;
+  const float ax = std::fabs(x);
+  return ax < 0.0004f ? x : (ax > 9.f ? std::copysign(1.f, x) : y);
 }
 
 inline double exp_fast(double x) { return std::exp(x); }

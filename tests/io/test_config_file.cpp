@@ -101,10 +101,16 @@ Config every_key_changed() {
   t.checkpoint_interval = 0;
   t.keep_checkpoints = 5;
   t.threads = 2;
+  t.spike_policy = SpikePolicy::rollback;
+  t.spike_window = 20;
+  t.spike_threshold = 4.5;
+  t.max_bad_steps = 3;
   c.data.path = "corpus dir/tiny \"shakespeare\"\\\t.txt";
   c.data.val_fraction = 0.1;
   c.diag.interval = 7;
   c.diag.per_head = true;
+  c.dist.deterministic = true;
+  c.dist.bucket_size = 1000;
   return c;
 }
 

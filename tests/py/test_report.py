@@ -178,7 +178,7 @@ def chromium():
 
 def test_renders_in_headless_chromium(report, tmp_path):
     _, out, _ = report
-    args = [chromium(), "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+    args = [chromium(), "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
             "--disable-extensions", "--enable-logging=stderr", "--v=0", f"--user-data-dir={tmp_path / 'profile'}"]
     p = subprocess.run([*args, "--dump-dom", out.as_uri()], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr[-2000:]

@@ -5,6 +5,7 @@
 // approximations within 3e-7; double: the library functions, so gradient checks are unchanged).
 #pragma once
 #include <cmath>
+#include <type_traits>
 
 #include "tensor/vec_math.h"
 
@@ -21,7 +22,14 @@ inline T act_value_k(T x) {
     return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440)));
   } else if constexpr (A == Activation::gelu_tanh) {
     const T k = T(0.79788456080286535588);
-    return T(0.5) * x * (T(1) + tanh_fast(k * (x + T(0.044715) * x * x * x)));
+    const T u = k * (x + T(0.044715) * x * x * x);
+    if constexpr (std::is_same_v<T, float>) {
+      // 0.5 (1 + tanh u) = sigmoid(2u) = 1 / (1 + e^{-2u}): one exp, no cancellation.
+      const T uc = u > T(40) ? T(40) : (u < T(-40) ? T(-40) : u);
+      return x / (T(1) + exp_fast(T(-2) * uc));
+    } else {
+      return T(0.5) * x * (T(1) + std::tanh(u));
+    }
   } else {
     return x / (T(1) + exp_fast(-x));
   }
@@ -36,9 +44,18 @@ inline T act_grad_k(T x) {
   } else if constexpr (A == Activation::gelu_tanh) {
     const T k = T(0.79788456080286535588);
     const T u = k * (x + T(0.044715) * x * x * x);
-    const T th = tanh_fast(u);
     const T du = k * (T(1) + T(3) * T(0.044715) * x * x);
-    return T(0.5) * (T(1) + th) + T(0.5) * x * (T(1) - th * th) * du;
+    if constexpr (std::is_same_v<T, float>) {
+      // With s = sigmoid(2u) = 1 / (1 + E), E = e^{-2u}, 1 - s = E s:  0.5 (1 + tanh u) = s and
+      // 0.5 (1 - tanh^2 u) = 2 s (1 - s); |u| <= 40 keeps E and 1 + E finite.
+      const T uc = u > T(40) ? T(40) : (u < T(-40) ? T(-40) : u);
+      const T E = exp_fast(T(-2) * uc);
+      const T s = T(1) / (T(1) + E);
+      return s + T(2) * x * du * s * (E * s);
+    } else {
+      const T th = std::tanh(u);
+      return T(0.5) * (T(1) + th) + T(0.5) * x * (T(1) - th * th) * du;
+    }
   } else {
     const T s = T(1) / (T(1) + exp_fast(-x));
     return s * (T(1) + x * (T(1) - s));

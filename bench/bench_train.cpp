@@ -141,6 +141,12 @@ double rss_mb() {
   return 0;
 }
 
+double cpu_seconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + 1e-6 * (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
@@ -175,7 +181,7 @@ json run_train(const BenchConfig& bc, int steps, int warmup, int threads) {
   Rng rng(42);
   const long n = static_cast<long>(B) * Tn;
   std::vector<int> idx(n), tgt(n);
-  std::vector<double> ms;
+  std::vector<double> ms, cpu_ms;
   double loss0 = 0, loss_last = 0;
   for (int s = 0; s < warmup + steps; ++s) {
     for (long i = 0; i < n; ++i) {
@@ -183,6 +189,7 @@ json run_train(const BenchConfig& bc, int steps, int warmup, int threads) {
       tgt[i] = static_cast<int>(rng.below(mc.vocab_size));
     }
     const auto t0 = Clock::now();
+    const double c0 = cpu_seconds();
     model.zero_grad();
     const LossStats st = model.forward(idx.data(), tgt.data(), B, Tn, bc.z_loss, true);
     model.backward();
@@ -191,7 +198,10 @@ json run_train(const BenchConfig& bc, int steps, int warmup, int threads) {
     if (s == 0) loss0 = st.loss;
     loss_last = st.loss;
     if (!std::isfinite(st.loss)) throw std::runtime_error("non-finite loss in the benchmark");
-    if (s >= warmup) ms.push_back(dt);
+    if (s >= warmup) {
+      ms.push_back(dt);
+      cpu_ms.push_back((cpu_seconds() - c0) * 1e3);
+    }
   }
   const double step_ms = median(ms);
   const double tok_s = n / (step_ms / 1e3);
@@ -208,6 +218,9 @@ json run_train(const BenchConfig& bc, int steps, int warmup, int threads) {
   j["warmup"] = warmup;
   j["step_ms"] = ms;
   j["step_ms_median"] = step_ms;
+  // CPU time of the process (all threads, user + system) per step: a check on the wall time when
+  // other processes share the cores (spin-waiting counts here too).
+  j["cpu_ms_median"] = median(cpu_ms);
   j["tokens_per_s"] = tok_s;
   j["gflops"] = flops_per_token(mc) * tok_s / 1e9;
   j["loss_first"] = loss0;

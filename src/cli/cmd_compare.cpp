@@ -7,6 +7,9 @@
 #include "cli/commands.h"
 #include "cli/status.h"
 #include "lab/compare.h"
+#include "report/report.h"
+
+#include <filesystem>
 
 namespace normlab::cli {
 
@@ -43,6 +46,14 @@ void add_compare(CLI::App& app, Action& action) {
       status.finish();
       fmt::print("\n{}\nwritten: {}/summary.md, {}/summary.json\n", comparison_table(rows), o->out, o->out);
       if (!rows.empty() && rows.back().result.stop_reason == "interrupted") return kExitInterrupted;
+      // The same figures as `normlab report OUT`: loss curves, gradient norms, residual RMS, ...
+      std::vector<std::string> dirs;
+      for (const auto& r : rows) dirs.push_back(r.run_dir);
+      const std::string html = (std::filesystem::path(o->out) / "report.html").string();
+      const std::string link = std::filesystem::path(report::figures_dir_for(html)).filename().string();
+      const auto rep = report::build_report(report::load_inputs(dirs), "normlab compare", link);
+      report::write_report(rep, html);
+      fmt::print("report: {} ({} figures)\n", html, rep.figures.size());
       return kExitOk;
     };
   });

@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   add_report(app, action);
   add_gradflow(app, action);
   add_sweep(app, action);
+  add_tokenize(app, action);
   add_interop(app, action);
   try {
     app.parse(argc, argv);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "tensor/parallel.h"
 #include "tensor/vec_math.h"
 
 namespace normlab::ops {
@@ -115,8 +116,12 @@ inline void with_activation(Activation a, F&& f) {
 template <class T>
 void activation_forward(Activation a, T* y, const T* x, long n) {
   with_activation(a, [&]<Activation A>() {
-#pragma omp parallel for simd schedule(static) if (n > 32768)
-    for (long i = 0; i < n; ++i) y[i] = act_value_k<A>(x[i]);
+    parallel_chunks(n, 32768, [&](long b, long e) {
+      const T* xs = x + b;
+      T* ys = y + b;
+#pragma omp simd
+      for (long i = 0; i < e - b; ++i) ys[i] = act_value_k<A>(xs[i]);
+    });
   });
 }
 
@@ -124,8 +129,13 @@ void activation_forward(Activation a, T* y, const T* x, long n) {
 template <class T>
 void activation_backward(Activation a, T* dx, const T* dy, const T* x, long n) {
   with_activation(a, [&]<Activation A>() {
-#pragma omp parallel for simd schedule(static) if (n > 32768)
-    for (long i = 0; i < n; ++i) dx[i] += dy[i] * act_grad_k<A>(x[i]);
+    parallel_chunks(n, 32768, [&](long b, long e) {
+      const T* xs = x + b;
+      const T* dys = dy + b;
+      T* dxs = dx + b;
+#pragma omp simd
+      for (long i = 0; i < e - b; ++i) dxs[i] += dys[i] * act_grad_k<A>(xs[i]);
+    });
   });
 }
 
@@ -133,8 +143,13 @@ void activation_backward(Activation a, T* dx, const T* dy, const T* x, long n) {
 template <class T>
 void activation_backward_set(Activation a, T* dx, const T* dy, const T* x, long n) {
   with_activation(a, [&]<Activation A>() {
-#pragma omp parallel for simd schedule(static) if (n > 32768)
-    for (long i = 0; i < n; ++i) dx[i] = dy[i] * act_grad_k<A>(x[i]);
+    parallel_chunks(n, 32768, [&](long b, long e) {
+      const T* xs = x + b;
+      const T* dys = dy + b;
+      T* dxs = dx + b;
+#pragma omp simd
+      for (long i = 0; i < e - b; ++i) dxs[i] = dys[i] * act_grad_k<A>(xs[i]);
+    });
   });
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 #include <cmath>
 
+#include "tensor/parallel.h"
 #include "tensor/vec_math.h"
 
 namespace normlab::ops {
@@ -11,8 +12,12 @@ namespace normlab::ops {
 template <class T>
 void softcap_forward(T* y, const T* x, long n, T cap) {
   const T inv = T(1) / cap;
-#pragma omp parallel for simd schedule(static) if (n > 32768)
-  for (long i = 0; i < n; ++i) y[i] = cap * tanh_fast(x[i] * inv);
+  parallel_chunks(n, 32768, [&](long b, long e) {
+    const T* xs = x + b;
+    T* ys = y + b;
+#pragma omp simd
+    for (long i = 0; i < e - b; ++i) ys[i] = cap * tanh_fast(xs[i] * inv);
+  });
 }
 
 // dy/dx = 1 - tanh^2(x / cap) = 1 - (y / cap)^2, written from the forward output y.
@@ -20,11 +25,16 @@ void softcap_forward(T* y, const T* x, long n, T cap) {
 template <class T>
 void softcap_backward(T* dx, const T* dy, const T* y, long n, T cap) {
   const T inv = T(1) / cap;
-#pragma omp parallel for simd schedule(static) if (n > 32768)
-  for (long i = 0; i < n; ++i) {
-    const T th = y[i] * inv;
-    dx[i] = dy[i] * (T(1) - th * th);
-  }
+  parallel_chunks(n, 32768, [&](long b, long e) {
+    const T* ys = y + b;
+    const T* dys = dy + b;
+    T* dxs = dx + b;
+#pragma omp simd
+    for (long i = 0; i < e - b; ++i) {
+      const T th = ys[i] * inv;
+      dxs[i] = dys[i] * (T(1) - th * th);
+    }
+  });
 }
 
 }  // namespace normlab::ops

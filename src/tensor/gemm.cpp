@@ -42,13 +42,15 @@ struct Scratch {
 };
 thread_local Scratch a_scratch, b_scratch;
 
-// Packs rows [i0, i0 + mc) and sums [k0, k0 + kc) of op(A) into MR-row panels: ap[p][k][r].
-// Rows past M are zero so that the micro-kernel can always run MR rows.
+// Packs rows [i0, i0 + mc) and sums [k0, k0 + kc) of op(A) into MR-row micro-panels, in the
+// layout that is a plain copy of the source: op(A) = A (row-major A) gives row-major panels
+// ap[p][r][k] (each row a memcpy); op(A) = A^T gives k-major panels ap[p][k][r] (MR contiguous
+// values per k). Rows past M are zero so that the micro-kernel can always run MR rows.
 void pack_a(float* ap, bool ta, const float* A, long lda, int i0, int mc, int k0, int kc) {
   for (int p = 0; p < mc; p += MR) {
     const int mr = std::min(MR, mc - p);
     float* dst = ap + static_cast<long>(p) * kc;
-    if (ta) {  // op(A)(i, k) = A[k][i]: MR contiguous values per k
+    if (ta) {
       for (int k = 0; k < kc; ++k) {
         const float* src = A + static_cast<long>(k0 + k) * lda + i0 + p;
         int r = 0;
@@ -56,21 +58,47 @@ void pack_a(float* ap, bool ta, const float* A, long lda, int i0, int mc, int k0
         for (; r < MR; ++r) dst[k * MR + r] = 0.f;
       }
     } else {
-      const float* rows[MR];
-      for (int r = 0; r < MR; ++r)
-        rows[r] = A + static_cast<long>(i0 + p + std::min(r, mr - 1)) * lda + k0;
-      if (mr == MR) {
-        for (int k = 0; k < kc; ++k)
-          for (int r = 0; r < MR; ++r) dst[k * MR + r] = rows[r][k];
-      } else {
-        for (int k = 0; k < kc; ++k)
-          for (int r = 0; r < MR; ++r) dst[k * MR + r] = r < mr ? rows[r][k] : 0.f;
+      for (int r = 0; r < MR; ++r) {
+        if (r < mr)
+          std::memcpy(dst + static_cast<long>(r) * kc,
+                      A + static_cast<long>(i0 + p + r) * lda + k0, sizeof(float) * kc);
+        else
+          std::memset(dst + static_cast<long>(r) * kc, 0, sizeof(float) * kc);
       }
     }
   }
 }
 
-// Packs NR-column panel `jp` (columns [j0, j0 + nr)) over sums [k0, k0 + kc) of op(B):
+#if defined(__AVX512F__)
+// 16 x 16 transpose in registers: rows r[0..15] become columns.
+inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+    r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+    t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xDD);
+    t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+    t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xDD);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD);
+    r[i + 4] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0x88);
+    r[i + 12] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0xDD);
+  }
+}
+#endif
+
+// Packs NR-column panel (columns [j0, j0 + nr)) over sums [k0, k0 + kc) of op(B):
 // bp[k][c], zero past N.
 void pack_b_panel(float* bp, bool tb, const float* B, long ldb, int j0, int nr, int k0, int kc) {
   if (!tb) {  // op(B)(k, j) = B[k][j]: rows are contiguous
@@ -80,31 +108,39 @@ void pack_b_panel(float* bp, bool tb, const float* B, long ldb, int j0, int nr, 
       std::memcpy(dst, src, sizeof(float) * nr);
       if (nr < NR) std::memset(dst + nr, 0, sizeof(float) * (NR - nr));
     }
-  } else {  // op(B)(k, j) = B[j][k]: transpose while packing, 16 x 16 blocks
-    int c0 = 0;
-    for (; c0 < nr; c0 += 16) {
-      const int cn = std::min(16, nr - c0);
-      for (int kb = 0; kb < kc; kb += 16) {
-        const int kn = std::min(16, kc - kb);
-        for (int c = 0; c < cn; ++c) {
-          const float* src = B + static_cast<long>(j0 + c0 + c) * ldb + k0 + kb;
-          for (int k = 0; k < kn; ++k) bp[static_cast<long>(kb + k) * NR + c0 + c] = src[k];
-        }
-        for (int c = cn; c < 16; ++c)
-          for (int k = 0; k < kn; ++k) bp[static_cast<long>(kb + k) * NR + c0 + c] = 0.f;
+    return;
+  }
+  // op(B)(k, j) = B[j][k]: transpose while packing, in 16 x 16 blocks
+  for (int c0 = 0; c0 < NR; c0 += 16) {
+    const int cn = std::max(0, std::min(16, nr - c0));
+    for (int kb = 0; kb < kc; kb += 16) {
+      const int kn = std::min(16, kc - kb);
+#if defined(__AVX512F__)
+      if (cn == 16 && kn == 16) {
+        __m512 r[16];
+        for (int c = 0; c < 16; ++c)
+          r[c] = _mm512_loadu_ps(B + static_cast<long>(j0 + c0 + c) * ldb + k0 + kb);
+        transpose16(r);
+        for (int k = 0; k < 16; ++k) _mm512_store_ps(bp + static_cast<long>(kb + k) * NR + c0, r[k]);
+        continue;
+      }
+#endif
+      for (int k = 0; k < kn; ++k) {
+        float* dst = bp + static_cast<long>(kb + k) * NR + c0;
+        for (int c = 0; c < cn; ++c) dst[c] = B[static_cast<long>(j0 + c0 + c) * ldb + k0 + kb + k];
+        for (int c = cn; c < 16; ++c) dst[c] = 0.f;
       }
     }
-    for (; c0 < NR; c0 += 16)
-      for (int k = 0; k < kc; ++k) std::memset(bp + static_cast<long>(k) * NR + c0, 0, 64);
   }
 }
 
 // ---------------------------------------------------------------------------------------------
-// Micro-kernels: C[0:mr, 0:nc] = alpha * sum_k ap[k][0:MR] bp[k][0:NR] + beta * C (beta = 0: C
-// is not read). NV is the number of 16-wide vectors of the tile that are needed (nc <= 16 NV).
+// Micro-kernels: C[0:mr, 0:nc] = alpha * sum_k a(k, r) bp[k][0:NR] + beta * C (beta = 0: C is
+// not read), with a(k, r) = ap[k * MR + r] (KMajor) or ap[r * kc + k]. NV is the number of
+// 16-wide vectors of the tile that are needed (nc <= 16 NV).
 
 #if defined(__AVX512F__)
-template <int NV>
+template <int NV, bool KMajor>
 void micro_kernel(int kc, const float* __restrict ap, const float* __restrict bp, float* c,
                   long ldc, int mr, int nc, float alpha, float beta) {
   __m512 acc[MR][NV];
@@ -112,6 +148,10 @@ void micro_kernel(int kc, const float* __restrict ap, const float* __restrict bp
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  const float* arow[MR];
+#pragma GCC unroll 6
+  for (int r = 0; r < MR; ++r) arow[r] = KMajor ? ap + r : ap + static_cast<long>(r) * kc;
+  constexpr int astep = KMajor ? MR : 1;
 #pragma GCC unroll 2
   for (int k = 0; k < kc; ++k) {
     __m512 b[NV];
@@ -119,7 +159,7 @@ void micro_kernel(int kc, const float* __restrict ap, const float* __restrict bp
     for (int v = 0; v < NV; ++v) b[v] = _mm512_load_ps(bp + k * NR + 16 * v);
 #pragma GCC unroll 6
     for (int r = 0; r < MR; ++r) {
-      const __m512 a = _mm512_set1_ps(ap[k * MR + r]);
+      const __m512 a = _mm512_set1_ps(arow[r][k * astep]);
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(a, b[v], acc[r][v]);
     }
@@ -141,14 +181,14 @@ void micro_kernel(int kc, const float* __restrict ap, const float* __restrict bp
   }
 }
 #else
-template <int NV>
+template <int NV, bool KMajor>
 void micro_kernel(int kc, const float* __restrict ap, const float* __restrict bp, float* c,
                   long ldc, int mr, int nc, float alpha, float beta) {
   constexpr int W = 16 * NV;
   float acc[MR][W] = {};
   for (int k = 0; k < kc; ++k)
     for (int r = 0; r < MR; ++r) {
-      const float a = ap[k * MR + r];
+      const float a = KMajor ? ap[k * MR + r] : ap[static_cast<long>(r) * kc + k];
       for (int j = 0; j < W; ++j) acc[r][j] += a * bp[k * NR + j];
     }
   for (int r = 0; r < mr; ++r)
@@ -159,13 +199,14 @@ void micro_kernel(int kc, const float* __restrict ap, const float* __restrict bp
 }
 #endif
 
+template <bool KMajor>
 void micro(int kc, const float* ap, const float* bp, float* c, long ldc, int mr, int nc,
            float alpha, float beta) {
   switch ((nc + 15) / 16) {
-    case 1: micro_kernel<1>(kc, ap, bp, c, ldc, mr, nc, alpha, beta); break;
-    case 2: micro_kernel<2>(kc, ap, bp, c, ldc, mr, nc, alpha, beta); break;
-    case 3: micro_kernel<3>(kc, ap, bp, c, ldc, mr, nc, alpha, beta); break;
-    default: micro_kernel<4>(kc, ap, bp, c, ldc, mr, nc, alpha, beta); break;
+    case 1: micro_kernel<1, KMajor>(kc, ap, bp, c, ldc, mr, nc, alpha, beta); break;
+    case 2: micro_kernel<2, KMajor>(kc, ap, bp, c, ldc, mr, nc, alpha, beta); break;
+    case 3: micro_kernel<3, KMajor>(kc, ap, bp, c, ldc, mr, nc, alpha, beta); break;
+    default: micro_kernel<4, KMajor>(kc, ap, bp, c, ldc, mr, nc, alpha, beta); break;
   }
 }
 
@@ -235,10 +276,15 @@ void run(const Problem& p, float* bpack, std::atomic<int>* next, int tid, int nt
         for (int jp = jp0; jp < jp1; ++jp) {
           const int j0 = jp * NR, ncur = std::min(NR, nc - j0);
           const float* bp = bslice + static_cast<long>(jp) * NR * kc;
-          for (int ir = 0; ir < mcur; ir += MR)
-            micro(kc, apack + static_cast<long>(ir) * kc, bp,
-                  p.C + static_cast<long>(i0 + ir) * p.ldc + jc + j0, p.ldc,
-                  std::min(MR, mcur - ir), ncur, p.alpha, beta);
+          for (int ir = 0; ir < mcur; ir += MR) {
+            float* c = p.C + static_cast<long>(i0 + ir) * p.ldc + jc + j0;
+            const float* ap = apack + static_cast<long>(ir) * kc;
+            const int mr = std::min(MR, mcur - ir);
+            if (p.ta)
+              micro<true>(kc, ap, bp, c, p.ldc, mr, ncur, p.alpha, beta);
+            else
+              micro<false>(kc, ap, bp, c, p.ldc, mr, ncur, p.alpha, beta);
+          }
         }
       }
     }

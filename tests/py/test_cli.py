@@ -203,3 +203,14 @@ def test_prompt_longer_than_context(run):
     p = normlab("generate", "--checkpoint", run, "--prompt", "x" * 40)
     assert p.returncode == 3
     one_line_error(p, "prompt has 40 tokens", "model.seq_len")
+
+
+def test_tokenize_and_train_on_token_file(tmp_path):
+    text = tmp_path / "t.txt"
+    text.write_text("the quick brown fox jumps over the lazy dog. " * 400)
+    tok = tmp_path / "t.bin"
+    normlab("tokenize", "--input", text, "--out", tok, check=0)
+    data = tok.read_bytes()
+    assert data[:8] == b"NLTOKENS" and len(data) == 32 + len(text.read_bytes())
+    normlab("train", "--out", tmp_path / "r", *TINY, "--set", "train.steps=3",
+            "--set", f"data.path={tok}", check=0)

@@ -28,7 +28,7 @@ enum class MlpKind { gelu, gelu_tanh, swiglu, geglu };
 enum class InitKind { gpt2, normal, xavier };
 enum class ScheduleKind { cosine, linear, constant };
 // What the trainer does with a loss or gradient-norm spike (z-score above train.spike_threshold
-// against the last train.spike_window accepted steps): nothing but flag it, skip the update
+// against the last train.spike_window finite steps): nothing but flag it, skip the update
 // (OLMo-core's skip-step AdamW), or reload the last good checkpoint and skip the offending
 // batches (PaLM). Non-finite losses and gradients are always skipped.
 enum class SpikePolicy { off, skip, rollback };
@@ -94,7 +94,7 @@ struct TrainConfig {
   int keep_checkpoints = 2;
   int threads = 0;  // 0 = all cores
   SpikePolicy spike_policy = SpikePolicy::skip;
-  int spike_window = 50;         // accepted steps the z-score is measured against
+  int spike_window = 50;         // finite steps the z-score is measured against
   double spike_threshold = 6.0;  // z-score of the loss or the gradient norm
   int max_bad_steps = 10;        // consecutive skipped/rolled-back steps before stopping as diverged
 

@@ -18,7 +18,7 @@ bool SpikeGuard::is_spike(double loss, double grad_norm) const {
   return zscore(loss_, loss) > threshold_ || zscore(grad_, grad_norm) > threshold_;
 }
 
-void SpikeGuard::accept(double loss, double grad_norm) {
+void SpikeGuard::record(double loss, double grad_norm) {
   loss_.push_back(loss);
   grad_.push_back(grad_norm);
   while (static_cast<int>(loss_.size()) > window_) {

@@ -1,5 +1,5 @@
 // The spike guard: z-scores of the loss and of the gradient norm against the last `window`
-// accepted steps (in the manner of OLMo-core's skip-step AdamW). Its window is part of the
+// finite steps (in the manner of OLMo-core's skip-step AdamW). Its window is part of the
 // training state so that a resumed run takes the same decisions.
 #pragma once
 #include <deque>
@@ -14,8 +14,8 @@ class SpikeGuard {
   // True when the window is full and the loss or the gradient norm lies more than `threshold`
   // standard deviations above the window's mean.
   bool is_spike(double loss, double grad_norm) const;
-  // Records an accepted step.
-  void accept(double loss, double grad_norm);
+  // Records a finite step (whether or not its update was applied).
+  void record(double loss, double grad_norm);
   nlohmann::json to_json() const;
   void from_json(const nlohmann::json& j);
 

@@ -257,9 +257,12 @@ TrainResult Trainer::run(const TrainHooks& hooks) {
       continue;
     }
     if (diag_step) std::copy(I.model.params().begin(), I.model.params().end(), I.before.begin());
+    // Every finite step enters the guard's window, skipped or not: a lasting shift of the loss
+    // level becomes the new normal after a few steps instead of freezing training (a window of
+    // accepted steps only would reject every step after a level shift, forever).
+    if (finite) I.guard.record(sum.loss, gnorm);
     if (act == Action::update) {
       I.opt.step(I.model.params(), I.model.grads(), lr);
-      I.guard.accept(sum.loss, gnorm);
     } else {
       ++I.state.skipped_steps;  // no parameter or moment is touched
     }

@@ -155,6 +155,26 @@ TEST(Guards, SpikeRollbackPolicy) {
   fs::remove_all(dir);
 }
 
+TEST(Guards, LevelShiftDoesNotFreezeTraining) {
+  // A lasting jump of the loss level (not a one-off spike): the first shifted step is skipped,
+  // then the shifted values in the window make it the new normal and updates resume. (With a
+  // window of accepted steps only, every later step would be skipped until max_bad_steps.)
+  const std::string dir = temp_dir("shift");
+  Trainer t(guard_config(40, SpikePolicy::skip), dir, false);
+  TrainHooks h;
+  h.inject = [](long step, std::span<float> g, double& loss) {
+    if (step >= 20) {
+      loss += 2.0;
+      for (auto& x : g) x *= 50.0f;
+    }
+  };
+  const TrainResult r = t.run(h);
+  EXPECT_FALSE(r.diverged) << r.stop_reason;
+  EXPECT_EQ(r.steps, 40);
+  EXPECT_EQ(t.state().skipped_steps, 1);
+  fs::remove_all(dir);
+}
+
 TEST(Guards, PersistentDivergenceStopsNamingCheckpoint) {
   const std::string dir = temp_dir("persist");
   Trainer t(guard_config(40, SpikePolicy::skip), dir, false);

@@ -499,8 +499,7 @@ struct Builder {
     by_depth_gradflow("grad_norm_layers_gradflow", "Gradient norm by layer (gradflow study)",
                       &GradflowResult::grad_norm_layer, "layer", "gradient norm",
                       "L2 norm of the loss gradient with respect to each block's parameters, per layer, at "
-                      "initialization (gradflow.json). Post-Norm typically grows toward the output layers, "
-                      "Pre-Norm toward the input.");
+                      "initialization or after the study's training steps (gradflow.json).");
     by_depth_runs("grad_norm_layers_runs", "Gradient norm by layer (runs)", "grad_norm_block", "layer",
                   "gradient norm", 1.0,
                   "L2 norm of the gradient of each block's parameters (grad_norm_block) in the last "

@@ -16,6 +16,11 @@
 // backward, over the full T x T square as in PaLM's MFU definition, Chowdhery et al. 2022, App. B).
 #include <cblas.h>
 #include <sys/resource.h>
+#if defined(NORMLAB_BENCH_DNNL)
+#include <oneapi/dnnl/dnnl.h>
+#endif
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
@@ -25,11 +30,9 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "model/transformer.h"
 #include "ops/activation.h"
@@ -77,7 +80,8 @@ BenchConfig bench_config(const std::string& name) {
     m.d_ff = 1536;
     m.seq_len = 256;
     b.batch = 8;
-    b.description = "V=256 C=384 L=6 H=6 F=1536 T=256 B=8, pre, layernorm, gelu_tanh, learned pos, tied";
+    b.description =
+        "V=256 C=384 L=6 H=6 F=1536 T=256 B=8, pre, layernorm, gelu_tanh, learned pos, tied";
     if (name == "c") {
       m.placement = Placement::peri;
       m.norm = NormKind::rmsnorm;
@@ -88,8 +92,9 @@ BenchConfig bench_config(const std::string& name) {
       m.attn_softcap = 50;
       m.final_softcap = 30;
       b.z_loss = 1e-4;
-      b.description = "as a, but peri, rmsnorm, qk_norm rmsnorm (head), rope, swiglu, attn cap 50, "
-                      "final cap 30, z-loss 1e-4";
+      b.description =
+          "as a, but peri, rmsnorm, qk_norm rmsnorm (head), rope, swiglu, attn cap 50, "
+          "final cap 30, z-loss 1e-4";
     }
   } else if (name == "b") {
     m.vocab_size = 50257;
@@ -144,7 +149,8 @@ double rss_mb() {
 double cpu_seconds() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + 1e-6 * (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+         1e-6 * (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
 }
 
 double median(std::vector<double> v) {
@@ -181,7 +187,7 @@ json run_train(const BenchConfig& bc, int steps, int warmup, int threads) {
   Rng rng(42);
   const long n = static_cast<long>(B) * Tn;
   std::vector<int> idx(n), tgt(n);
-  std::vector<double> ms, cpu_ms;
+  std::vector<double> ms, cpu_ms, fwd_ms, bwd_ms, opt_ms, fwd_cpu, bwd_cpu, opt_cpu;
   double loss0 = 0, loss_last = 0;
   for (int s = 0; s < warmup + steps; ++s) {
     for (long i = 0; i < n; ++i) {
@@ -192,15 +198,27 @@ json run_train(const BenchConfig& bc, int steps, int warmup, int threads) {
     const double c0 = cpu_seconds();
     model.zero_grad();
     const LossStats st = model.forward(idx.data(), tgt.data(), B, Tn, bc.z_loss, true);
+    const auto t1 = Clock::now();
+    const double c1 = cpu_seconds();
     model.backward();
+    const auto t2 = Clock::now();
+    const double c2 = cpu_seconds();
     opt.step(model.params(), model.grads(), oc.lr);
-    const double dt = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    const auto t3 = Clock::now();
+    const double c3 = cpu_seconds();
+    const double dt = std::chrono::duration<double, std::milli>(t3 - t0).count();
     if (s == 0) loss0 = st.loss;
     loss_last = st.loss;
     if (!std::isfinite(st.loss)) throw std::runtime_error("non-finite loss in the benchmark");
     if (s >= warmup) {
       ms.push_back(dt);
-      cpu_ms.push_back((cpu_seconds() - c0) * 1e3);
+      cpu_ms.push_back((c3 - c0) * 1e3);
+      fwd_cpu.push_back((c1 - c0) * 1e3);
+      bwd_cpu.push_back((c2 - c1) * 1e3);
+      opt_cpu.push_back((c3 - c2) * 1e3);
+      fwd_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      bwd_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
+      opt_ms.push_back(std::chrono::duration<double, std::milli>(t3 - t2).count());
     }
   }
   const double step_ms = median(ms);
@@ -221,6 +239,14 @@ json run_train(const BenchConfig& bc, int steps, int warmup, int threads) {
   // CPU time of the process (all threads, user + system) per step: a check on the wall time when
   // other processes share the cores (spin-waiting counts here too).
   j["cpu_ms_median"] = median(cpu_ms);
+  // Where the step goes: zero_grad + forward with the loss and the head's gradient; backward of
+  // the body; clipping + AdamW.
+  j["forward_ms_median"] = median(fwd_ms);
+  j["backward_ms_median"] = median(bwd_ms);
+  j["optimizer_ms_median"] = median(opt_ms);
+  j["forward_cpu_ms_median"] = median(fwd_cpu);
+  j["backward_cpu_ms_median"] = median(bwd_cpu);
+  j["optimizer_cpu_ms_median"] = median(opt_cpu);
   j["tokens_per_s"] = tok_s;
   j["gflops"] = flops_per_token(mc) * tok_s / 1e9;
   j["loss_first"] = loss0;
@@ -289,13 +315,13 @@ double time_per_call(F&& f) {
 json run_sgemm(const BenchConfig& bc, int threads) {
   const int nthreads = set_thread_count(threads);
   const ModelConfig& m = bc.model;
-  // The same chunking as the model's head (rows per chunk).
-  const int head_rows = static_cast<int>(
-      std::clamp<long>((1L << 22) / m.vocab_size, 64, static_cast<long>(bc.batch) * m.seq_len));
+  // The same chunking as the model's head (rows per chunk, Transformer's head_chunk_).
+  const int head_rows = static_cast<int>(std::min<long>(
+      static_cast<long>(bc.batch) * m.seq_len, std::max<long>(64, (1L << 24) / m.vocab_size)));
   const std::vector<Shape> shapes = model_shapes(bc, head_rows);
   Rng rng(7);
   json rows = json::array();
-  double flops = 0, t_blas = 0, t_nl = 0;
+  double flops = 0, t_blas = 0, t_nl = 0, t_dnnl = 0;
   for (const Shape& s : shapes) {
     const int lda = s.ta ? s.M : s.K, ldb = s.tb ? s.K : s.N;
     std::vector<float> A(static_cast<long>(s.M) * s.K), Bm(static_cast<long>(s.K) * s.N),
@@ -317,9 +343,25 @@ json run_sgemm(const BenchConfig& bc, int threads) {
     flops += f * s.count;
     t_blas += tb * s.count;
     t_nl += tn * s.count;
-    rows.push_back({{"what", s.what}, {"ta", s.ta}, {"tb", s.tb}, {"M", s.M}, {"N", s.N},
-                    {"K", s.K}, {"count", s.count}, {"blas_gflops", f / tb / 1e9},
-                    {"normlab_gflops", f / tn / 1e9}});
+    json row = {{"what", s.what},
+                {"ta", s.ta},
+                {"tb", s.tb},
+                {"M", s.M},
+                {"N", s.N},
+                {"K", s.K},
+                {"count", s.count},
+                {"blas_gflops", f / tb / 1e9},
+                {"normlab_gflops", f / tn / 1e9}};
+#if defined(NORMLAB_BENCH_DNNL)
+    // oneDNN threads with OpenMP (omp_get_max_threads, set by set_thread_count).
+    const double td = time_per_call([&] {
+      dnnl_sgemm(s.ta ? 'T' : 'N', s.tb ? 'T' : 'N', s.M, s.N, s.K, 1.f, A.data(), lda, Bm.data(),
+                 ldb, beta, Cm.data(), s.N);
+    });
+    t_dnnl += td * s.count;
+    row["dnnl_gflops"] = f / td / 1e9;
+#endif
+    rows.push_back(row);
   }
   json j;
   j["config"] = bc.name;
@@ -329,6 +371,7 @@ json run_sgemm(const BenchConfig& bc, int threads) {
   // FLOP-weighted over one training step's GEMMs: total FLOPs / total time.
   j["blas_gflops"] = flops / t_blas / 1e9;
   j["normlab_gemm_gflops"] = flops / t_nl / 1e9;
+  if (t_dnnl > 0) j["dnnl_gflops"] = flops / t_dnnl / 1e9;
   return j;
 }
 
@@ -355,8 +398,9 @@ void expect_close(const std::string& what, const std::vector<float>& got,
 
 void check_gemm() {
   Rng rng(3);
-  const int dims[][3] = {{1, 1, 1},     {7, 5, 9},     {13, 67, 3},  {70, 129, 200},
-                         {300, 70, 517}, {6, 64, 64},  {64, 256, 64}, {257, 1000, 300}};
+  const int dims[][3] = {{1, 1, 1},      {7, 5, 9},        {13, 67, 3},
+                         {70, 129, 200}, {300, 70, 517},   {6, 64, 64},
+                         {64, 256, 64},  {257, 1000, 300}, {20, 70, 9000}};
   for (const auto& d : dims)
     for (bool ta : {false, true})
       for (bool tb : {false, true})
@@ -390,17 +434,17 @@ void check_attention() {
       for (auto& e : *x) e = static_cast<float>(rng.normal());
     auto dbl = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
     std::vector<double> qd = dbl(q), kd = dbl(k), vd = dbl(v), dd = dbl(dout), od(n),
-                        P(static_cast<long>(B) * H * Tn * Tn), th(P.size()), dq(n, 0.0),
-                        dk(n, 0.0), dv(n, 0.0);
+                        P(static_cast<long>(B) * H * Tn * Tn), th(P.size()), dq(n, 0.0), dk(n, 0.0),
+                        dv(n, 0.0);
     const double scale = 1.0 / std::sqrt(D);
-    ops::attention_forward(od.data(), P.data(), cap > 0 ? th.data() : nullptr, qd.data(),
-                           kd.data(), vd.data(), B, Tn, H, D, scale, static_cast<double>(cap));
+    ops::attention_forward(od.data(), P.data(), cap > 0 ? th.data() : nullptr, qd.data(), kd.data(),
+                           vd.data(), B, Tn, H, D, scale, static_cast<double>(cap));
     ops::attention_backward(dq.data(), dk.data(), dv.data(), dd.data(), qd.data(), kd.data(),
                             vd.data(), P.data(), cap > 0 ? th.data() : nullptr, B, Tn, H, D, scale,
                             static_cast<double>(cap));
     std::vector<float> o(n), lse(static_cast<long>(B) * H * Tn), gq(n), gk(n), gv(n);
-    ops::attention_forward_tiled(o.data(), C, lse.data(), q.data(), C, k.data(), C, v.data(), C,
-                                 B, Tn, H, D, static_cast<float>(scale), cap);
+    ops::attention_forward_tiled(o.data(), C, lse.data(), q.data(), C, k.data(), C, v.data(), C, B,
+                                 Tn, H, D, static_cast<float>(scale), cap);
     ops::attention_backward_tiled(gq.data(), C, gk.data(), C, gv.data(), C, dout.data(), C,
                                   q.data(), C, k.data(), C, v.data(), C, lse.data(), B, Tn, H, D,
                                   static_cast<float>(scale), cap);
@@ -430,8 +474,10 @@ void check_pointwise() {
     // Tolerance: what the plain float formula (library tanh/exp) itself loses, or 1e-6.
     double ref_err = 0;
     for (int i = 0; i < n; ++i) {
-      ref_err = std::max(ref_err, std::fabs(ops::act_value<float>(a, x[i]) - want[i]) / (1 + std::fabs(want[i])));
-      ref_err = std::max(ref_err, std::fabs(ops::act_grad<float>(a, x[i]) - dwant[i]) / (1 + std::fabs(dwant[i])));
+      ref_err = std::max(
+          ref_err, std::fabs(ops::act_value<float>(a, x[i]) - want[i]) / (1 + std::fabs(want[i])));
+      ref_err = std::max(
+          ref_err, std::fabs(ops::act_grad<float>(a, x[i]) - dwant[i]) / (1 + std::fabs(dwant[i])));
     }
     const double tol = std::max(1e-6, 2 * ref_err);
     expect_close(fmt::format("activation {} forward", static_cast<int>(a)), y, want, tol);
@@ -495,15 +541,22 @@ int main(int argc, char** argv) {
     for (int i = 3; i + 1 < argc; i += 2) {
       const std::string k = argv[i];
       const int v = std::atoi(argv[i + 1]);
-      if (k == "--steps") steps = v;
-      else if (k == "--warmup") warmup = v;
-      else if (k == "--threads") threads = v;
-      else return usage();
+      if (k == "--steps")
+        steps = v;
+      else if (k == "--warmup")
+        warmup = v;
+      else if (k == "--threads")
+        threads = v;
+      else
+        return usage();
     }
     json j;
-    if (mode == "train") j = run_train(bc, steps, warmup, threads);
-    else if (mode == "sgemm") j = run_sgemm(bc, threads);
-    else return usage();
+    if (mode == "train")
+      j = run_train(bc, steps, warmup, threads);
+    else if (mode == "sgemm")
+      j = run_sgemm(bc, threads);
+    else
+      return usage();
     std::printf("%s\n", j.dump().c_str());
     return 0;
   } catch (const std::exception& e) {

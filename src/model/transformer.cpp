@@ -18,6 +18,7 @@
 #include "ops/rope.h"
 #include "ops/softcap.h"
 #include "tensor/rng.h"
+#include "tensor/threading.h"
 
 namespace normlab {
 
@@ -37,22 +38,47 @@ ops::Activation activation_of(MlpKind m) {
 
 template <class T>
 double max_abs(const T* x, long n) {
+  const Chunks ch(n, 32768);
+  double part[64] = {};
+  parallel_chunks_indexed(ch, [&](long c, long b, long e) {
+    double m = 0;
+    for (long i = b; i < e; ++i) m = std::fmax(m, std::fabs(static_cast<double>(x[i])));
+    part[c] = m;
+  });
   double m = 0;
-#pragma omp parallel for schedule(static) reduction(max : m) if (n > 32768)
-  for (long i = 0; i < n; ++i) m = std::fmax(m, std::fabs(static_cast<double>(x[i])));
+  for (long c = 0; c < ch.count; ++c) m = std::fmax(m, part[c]);
   return m;
 }
 
 // Copies columns [col, col + C) of src (N, ld) into dst (N, C), or back.
 template <class T>
 void gather_cols(T* dst, const T* src, long N, int C, int ld, int col) {
-#pragma omp parallel for schedule(static) if (N * C > 32768)
-  for (long r = 0; r < N; ++r) std::memcpy(dst + r * C, src + r * ld + col, sizeof(T) * C);
+  parallel_for(N, 16384 / C + 1, [&](long r0, long r1) {
+    for (long r = r0; r < r1; ++r) std::memcpy(dst + r * C, src + r * ld + col, sizeof(T) * C);
+  });
 }
 template <class T>
 void scatter_cols(T* dst, const T* src, long N, int C, int ld, int col) {
-#pragma omp parallel for schedule(static) if (N * C > 32768)
-  for (long r = 0; r < N; ++r) std::memcpy(dst + r * ld + col, src + r * C, sizeof(T) * C);
+  parallel_for(N, 16384 / C + 1, [&](long r0, long r1) {
+    for (long r = r0; r < r1; ++r) std::memcpy(dst + r * ld + col, src + r * C, sizeof(T) * C);
+  });
+}
+
+// y = alpha x + g over n elements.
+template <class T>
+void scaled_add(T* y, T alpha, const T* x, const T* g, long n) {
+  parallel_for(n, 16384, [&](long b, long e) {
+    const T* xs = x + b;
+    const T* gs = g ? g + b : nullptr;
+    T* ys = y + b;
+    if (gs) {
+#pragma omp simd
+      for (long i = 0; i < e - b; ++i) ys[i] = alpha * xs[i] + gs[i];
+    } else {
+#pragma omp simd
+      for (long i = 0; i < e - b; ++i) ys[i] = alpha * xs[i];
+    }
+  });
 }
 
 }  // namespace
@@ -83,7 +109,9 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
   const int C = cfg_.d_model, H = cfg_.n_head, D = cfg_.head_dim(), F = cfg_.d_ff,
             V = cfg_.vocab_size, L = cfg_.n_layer;
   const int F_in = gated(cfg_.mlp) ? 2 * F : F;
-  head_chunk_ = static_cast<int>(std::min<long>(N, std::max<long>(64, (1L << 22) / V)));
+  // Rows of logits per head chunk: up to 2^24 values (64 MiB in float), so that the (V, C) head
+  // matrix is streamed through as few times as the memory bound allows.
+  head_chunk_ = static_cast<int>(std::min<long>(N, std::max<long>(64, (1L << 24) / V)));
   for (int pass = 0; pass < (allocate ? 2 : 1); ++pass) {
     arena_used_ = 0;
     res_.assign(2 * L + 1, nullptr);
@@ -145,7 +173,8 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
     d_a_ = alloc(N * F);
     d_final_ = alloc(N * C);
     head_logits_ = alloc(static_cast<long>(head_chunk_) * V);
-    head_dlogits_ = alloc(static_cast<long>(head_chunk_) * V);
+    // Without a final cap the gradient overwrites the logits in place (no second buffer).
+    head_dlogits_ = cfg_.final_softcap > 0 ? alloc(static_cast<long>(head_chunk_) * V) : nullptr;
     head_lse_ = alloc(head_chunk_);
     if (pass == 0 && allocate) arena_.assign(arena_used_, T(0));
   }
@@ -323,7 +352,9 @@ void Transformer<T>::init_params(std::uint64_t seed) {
 
 template <class T>
 void Transformer<T>::zero_grad() {
-  std::fill(grads_.begin(), grads_.end(), T(0));
+  T* g = grads_.data();
+  parallel_for(static_cast<long>(grads_.size()), 1L << 16,
+               [&](long b, long e) { std::memset(g + b, 0, sizeof(T) * (e - b)); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -378,8 +409,7 @@ void Transformer<T>::sublayer_forward(const SublayerPlan& pl, const SublayerSlot
   }
   const T alpha = static_cast<T>(pl.alpha);
   T* sum = pl.norm_after_add ? a.s : y;
-#pragma omp parallel for schedule(static) if (N * C > 32768)
-  for (long i = 0; i < N * C; ++i) sum[i] = alpha * x[i] + gout[i];
+  scaled_add(sum, alpha, x, gout, N * C);
   if (pl.norm_after_add) {
     NormCache post{y, a.post.mean, a.post.rstd};
     norm_forward(post, sl.norm_post, a.s, N, C, false);
@@ -401,8 +431,7 @@ void Transformer<T>::sublayer_backward(const SublayerPlan& pl, const SublayerSlo
     ds = d_tmp1_;
   }
   const T alpha = static_cast<T>(pl.alpha);
-#pragma omp parallel for simd schedule(static) if (N * C > 32768)
-  for (long i = 0; i < N * C; ++i) dx[i] = alpha * ds[i];
+  scaled_add<T>(dx, alpha, ds, nullptr, N * C);
   const T* df = ds;
   if (pl.norm_out) {
     norm_backward(a.out, sl.norm_out, a.f, ds, d_tmp2_, N, C, false, false);
@@ -616,13 +645,20 @@ void Transformer<T>::body_forward(int l_begin, int l_end) {
   if (collect_stats_) {
     const int C = cfg_.d_model;
     for (int k = 2 * l_begin; k <= 2 * l_end; ++k) {
-      double ss = 0, mx = 0;
       const T* x = res_[k];
-#pragma omp parallel for schedule(static) reduction(+ : ss) reduction(max : mx)
-      for (long i = 0; i < N * C; ++i) {
-        ss += static_cast<double>(x[i]) * x[i];
-        mx = std::fmax(mx, std::fabs(static_cast<double>(x[i])));
-      }
+      const Chunks ch(N * C, 32768);
+      double part_ss[64] = {}, part_mx[64] = {};
+      parallel_chunks_indexed(ch, [&](long c, long b, long e) {
+        double s2 = 0, m = 0;
+        for (long i = b; i < e; ++i) {
+          s2 += static_cast<double>(x[i]) * x[i];
+          m = std::fmax(m, std::fabs(static_cast<double>(x[i])));
+        }
+        part_ss[c] = s2;
+        part_mx[c] = m;
+      });
+      double ss = 0, mx = 0;
+      for (long c = 0; c < ch.count; ++c) ss += part_ss[c], mx = std::fmax(mx, part_mx[c]);
       stats_.resid_rms[k] = std::sqrt(ss / (N * C));
       stats_.resid_max[k] = mx;
     }
@@ -655,7 +691,7 @@ LossStats Transformer<T>::forward(const int* idx, const int* targets, int B, int
     if (collect_stats_) max_raw = std::fmax(max_raw, max_abs(logits, static_cast<long>(rows) * V));
     if (cap > 0) ops::softcap_forward(logits, logits, static_cast<long>(rows) * V, cap);
     if (collect_stats_) max_capped = std::fmax(max_capped, max_abs(logits, static_cast<long>(rows) * V));
-    T* dl = need_grad ? head_dlogits_ : nullptr;
+    T* dl = need_grad ? (cap > 0 ? head_dlogits_ : logits) : nullptr;
     const auto sums = ops::cross_entropy_forward_backward(
         dl, lse, logits, targets + r0, rows, V, static_cast<T>(z_alpha),
         static_cast<T>(grad_scale / N));

@@ -193,7 +193,7 @@ class Transformer {
       *d_st_b_, *d_h_, *d_a_;
   T* d_final_;                       // gradient at the final hidden state (N, C)
   T* head_logits_;                   // (chunk, V)
-  T* head_dlogits_;                  // (chunk, V)
+  T* head_dlogits_;                  // (chunk, V), only with a final cap (else in place)
   T* head_lse_;                      // (chunk)
   int head_chunk_ = 0;
   const int* idx_ = nullptr;

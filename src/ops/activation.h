@@ -7,7 +7,7 @@
 #include <cmath>
 #include <type_traits>
 
-#include "tensor/parallel.h"
+#include "tensor/threading.h"
 #include "tensor/vec_math.h"
 
 namespace normlab::ops {
@@ -18,7 +18,7 @@ enum class Activation { gelu_erf, gelu_tanh, silu };
 // gelu_tanh(x) = 0.5 x (1 + tanh(k (x + 0.044715 x^3))), k = sqrt(2/pi)
 // silu(x) = x sigmoid(x);  d/dx = sig(x) (1 + x (1 - sig(x)))
 template <Activation A, class T>
-inline T act_value_k(T x) {
+NORMLAB_INLINE T act_value_k(T x) {
   if constexpr (A == Activation::gelu_erf) {
     return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440)));
   } else if constexpr (A == Activation::gelu_tanh) {
@@ -37,7 +37,7 @@ inline T act_value_k(T x) {
 }
 
 template <Activation A, class T>
-inline T act_grad_k(T x) {
+NORMLAB_INLINE T act_grad_k(T x) {
   if constexpr (A == Activation::gelu_erf) {
     const T cdf = T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440)));
     const T pdf = std::exp(T(-0.5) * x * x) * T(0.39894228040143267794);
@@ -60,6 +60,28 @@ inline T act_grad_k(T x) {
   } else {
     const T s = T(1) / (T(1) + exp_fast(-x));
     return s * (T(1) + x * (T(1) - s));
+  }
+}
+
+// act(x) and act'(x) together, sharing the exponential (float); double: the two functions above.
+template <Activation A, class T>
+NORMLAB_INLINE void act_value_grad_k(T x, T& value, T& grad) {
+  if constexpr (std::is_same_v<T, float> && A == Activation::silu) {
+    const T s = T(1) / (T(1) + exp_fast(-x));
+    value = x * s;
+    grad = s * (T(1) + x * (T(1) - s));
+  } else if constexpr (std::is_same_v<T, float> && A == Activation::gelu_tanh) {
+    const T k = T(0.79788456080286535588);
+    const T u = k * (x + T(0.044715) * x * x * x);
+    const T du = k * (T(1) + T(3) * T(0.044715) * x * x);
+    const T uc = u > T(40) ? T(40) : (u < T(-40) ? T(-40) : u);
+    const T E = exp_fast(T(-2) * uc);
+    const T s = T(1) / (T(1) + E);
+    value = x * s;
+    grad = s + T(2) * x * du * s * (E * s);
+  } else {
+    value = act_value_k<A>(x);
+    grad = act_grad_k<A>(x);
   }
 }
 
@@ -106,9 +128,15 @@ inline T act_grad(Activation a, T x) {
 template <class F>
 inline void with_activation(Activation a, F&& f) {
   switch (a) {
-    case Activation::gelu_erf: f.template operator()<Activation::gelu_erf>(); break;
-    case Activation::gelu_tanh: f.template operator()<Activation::gelu_tanh>(); break;
-    case Activation::silu: f.template operator()<Activation::silu>(); break;
+    case Activation::gelu_erf:
+      f.template operator()<Activation::gelu_erf>();
+      break;
+    case Activation::gelu_tanh:
+      f.template operator()<Activation::gelu_tanh>();
+      break;
+    case Activation::silu:
+      f.template operator()<Activation::silu>();
+      break;
   }
 }
 
@@ -116,7 +144,7 @@ inline void with_activation(Activation a, F&& f) {
 template <class T>
 void activation_forward(Activation a, T* y, const T* x, long n) {
   with_activation(a, [&]<Activation A>() {
-    parallel_chunks(n, 32768, [&](long b, long e) {
+    parallel_for(n, 16384, [&](long b, long e) {
       const T* xs = x + b;
       T* ys = y + b;
 #pragma omp simd
@@ -129,7 +157,7 @@ void activation_forward(Activation a, T* y, const T* x, long n) {
 template <class T>
 void activation_backward(Activation a, T* dx, const T* dy, const T* x, long n) {
   with_activation(a, [&]<Activation A>() {
-    parallel_chunks(n, 32768, [&](long b, long e) {
+    parallel_for(n, 16384, [&](long b, long e) {
       const T* xs = x + b;
       const T* dys = dy + b;
       T* dxs = dx + b;
@@ -143,7 +171,7 @@ void activation_backward(Activation a, T* dx, const T* dy, const T* x, long n) {
 template <class T>
 void activation_backward_set(Activation a, T* dx, const T* dy, const T* x, long n) {
   with_activation(a, [&]<Activation A>() {
-    parallel_chunks(n, 32768, [&](long b, long e) {
+    parallel_for(n, 16384, [&](long b, long e) {
       const T* xs = x + b;
       const T* dys = dy + b;
       T* dxs = dx + b;

@@ -1,6 +1,7 @@
 // Causal multi-head scaled dot-product attention with optional logit soft-capping inside.
 //   s_ij = scale * q_i . k_j;  s_ij = cap * tanh(s_ij / cap) if cap > 0 (BEFORE the mask, so a
-//   masked -inf is never capped into a finite value);  P_i = softmax_{j <= i}(s_ij);  o_i = sum_j P_ij v_j
+//   masked -inf is never capped into a finite value);  P_i = softmax_{j <= i}(s_ij);  o_i = sum_j
+//   P_ij v_j
 // Shapes: q, k, v, o and their gradients (B, T, H, D) = (B, T, C) rows with C = H * D;
 //         P, th (B, H, T, T): softmax probabilities and, when capped, tanh(s_raw / cap)
 //         (only the causal lower triangle is written and read).
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "tensor/gemm.h"
+#include "tensor/threading.h"
 #include "tensor/vec_math.h"
 
 namespace normlab::ops {
@@ -21,12 +23,14 @@ namespace normlab::ops {
 // max |s| before the cap, and the attention entropy summed over query positions.
 template <class T>
 void attention_forward(T* o, T* P, T* th, const T* q, const T* k, const T* v, int B, int Tn, int H,
-                       int D, T scale, T cap, T* max_abs_logit = nullptr, T* entropy_sum = nullptr) {
+                       int D, T scale, T cap, T* max_abs_logit = nullptr,
+                       T* entropy_sum = nullptr) {
   const int C = H * D;
   const long TT = static_cast<long>(Tn) * Tn;
-#pragma omp parallel for collapse(2) schedule(dynamic, 1) if (static_cast<long>(B) * H * TT * D > 65536)
-  for (int b = 0; b < B; ++b)
-    for (int h = 0; h < H; ++h) {
+  const long n_bh = static_cast<long>(B) * H;
+  parallel_for(n_bh, (static_cast<long>(B) * H * TT * D > 65536) ? 1 : n_bh, [&](long t0, long t1) {
+    for (long task = t0; task < t1; ++task) {
+      const int b = static_cast<int>(task / H), h = static_cast<int>(task % H);
       const long bh = static_cast<long>(b) * H + h;
       const T* qb = q + static_cast<long>(b) * Tn * C + h * D;
       const T* kb = k + static_cast<long>(b) * Tn * C + h * D;
@@ -74,6 +78,7 @@ void attention_forward(T* o, T* P, T* th, const T* q, const T* k, const T* v, in
       if (max_abs_logit) max_abs_logit[bh] = max_abs;
       if (entropy_sum) entropy_sum[bh] = ent;
     }
+  });
 }
 
 // dP_ij = do_i . v_j;                 dv_j += sum_i P_ij do_i
@@ -86,9 +91,10 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
                         const T* P, const T* th, int B, int Tn, int H, int D, T scale, T cap) {
   const int C = H * D;
   const long TT = static_cast<long>(Tn) * Tn;
-#pragma omp parallel for collapse(2) schedule(dynamic, 1) if (static_cast<long>(B) * H * TT * D > 65536)
-  for (int b = 0; b < B; ++b)
-    for (int h = 0; h < H; ++h) {
+  const long n_bh = static_cast<long>(B) * H;
+  parallel_for(n_bh, (static_cast<long>(B) * H * TT * D > 65536) ? 1 : n_bh, [&](long t0, long t1) {
+    for (long task = t0; task < t1; ++task) {
+      const int b = static_cast<int>(task / H), h = static_cast<int>(task % H);
       const long bh = static_cast<long>(b) * H + h;
       const long base = static_cast<long>(b) * Tn * C + h * D;
       const T* Pb = P + bh * TT;
@@ -130,6 +136,7 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
       }
       if (dS != dS_stack) delete[] dS;
     }
+  });
 }
 
 }  // namespace normlab::ops
@@ -143,33 +150,34 @@ template <class T>
 void attention_forward_kv(T* o, T* scratch, const T* q, const T* kc, const T* vc, int Tq, int pos0,
                           int H, int D, T scale, T cap) {
   const int C = H * D, Tk = pos0 + Tq;
-#pragma omp parallel for schedule(static) if (static_cast<long>(H) * Tq * Tk * D > 65536)
-  for (int h = 0; h < H; ++h) {
-    T* s = scratch + static_cast<long>(h) * Tk;
-    for (int i = 0; i < Tq; ++i) {
-      const T* qi = q + static_cast<long>(i) * C + h * D;
-      const int nk = pos0 + i + 1;
-      T m = -std::numeric_limits<T>::infinity();
-      for (int j = 0; j < nk; ++j) {
-        const T* kj = kc + static_cast<long>(j) * C + h * D;
-        T d = 0;
-        for (int e = 0; e < D; ++e) d += qi[e] * kj[e];
-        d *= scale;
-        if (cap > 0) d = cap * std::tanh(d / cap);
-        s[j] = d;
-        m = d > m ? d : m;
-      }
-      T z = 0;
-      for (int j = 0; j < nk; ++j) z += (s[j] = std::exp(s[j] - m));
-      T* oi = o + static_cast<long>(i) * C + h * D;
-      for (int e = 0; e < D; ++e) oi[e] = 0;
-      for (int j = 0; j < nk; ++j) {
-        const T p = s[j] / z;
-        const T* vj = vc + static_cast<long>(j) * C + h * D;
-        for (int e = 0; e < D; ++e) oi[e] += p * vj[e];
+  parallel_for(H, (static_cast<long>(H) * Tq * Tk * D > 65536) ? 1 : H, [&](long h0, long h1) {
+    for (int h = static_cast<int>(h0); h < h1; ++h) {
+      T* s = scratch + static_cast<long>(h) * Tk;
+      for (int i = 0; i < Tq; ++i) {
+        const T* qi = q + static_cast<long>(i) * C + h * D;
+        const int nk = pos0 + i + 1;
+        T m = -std::numeric_limits<T>::infinity();
+        for (int j = 0; j < nk; ++j) {
+          const T* kj = kc + static_cast<long>(j) * C + h * D;
+          T d = 0;
+          for (int e = 0; e < D; ++e) d += qi[e] * kj[e];
+          d *= scale;
+          if (cap > 0) d = cap * std::tanh(d / cap);
+          s[j] = d;
+          m = d > m ? d : m;
+        }
+        T z = 0;
+        for (int j = 0; j < nk; ++j) z += (s[j] = std::exp(s[j] - m));
+        T* oi = o + static_cast<long>(i) * C + h * D;
+        for (int e = 0; e < D; ++e) oi[e] = 0;
+        for (int j = 0; j < nk; ++j) {
+          const T p = s[j] / z;
+          const T* vj = vc + static_cast<long>(j) * C + h * D;
+          for (int e = 0; e < D; ++e) oi[e] += p * vj[e];
+        }
       }
     }
-  }
+  });
 }
 
 }  // namespace normlab::ops
@@ -188,6 +196,90 @@ namespace normlab::ops {
 constexpr int kAttnTile = 64;
 
 namespace detail {
+// Row kernels of the tiled attention: plain loops over one row of scores, as separate functions
+// so that they vectorise (inside the task lambdas GCC gives up on some of them).
+template <class T>
+void softcap_row(T* s, int n, T cap) {
+  const T inv = T(1) / cap;
+#pragma omp simd
+  for (int j = 0; j < n; ++j) s[j] = cap * tanh_fast(s[j] * inv);
+}
+template <class T>
+T max_row(const T* s, int n) {
+  T m = s[0];
+#pragma omp simd reduction(max : m)
+  for (int j = 0; j < n; ++j) m = s[j] > m ? s[j] : m;
+  return m;
+}
+template <class T>
+T max_abs_row(const T* s, int n, T m) {
+#pragma omp simd reduction(max : m)
+  for (int j = 0; j < n; ++j) m = std::fabs(s[j]) > m ? std::fabs(s[j]) : m;
+  return m;
+}
+// s_j = exp(s_j - m); returns sum_j s_j, and sum_j e_j s_j (old s_j) in *es when es is not null.
+template <class T>
+T exp_row(T* s, int n, T m, T* es) {
+  T sum = 0, e_s = 0;
+  if (es) {
+#pragma omp simd reduction(+ : sum, e_s)
+    for (int j = 0; j < n; ++j) {
+      const T e = exp_fast(s[j] - m);
+      e_s += e * s[j];
+      s[j] = e;
+      sum += e;
+    }
+    *es = e_s;
+  } else {
+#pragma omp simd reduction(+ : sum)
+    for (int j = 0; j < n; ++j) {
+      const T e = exp_fast(s[j] - m);
+      s[j] = e;
+      sum += e;
+    }
+  }
+  return sum;
+}
+template <class T>
+void scale_row(T* s, int n, T k) {
+#pragma omp simd
+  for (int j = 0; j < n; ++j) s[j] *= k;
+}
+// Backward: p = exp(s - lse) from the raw scores (and, capped, g = (1 - th^2) scale).
+template <class T>
+void probs_row(T* p, int n, T l) {
+#pragma omp simd
+  for (int j = 0; j < n; ++j) p[j] = exp_fast(p[j] - l);
+}
+template <class T>
+void probs_capped_row(T* p, T* g, int n, T l, T cap, T scale) {
+  const T inv = T(1) / cap;
+#pragma omp simd
+  for (int j = 0; j < n; ++j) {
+    const T t = tanh_fast(p[j] * inv);
+    g[j] = (T(1) - t * t) * scale;
+    p[j] = exp_fast(cap * t - l);
+  }
+}
+template <class T>
+T dot_row(const T* a, const T* b, int n) {
+  T d = 0;
+#pragma omp simd reduction(+ : d)
+  for (int j = 0; j < n; ++j) d += a[j] * b[j];
+  return d;
+}
+// d = p (d - dot) g  (g: per element, or the constant `scale` when g is null)
+template <class T>
+void dscores_row(T* d, const T* p, const T* g, int n, T dot, T scale) {
+  if (g) {
+#pragma omp simd
+    for (int j = 0; j < n; ++j) d[j] = p[j] * (d[j] - dot) * g[j];
+  } else {
+#pragma omp simd
+    for (int j = 0; j < n; ++j) d[j] = p[j] * (d[j] - dot) * scale;
+  }
+}
+
 template <class T>
 T* attn_scratch(int slot, long n) {
   thread_local std::vector<T> buf[3];
@@ -203,71 +295,47 @@ template <class T>
 void attention_forward_tiled(T* o, int ldo, T* lse, const T* q, int ldq, const T* k, int ldk,
                              const T* v, int ldv, int B, int Tn, int H, int D, T scale, T cap,
                              T* max_abs_logit = nullptr, T* entropy_sum = nullptr) {
-  const T inv_cap = cap > 0 ? T(1) / cap : T(0);
-#pragma omp parallel for collapse(2) schedule(dynamic, 1) if (static_cast<long>(B) * H * Tn * Tn * D > 65536)
-  for (int b = 0; b < B; ++b)
-    for (int h = 0; h < H; ++h) {
-      const long row0 = static_cast<long>(b) * Tn;
-      const T* qb = q + row0 * ldq + h * D;
-      const T* kb = k + row0 * ldk + h * D;
-      const T* vb = v + row0 * ldv + h * D;
-      T* ob = o + row0 * ldo + h * D;
-      T* lb = lse + (static_cast<long>(b) * H + h) * Tn;
-      T* S = detail::attn_scratch<T>(0, static_cast<long>(kAttnTile) * Tn);
-      T max_abs = 0, ent = 0;
-      for (int i0 = 0; i0 < Tn; i0 += kAttnTile) {
-        const int tq = std::min(kAttnTile, Tn - i0), nk = i0 + tq;
-        // S (tq, nk) = scale * q_tile k^T
-        gemm_serial<T>(false, true, tq, nk, D, scale, qb + static_cast<long>(i0) * ldq, ldq, kb,
-                       ldk, T(0), S, nk);
-        for (int r = 0; r < tq; ++r) {
-          T* s = S + static_cast<long>(r) * nk;
-          const int n = i0 + r + 1;  // keys 0 .. i0 + r
-          if (max_abs_logit) {
-            T ma = max_abs;
-#pragma omp simd reduction(max : ma)
-            for (int j = 0; j < n; ++j) ma = std::fabs(s[j]) > ma ? std::fabs(s[j]) : ma;
-            max_abs = ma;
-          }
-          if (cap > 0) {
-#pragma omp simd
-            for (int j = 0; j < n; ++j) s[j] = cap * tanh_fast(s[j] * inv_cap);
-          }
-          T m = s[0];
-#pragma omp simd reduction(max : m)
-          for (int j = 0; j < n; ++j) m = s[j] > m ? s[j] : m;
-          T sum = 0, es = 0;
-          if (entropy_sum) {
-#pragma omp simd reduction(+ : sum, es)
-            for (int j = 0; j < n; ++j) {
-              const T e = exp_fast(s[j] - m);
-              es += e * s[j];
-              s[j] = e;
-              sum += e;
-            }
-          } else {
-#pragma omp simd reduction(+ : sum)
-            for (int j = 0; j < n; ++j) {
-              const T e = exp_fast(s[j] - m);
-              s[j] = e;
-              sum += e;
-            }
-          }
-          const T inv = T(1) / sum;
-#pragma omp simd
-          for (int j = 0; j < n; ++j) s[j] *= inv;
-          for (int j = n; j < nk; ++j) s[j] = T(0);
-          const T l = m + std::log(sum);
-          lb[i0 + r] = l;
-          if (entropy_sum) ent += l - es * inv;
-        }
-        // o_tile = P v
-        gemm_serial<T>(false, false, tq, D, nk, T(1), S, nk, vb, ldv, T(0),
-                       ob + static_cast<long>(i0) * ldo, ldo);
-      }
-      if (max_abs_logit) max_abs_logit[static_cast<long>(b) * H + h] = max_abs;
-      if (entropy_sum) entropy_sum[static_cast<long>(b) * H + h] = ent;
-    }
+  const long n_bh = static_cast<long>(B) * H;
+  parallel_for(n_bh, (static_cast<long>(B) * H * Tn * Tn * D > 65536) ? 1 : n_bh,
+               [&](long t0, long t1) {
+                 for (long task = t0; task < t1; ++task) {
+                   const int b = static_cast<int>(task / H), h = static_cast<int>(task % H);
+                   const long row0 = static_cast<long>(b) * Tn;
+                   const T* qb = q + row0 * ldq + h * D;
+                   const T* kb = k + row0 * ldk + h * D;
+                   const T* vb = v + row0 * ldv + h * D;
+                   T* ob = o + row0 * ldo + h * D;
+                   T* lb = lse + (static_cast<long>(b) * H + h) * Tn;
+                   T* S = detail::attn_scratch<T>(0, static_cast<long>(kAttnTile) * Tn);
+                   T max_abs = 0, ent = 0;
+                   for (int i0 = 0; i0 < Tn; i0 += kAttnTile) {
+                     const int tq = std::min(kAttnTile, Tn - i0), nk = i0 + tq;
+                     // S (tq, nk) = scale * q_tile k^T
+                     gemm_serial<T>(false, true, tq, nk, D, scale, qb + static_cast<long>(i0) * ldq,
+                                    ldq, kb, ldk, T(0), S, nk);
+                     for (int r = 0; r < tq; ++r) {
+                       T* s = S + static_cast<long>(r) * nk;
+                       const int n = i0 + r + 1;  // keys 0 .. i0 + r
+                       if (max_abs_logit) max_abs = detail::max_abs_row(s, n, max_abs);
+                       if (cap > 0) detail::softcap_row(s, n, cap);
+                       const T m = detail::max_row(s, n);
+                       T es = 0;
+                       const T sum = detail::exp_row(s, n, m, entropy_sum ? &es : nullptr);
+                       const T inv = T(1) / sum;
+                       detail::scale_row(s, n, inv);
+                       for (int j = n; j < nk; ++j) s[j] = T(0);
+                       const T l = m + std::log(sum);
+                       lb[i0 + r] = l;
+                       if (entropy_sum) ent += l - es * inv;
+                     }
+                     // o_tile = P v
+                     gemm_serial<T>(false, false, tq, D, nk, T(1), S, nk, vb, ldv, T(0),
+                                    ob + static_cast<long>(i0) * ldo, ldo);
+                   }
+                   if (max_abs_logit) max_abs_logit[static_cast<long>(b) * H + h] = max_abs;
+                   if (entropy_sum) entropy_sum[static_cast<long>(b) * H + h] = ent;
+                 }
+               });
 }
 
 // With s the capped scores and P = exp(s - lse) recomputed tile by tile:
@@ -277,74 +345,60 @@ template <class T>
 void attention_backward_tiled(T* dq, int lddq, T* dk, int lddk, T* dv, int lddv, const T* dout,
                               int lddo, const T* q, int ldq, const T* k, int ldk, const T* v,
                               int ldv, const T* lse, int B, int Tn, int H, int D, T scale, T cap) {
-  const T inv_cap = cap > 0 ? T(1) / cap : T(0);
-#pragma omp parallel for collapse(2) schedule(dynamic, 1) if (static_cast<long>(B) * H * Tn * Tn * D > 65536)
-  for (int b = 0; b < B; ++b)
-    for (int h = 0; h < H; ++h) {
-      const long row0 = static_cast<long>(b) * Tn;
-      const T* qb = q + row0 * ldq + h * D;
-      const T* kb = k + row0 * ldk + h * D;
-      const T* vb = v + row0 * ldv + h * D;
-      const T* dob = dout + row0 * lddo + h * D;
-      T* dqb = dq + row0 * lddq + h * D;
-      T* dkb = dk + row0 * lddk + h * D;
-      T* dvb = dv + row0 * lddv + h * D;
-      const T* lb = lse + (static_cast<long>(b) * H + h) * Tn;
-      T* P = detail::attn_scratch<T>(0, static_cast<long>(kAttnTile) * Tn);
-      T* dS = detail::attn_scratch<T>(1, static_cast<long>(kAttnTile) * Tn);
-      T* G = cap > 0 ? detail::attn_scratch<T>(2, static_cast<long>(kAttnTile) * Tn) : nullptr;
-      // Last tile first: it spans every key, so it initialises dk and dv (beta = 0).
-      const int last = (Tn - 1) / kAttnTile * kAttnTile;
-      for (int i0 = last; i0 >= 0; i0 -= kAttnTile) {
-        const int tq = std::min(kAttnTile, Tn - i0), nk = i0 + tq;
-        const T beta = i0 == last ? T(0) : T(1);
-        const T* qt = qb + static_cast<long>(i0) * ldq;
-        const T* dot = dob + static_cast<long>(i0) * lddo;
-        gemm_serial<T>(false, true, tq, nk, D, scale, qt, ldq, kb, ldk, T(0), P, nk);
-        for (int r = 0; r < tq; ++r) {
-          T* p = P + static_cast<long>(r) * nk;
-          const int n = i0 + r + 1;
-          const T l = lb[i0 + r];
-          if (cap > 0) {
-            T* g = G + static_cast<long>(r) * nk;
-#pragma omp simd
-            for (int j = 0; j < n; ++j) {
-              const T t = tanh_fast(p[j] * inv_cap);
-              g[j] = (T(1) - t * t) * scale;
-              p[j] = exp_fast(cap * t - l);
+  const long n_bh = static_cast<long>(B) * H;
+  parallel_for(
+      n_bh, (static_cast<long>(B) * H * Tn * Tn * D > 65536) ? 1 : n_bh, [&](long t0, long t1) {
+        for (long task = t0; task < t1; ++task) {
+          const int b = static_cast<int>(task / H), h = static_cast<int>(task % H);
+          const long row0 = static_cast<long>(b) * Tn;
+          const T* qb = q + row0 * ldq + h * D;
+          const T* kb = k + row0 * ldk + h * D;
+          const T* vb = v + row0 * ldv + h * D;
+          const T* dob = dout + row0 * lddo + h * D;
+          T* dqb = dq + row0 * lddq + h * D;
+          T* dkb = dk + row0 * lddk + h * D;
+          T* dvb = dv + row0 * lddv + h * D;
+          const T* lb = lse + (static_cast<long>(b) * H + h) * Tn;
+          T* P = detail::attn_scratch<T>(0, static_cast<long>(kAttnTile) * Tn);
+          T* dS = detail::attn_scratch<T>(1, static_cast<long>(kAttnTile) * Tn);
+          T* G = cap > 0 ? detail::attn_scratch<T>(2, static_cast<long>(kAttnTile) * Tn) : nullptr;
+          // Last tile first: it spans every key, so it initialises dk and dv (beta = 0).
+          const int last = (Tn - 1) / kAttnTile * kAttnTile;
+          for (int i0 = last; i0 >= 0; i0 -= kAttnTile) {
+            const int tq = std::min(kAttnTile, Tn - i0), nk = i0 + tq;
+            const T beta = i0 == last ? T(0) : T(1);
+            const T* qt = qb + static_cast<long>(i0) * ldq;
+            const T* dot = dob + static_cast<long>(i0) * lddo;
+            gemm_serial<T>(false, true, tq, nk, D, scale, qt, ldq, kb, ldk, T(0), P, nk);
+            for (int r = 0; r < tq; ++r) {
+              T* p = P + static_cast<long>(r) * nk;
+              const int n = i0 + r + 1;
+              const T l = lb[i0 + r];
+              if (cap > 0)
+                detail::probs_capped_row(p, G + static_cast<long>(r) * nk, n, l, cap, scale);
+              else
+                detail::probs_row(p, n, l);
+              for (int j = n; j < nk; ++j) p[j] = T(0);
             }
-          } else {
-#pragma omp simd
-            for (int j = 0; j < n; ++j) p[j] = exp_fast(p[j] - l);
+            // dP (tq, nk) = do_tile v^T;  dv (+)= P^T do_tile
+            gemm_serial<T>(false, true, tq, nk, D, T(1), dot, lddo, vb, ldv, T(0), dS, nk);
+            gemm_serial<T>(true, false, nk, D, tq, T(1), P, nk, dot, lddo, beta, dvb, lddv);
+            for (int r = 0; r < tq; ++r) {
+              const T* p = P + static_cast<long>(r) * nk;
+              T* d = dS + static_cast<long>(r) * nk;
+              const int n = i0 + r + 1;
+              const T dotp = detail::dot_row(p, d, n);
+              detail::dscores_row(d, p, cap > 0 ? G + static_cast<long>(r) * nk : nullptr, n, dotp,
+                                  scale);
+              for (int j = n; j < nk; ++j) d[j] = T(0);
+            }
+            // dq_tile = dS k;  dk (+)= dS^T q_tile
+            gemm_serial<T>(false, false, tq, D, nk, T(1), dS, nk, kb, ldk, T(0),
+                           dqb + static_cast<long>(i0) * lddq, lddq);
+            gemm_serial<T>(true, false, nk, D, tq, T(1), dS, nk, qt, ldq, beta, dkb, lddk);
           }
-          for (int j = n; j < nk; ++j) p[j] = T(0);
         }
-        // dP (tq, nk) = do_tile v^T;  dv (+)= P^T do_tile
-        gemm_serial<T>(false, true, tq, nk, D, T(1), dot, lddo, vb, ldv, T(0), dS, nk);
-        gemm_serial<T>(true, false, nk, D, tq, T(1), P, nk, dot, lddo, beta, dvb, lddv);
-        for (int r = 0; r < tq; ++r) {
-          const T* p = P + static_cast<long>(r) * nk;
-          T* d = dS + static_cast<long>(r) * nk;
-          const int n = i0 + r + 1;
-          T dotp = 0;
-#pragma omp simd reduction(+ : dotp)
-          for (int j = 0; j < n; ++j) dotp += p[j] * d[j];
-          if (cap > 0) {
-            const T* g = G + static_cast<long>(r) * nk;
-#pragma omp simd
-            for (int j = 0; j < n; ++j) d[j] = p[j] * (d[j] - dotp) * g[j];
-          } else {
-#pragma omp simd
-            for (int j = 0; j < n; ++j) d[j] = p[j] * (d[j] - dotp) * scale;
-          }
-          for (int j = n; j < nk; ++j) d[j] = T(0);
-        }
-        // dq_tile = dS k;  dk (+)= dS^T q_tile
-        gemm_serial<T>(false, false, tq, D, nk, T(1), dS, nk, kb, ldk, T(0),
-                       dqb + static_cast<long>(i0) * lddq, lddq);
-        gemm_serial<T>(true, false, nk, D, tq, T(1), dS, nk, qt, ldq, beta, dkb, lddk);
-      }
-    }
+      });
 }
 
 }  // namespace normlab::ops

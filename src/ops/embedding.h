@@ -1,6 +1,7 @@
 // Token embedding (scaled) plus optional learned absolute positions.
 // Shapes: idx (B, T); tok, dtok (V, C); pos, dpos (T_max, C); out, dout (B, T, C).
 #pragma once
+#include "tensor/threading.h"
 
 namespace normlab::ops {
 
@@ -9,10 +10,9 @@ namespace normlab::ops {
 template <class T>
 void embedding_forward(T* out, const int* idx, const T* tok, const T* pos, int B, int Tn, int C,
                        T scale, int pos0 = 0) {
-#pragma omp parallel for collapse(2) schedule(static) if (static_cast<long>(B) * Tn * C > 32768)
-  for (int b = 0; b < B; ++b)
-    for (int t = 0; t < Tn; ++t) {
-      const long r = static_cast<long>(b) * Tn + t;
+  parallel_for(static_cast<long>(B) * Tn, 16384 / C + 1, [&](long r0, long r1) {
+    for (long r = r0; r < r1; ++r) {
+      const int t = static_cast<int>(r % Tn);
       const T* e = tok + static_cast<long>(idx[r]) * C;
       T* o = out + r * C;
       if (pos) {
@@ -22,6 +22,7 @@ void embedding_forward(T* out, const int* idx, const T* tok, const T* pos, int B
         for (int c = 0; c < C; ++c) o[c] = scale * e[c];
       }
     }
+  });
 }
 
 // dtok[idx[b,t]] += scale * dout[b,t];  dpos[t] += dout[b,t]   (accumulate; dpos may be null)
@@ -29,19 +30,23 @@ void embedding_forward(T* out, const int* idx, const T* tok, const T* pos, int B
 template <class T>
 void embedding_backward(T* dtok, T* dpos, const T* dout, const int* idx, int B, int Tn, int C,
                         T scale) {
-#pragma omp parallel for schedule(static) if (static_cast<long>(B) * Tn * C > 32768)
-  for (int c0 = 0; c0 < C; c0 += 32) {
-    const int c1 = c0 + 32 < C ? c0 + 32 : C;
-    for (long r = 0; r < static_cast<long>(B) * Tn; ++r) {
-      const T* d = dout + r * C;
-      T* e = dtok + static_cast<long>(idx[r]) * C;
-      for (int c = c0; c < c1; ++c) e[c] += scale * d[c];
-      if (dpos) {
-        T* p = dpos + (r % Tn) * C;
-        for (int c = c0; c < c1; ++c) p[c] += d[c];
-      }
-    }
-  }
+  const long nblocks = (C + 31) / 32;
+  parallel_for(nblocks, static_cast<long>(B) * Tn * C > 32768 ? 1 : nblocks,
+               [&](long cb0, long cb1) {
+                 for (long cb = cb0; cb < cb1; ++cb) {
+                   const int c0 = static_cast<int>(cb * 32);
+                   const int c1 = c0 + 32 < C ? c0 + 32 : C;
+                   for (long r = 0; r < static_cast<long>(B) * Tn; ++r) {
+                     const T* d = dout + r * C;
+                     T* e = dtok + static_cast<long>(idx[r]) * C;
+                     for (int c = c0; c < c1; ++c) e[c] += scale * d[c];
+                     if (dpos) {
+                       T* p = dpos + (r % Tn) * C;
+                       for (int c = c0; c < c1; ++c) p[c] += d[c];
+                     }
+                   }
+                 }
+               });
 }
 
 }  // namespace normlab::ops

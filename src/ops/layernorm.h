@@ -3,6 +3,8 @@
 #pragma once
 #include <cmath>
 
+#include "tensor/threading.h"
+
 namespace normlab::ops {
 
 // out = (x - mean) * rstd * (g0 + w) + b, rstd = 1 / sqrt(var + eps), var biased.
@@ -10,27 +12,28 @@ namespace normlab::ops {
 template <class T>
 void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* w, const T* b, int N, int C,
                        T eps, T g0) {
-#pragma omp parallel for schedule(static) if (static_cast<long>(N) * C > 32768)
-  for (int r = 0; r < N; ++r) {
-    const T* xr = x + static_cast<long>(r) * C;
-    T m = 0;
-    for (int c = 0; c < C; ++c) m += xr[c];
-    m /= C;
-    T v = 0;
-    for (int c = 0; c < C; ++c) {
-      const T d = xr[c] - m;
-      v += d * d;
+  parallel_for(N, 16384 / C + 1, [&](long r0, long r1) {
+    for (long r = r0; r < r1; ++r) {
+      const T* xr = x + r * C;
+      T m = 0;
+      for (int c = 0; c < C; ++c) m += xr[c];
+      m /= C;
+      T v = 0;
+      for (int c = 0; c < C; ++c) {
+        const T d = xr[c] - m;
+        v += d * d;
+      }
+      v /= C;
+      const T s = T(1) / std::sqrt(v + eps);
+      T* o = out + r * C;
+      if (b)
+        for (int c = 0; c < C; ++c) o[c] = (xr[c] - m) * s * (g0 + w[c]) + b[c];
+      else
+        for (int c = 0; c < C; ++c) o[c] = (xr[c] - m) * s * (g0 + w[c]);
+      mean[r] = m;
+      rstd[r] = s;
     }
-    v /= C;
-    const T s = T(1) / std::sqrt(v + eps);
-    T* o = out + static_cast<long>(r) * C;
-    if (b)
-      for (int c = 0; c < C; ++c) o[c] = (xr[c] - m) * s * (g0 + w[c]) + b[c];
-    else
-      for (int c = 0; c < C; ++c) o[c] = (xr[c] - m) * s * (g0 + w[c]);
-    mean[r] = m;
-    rstd[r] = s;
-  }
+  });
 }
 
 // xhat = (x - mean) * rstd, dxhat = dout * (g0 + w)
@@ -40,48 +43,52 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* w, const T
 template <class T>
 void layernorm_backward(T* dx, T* dw, T* db, const T* dout, const T* x, const T* mean,
                         const T* rstd, const T* w, int N, int C, T g0, bool accumulate_dx = true) {
-#pragma omp parallel for schedule(static) if (static_cast<long>(N) * C > 32768)
-  for (int r = 0; r < N; ++r) {
-    const long off = static_cast<long>(r) * C;
-    const T* xr = x + off;
-    const T* dr = dout + off;
-    const T m = mean[r], s = rstd[r];
-    T sum_d = 0, sum_dx = 0;
-    for (int c = 0; c < C; ++c) {
-      const T dxh = dr[c] * (g0 + w[c]);
-      sum_d += dxh;
-      sum_dx += dxh * (xr[c] - m) * s;
-    }
-    sum_d /= C;
-    sum_dx /= C;
-    T* dxr = dx + off;
-    if (accumulate_dx) {
-#pragma omp simd
-      for (int c = 0; c < C; ++c) {
-        const T xh = (xr[c] - m) * s;
-        dxr[c] += s * (dr[c] * (g0 + w[c]) - sum_d - xh * sum_dx);
-      }
-    } else {
-#pragma omp simd
-      for (int c = 0; c < C; ++c) {
-        const T xh = (xr[c] - m) * s;
-        dxr[c] = s * (dr[c] * (g0 + w[c]) - sum_d - xh * sum_dx);
-      }
-    }
-  }
-  // Parameter gradients: reduce over rows, parallel over column blocks (no races).
-#pragma omp parallel for schedule(static) if (static_cast<long>(N) * C > 32768)
-  for (int c0 = 0; c0 < C; c0 += 64) {
-    const int c1 = c0 + 64 < C ? c0 + 64 : C;
-    for (int r = 0; r < N; ++r) {
-      const long off = static_cast<long>(r) * C;
+  parallel_for(N, 16384 / C + 1, [&](long r0, long r1) {
+    for (long r = r0; r < r1; ++r) {
+      const long off = r * C;
+      const T* xr = x + off;
+      const T* dr = dout + off;
       const T m = mean[r], s = rstd[r];
-      for (int c = c0; c < c1; ++c) {
-        dw[c] += dout[off + c] * (x[off + c] - m) * s;
-        if (db) db[c] += dout[off + c];
+      T sum_d = 0, sum_dx = 0;
+      for (int c = 0; c < C; ++c) {
+        const T dxh = dr[c] * (g0 + w[c]);
+        sum_d += dxh;
+        sum_dx += dxh * (xr[c] - m) * s;
+      }
+      sum_d /= C;
+      sum_dx /= C;
+      T* dxr = dx + off;
+      if (accumulate_dx) {
+#pragma omp simd
+        for (int c = 0; c < C; ++c) {
+          const T xh = (xr[c] - m) * s;
+          dxr[c] += s * (dr[c] * (g0 + w[c]) - sum_d - xh * sum_dx);
+        }
+      } else {
+#pragma omp simd
+        for (int c = 0; c < C; ++c) {
+          const T xh = (xr[c] - m) * s;
+          dxr[c] = s * (dr[c] * (g0 + w[c]) - sum_d - xh * sum_dx);
+        }
       }
     }
-  }
+  });
+  // Parameter gradients: reduce over rows, parallel over column blocks (no races).
+  const long nblocks = (C + 63) / 64;
+  parallel_for(nblocks, static_cast<long>(N) * C > 32768 ? 1 : nblocks, [&](long cb0, long cb1) {
+    for (long cb = cb0; cb < cb1; ++cb) {
+      const int c0 = static_cast<int>(cb * 64);
+      const int c1 = c0 + 64 < C ? c0 + 64 : C;
+      for (int r = 0; r < N; ++r) {
+        const long off = static_cast<long>(r) * C;
+        const T m = mean[r], s = rstd[r];
+        for (int c = c0; c < c1; ++c) {
+          dw[c] += dout[off + c] * (x[off + c] - m) * s;
+          if (db) db[c] += dout[off + c];
+        }
+      }
+    }
+  });
 }
 
 }  // namespace normlab::ops

@@ -2,6 +2,7 @@
 // transpose flags (no copies). Shapes: x, dx (N, I); w, dw (O, I); b, db (O); y, dy (N, O).
 #pragma once
 #include "tensor/gemm.h"
+#include "tensor/threading.h"
 
 namespace normlab::ops {
 
@@ -9,9 +10,10 @@ namespace normlab::ops {
 template <class T>
 void linear_forward(T* y, const T* x, const T* w, const T* b, int N, int I, int O) {
   if (b) {
-#pragma omp parallel for schedule(static) if (static_cast<long>(N) * O > 32768)
-    for (int r = 0; r < N; ++r)
-      for (int o = 0; o < O; ++o) y[static_cast<long>(r) * O + o] = b[o];
+    parallel_for(N, 16384 / O + 1, [&](long r0, long r1) {
+      for (long r = r0; r < r1; ++r)
+        for (int o = 0; o < O; ++o) y[r * O + o] = b[o];
+    });
   }
   gemm<T>(false, true, N, O, I, T(1), x, I, w, I, b ? T(1) : T(0), y, O);
 }
@@ -19,17 +21,19 @@ void linear_forward(T* y, const T* x, const T* w, const T* b, int N, int I, int 
 // dx += dy w;  dw += dy^T x;  db += sum_rows dy   (all accumulate; dx and db may be null)
 // With accumulate_dx = false, dx = dy w is overwritten instead (no zero-fill needed).
 template <class T>
-void linear_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, int N, int I,
-                     int O, bool accumulate_dx = true) {
+void linear_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, int N, int I, int O,
+                     bool accumulate_dx = true) {
   if (dx) gemm<T>(false, false, N, I, O, T(1), dy, O, w, I, accumulate_dx ? T(1) : T(0), dx, I);
   gemm<T>(true, false, O, I, N, T(1), dy, O, x, I, T(1), dw, I);
   if (db) {
-#pragma omp parallel for schedule(static) if (static_cast<long>(N) * O > 32768)
-    for (int o0 = 0; o0 < O; o0 += 64) {
-      const int o1 = o0 + 64 < O ? o0 + 64 : O;
-      for (int r = 0; r < N; ++r)
-        for (int o = o0; o < o1; ++o) db[o] += dy[static_cast<long>(r) * O + o];
-    }
+    const long nblocks = (O + 63) / 64;
+    parallel_for(nblocks, static_cast<long>(N) * O > 32768 ? 1 : nblocks, [&](long b0, long b1) {
+      for (long ob = b0; ob < b1; ++ob) {
+        const int o0 = static_cast<int>(ob * 64), o1 = o0 + 64 < O ? o0 + 64 : O;
+        for (int r = 0; r < N; ++r)
+          for (int o = o0; o < o1; ++o) db[o] += dy[static_cast<long>(r) * O + o];
+      }
+    });
   }
 }
 

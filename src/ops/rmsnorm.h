@@ -3,21 +3,24 @@
 #pragma once
 #include <cmath>
 
+#include "tensor/threading.h"
+
 namespace normlab::ops {
 
 // out = x * rstd * (g0 + w), rstd = 1 / sqrt(mean(x^2) + eps) (eps inside the root).
 template <class T>
 void rmsnorm_forward(T* out, T* rstd, const T* x, const T* w, int N, int C, T eps, T g0) {
-#pragma omp parallel for schedule(static) if (static_cast<long>(N) * C > 32768)
-  for (int r = 0; r < N; ++r) {
-    const T* xr = x + static_cast<long>(r) * C;
-    T ss = 0;
-    for (int c = 0; c < C; ++c) ss += xr[c] * xr[c];
-    const T s = T(1) / std::sqrt(ss / C + eps);
-    T* o = out + static_cast<long>(r) * C;
-    for (int c = 0; c < C; ++c) o[c] = xr[c] * s * (g0 + w[c]);
-    rstd[r] = s;
-  }
+  parallel_for(N, 16384 / C + 1, [&](long r0, long r1) {
+    for (long r = r0; r < r1; ++r) {
+      const T* xr = x + r * C;
+      T ss = 0;
+      for (int c = 0; c < C; ++c) ss += xr[c] * xr[c];
+      const T s = T(1) / std::sqrt(ss / C + eps);
+      T* o = out + r * C;
+      for (int c = 0; c < C; ++c) o[c] = xr[c] * s * (g0 + w[c]);
+      rstd[r] = s;
+    }
+  });
 }
 
 // xhat = x * rstd, dxhat = dout * (g0 + w)
@@ -27,33 +30,37 @@ void rmsnorm_forward(T* out, T* rstd, const T* x, const T* w, int N, int C, T ep
 template <class T>
 void rmsnorm_backward(T* dx, T* dw, const T* dout, const T* x, const T* rstd, const T* w, int N,
                       int C, T g0, bool accumulate_dx = true) {
-#pragma omp parallel for schedule(static) if (static_cast<long>(N) * C > 32768)
-  for (int r = 0; r < N; ++r) {
-    const long off = static_cast<long>(r) * C;
-    const T* xr = x + off;
-    const T* dr = dout + off;
-    const T s = rstd[r];
-    T sum_dx = 0;
-    for (int c = 0; c < C; ++c) sum_dx += dr[c] * (g0 + w[c]) * xr[c] * s;
-    sum_dx /= C;
-    T* dxr = dx + off;
-    if (accumulate_dx) {
-#pragma omp simd
-      for (int c = 0; c < C; ++c) dxr[c] += s * (dr[c] * (g0 + w[c]) - xr[c] * s * sum_dx);
-    } else {
-#pragma omp simd
-      for (int c = 0; c < C; ++c) dxr[c] = s * (dr[c] * (g0 + w[c]) - xr[c] * s * sum_dx);
-    }
-  }
-#pragma omp parallel for schedule(static) if (static_cast<long>(N) * C > 32768)
-  for (int c0 = 0; c0 < C; c0 += 64) {
-    const int c1 = c0 + 64 < C ? c0 + 64 : C;
-    for (int r = 0; r < N; ++r) {
-      const long off = static_cast<long>(r) * C;
+  parallel_for(N, 16384 / C + 1, [&](long r0, long r1) {
+    for (long r = r0; r < r1; ++r) {
+      const long off = r * C;
+      const T* xr = x + off;
+      const T* dr = dout + off;
       const T s = rstd[r];
-      for (int c = c0; c < c1; ++c) dw[c] += dout[off + c] * x[off + c] * s;
+      T sum_dx = 0;
+      for (int c = 0; c < C; ++c) sum_dx += dr[c] * (g0 + w[c]) * xr[c] * s;
+      sum_dx /= C;
+      T* dxr = dx + off;
+      if (accumulate_dx) {
+#pragma omp simd
+        for (int c = 0; c < C; ++c) dxr[c] += s * (dr[c] * (g0 + w[c]) - xr[c] * s * sum_dx);
+      } else {
+#pragma omp simd
+        for (int c = 0; c < C; ++c) dxr[c] = s * (dr[c] * (g0 + w[c]) - xr[c] * s * sum_dx);
+      }
     }
-  }
+  });
+  const long nblocks = (C + 63) / 64;
+  parallel_for(nblocks, static_cast<long>(N) * C > 32768 ? 1 : nblocks, [&](long cb0, long cb1) {
+    for (long cb = cb0; cb < cb1; ++cb) {
+      const int c0 = static_cast<int>(cb * 64);
+      const int c1 = c0 + 64 < C ? c0 + 64 : C;
+      for (int r = 0; r < N; ++r) {
+        const long off = static_cast<long>(r) * C;
+        const T s = rstd[r];
+        for (int c = c0; c < c1; ++c) dw[c] += dout[off + c] * x[off + c] * s;
+      }
+    }
+  });
 }
 
 }  // namespace normlab::ops

@@ -1,10 +1,12 @@
-// Rotary position embedding (Su et al. 2021), "rotate half" convention as in Llama / HF transformers:
-// for each head vector x of size D and position t, pairs (x[i], x[i + D/2]), i < D/2, are rotated by
-// the angle t * theta^(-2i/D).
-// Shapes: x, y, dx, dy (B, T, H, D) rows; cos, sin (T_max, D/2) tables; positions start at pos0.
+// Rotary position embedding (Su et al. 2021), "rotate half" convention as in Llama / HF
+// transformers: for each head vector x of size D and position t, pairs (x[i], x[i + D/2]), i < D/2,
+// are rotated by the angle t * theta^(-2i/D). Shapes: x, y, dx, dy (B, T, H, D) rows; cos, sin
+// (T_max, D/2) tables; positions start at pos0.
 #pragma once
 #include <cmath>
 #include <vector>
+
+#include "tensor/threading.h"
 
 namespace normlab::ops {
 
@@ -25,13 +27,13 @@ template <class T>
 void rope_forward(T* y, const T* x, const T* cos_t, const T* sin_t, int B, int Tn, int H, int D,
                   int pos0 = 0) {
   const int half = D / 2;
-#pragma omp parallel for collapse(2) schedule(static) if (static_cast<long>(B) * Tn * H * D > 32768)
-  for (int b = 0; b < B; ++b)
-    for (int t = 0; t < Tn; ++t) {
+  parallel_for(static_cast<long>(B) * Tn, 16384 / (H * D) + 1, [&](long r0, long r1) {
+    for (long r = r0; r < r1; ++r) {
+      const int t = static_cast<int>(r % Tn);
       const T* c = cos_t + static_cast<long>(pos0 + t) * half;
       const T* s = sin_t + static_cast<long>(pos0 + t) * half;
       for (int h = 0; h < H; ++h) {
-        const long off = ((static_cast<long>(b) * Tn + t) * H + h) * D;
+        const long off = (r * H + h) * D;
         for (int i = 0; i < half; ++i) {
           const T x1 = x[off + i], x2 = x[off + i + half];
           y[off + i] = x1 * c[i] - x2 * s[i];
@@ -39,6 +41,7 @@ void rope_forward(T* y, const T* x, const T* cos_t, const T* sin_t, int B, int T
         }
       }
     }
+  });
 }
 
 // dx += R(t)^T dy:  dx1 += dy1 cos + dy2 sin;  dx2 += dy2 cos - dy1 sin   (accumulates)
@@ -47,13 +50,13 @@ template <class T>
 void rope_backward(T* dx, const T* dy, const T* cos_t, const T* sin_t, int B, int Tn, int H, int D,
                    bool accumulate = true) {
   const int half = D / 2;
-#pragma omp parallel for collapse(2) schedule(static) if (static_cast<long>(B) * Tn * H * D > 32768)
-  for (int b = 0; b < B; ++b)
-    for (int t = 0; t < Tn; ++t) {
+  parallel_for(static_cast<long>(B) * Tn, 16384 / (H * D) + 1, [&](long r0, long r1) {
+    for (long r = r0; r < r1; ++r) {
+      const int t = static_cast<int>(r % Tn);
       const T* c = cos_t + static_cast<long>(t) * half;
       const T* s = sin_t + static_cast<long>(t) * half;
       for (int h = 0; h < H; ++h) {
-        const long off = ((static_cast<long>(b) * Tn + t) * H + h) * D;
+        const long off = (r * H + h) * D;
         if (accumulate) {
 #pragma omp simd
           for (int i = 0; i < half; ++i) {
@@ -71,6 +74,7 @@ void rope_backward(T* dx, const T* dy, const T* cos_t, const T* sin_t, int B, in
         }
       }
     }
+  });
 }
 
 }  // namespace normlab::ops

@@ -3,7 +3,7 @@
 #pragma once
 #include <cmath>
 
-#include "tensor/parallel.h"
+#include "tensor/threading.h"
 #include "tensor/vec_math.h"
 
 namespace normlab::ops {
@@ -12,7 +12,7 @@ namespace normlab::ops {
 template <class T>
 void softcap_forward(T* y, const T* x, long n, T cap) {
   const T inv = T(1) / cap;
-  parallel_chunks(n, 32768, [&](long b, long e) {
+  parallel_for(n, 16384, [&](long b, long e) {
     const T* xs = x + b;
     T* ys = y + b;
 #pragma omp simd
@@ -25,7 +25,7 @@ void softcap_forward(T* y, const T* x, long n, T cap) {
 template <class T>
 void softcap_backward(T* dx, const T* dy, const T* y, long n, T cap) {
   const T inv = T(1) / cap;
-  parallel_chunks(n, 32768, [&](long b, long e) {
+  parallel_for(n, 16384, [&](long b, long e) {
     const T* ys = y + b;
     const T* dys = dy + b;
     T* dxs = dx + b;

@@ -1,15 +1,18 @@
 #include "tensor/gemm.h"
 
 #include <cblas.h>
-#include <omp.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
+#include "tensor/threading.h"
+
 #if defined(__AVX512F__)
 #include <immintrin.h>
+// GCC 12 flags the undefined pass-through operand inside its own AVX-512 intrinsic headers as
+// possibly uninitialised (a false positive, GCC bug 105593), not anything in this file.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
 namespace normlab {
@@ -17,13 +20,18 @@ namespace normlab {
 namespace {
 
 // ---------------------------------------------------------------------------------------------
-// Blocking. C is computed in MR x NR micro-tiles from packed panels of A (MR rows, K-major) and B
-// (NR columns, K-major). Loops, outermost first: jc over NC columns, pc over KC of the sum (the
-// B block KC x NC is packed once and shared by all threads, it lives in L2), then tiles of
-// (MC rows x a range of NR-panels) spread over the threads; each thread packs its MC x KC block of
-// A (L2) and runs jr over B micro-panels (KC x NR, kept in L1 while ir runs over A micro-panels).
+// Blocking (Goto & van de Geijn 2008; the loops around the micro-kernel as in BLIS). C is
+// computed in MR x NR micro-tiles from packed panels: op(B) in NR-column panels (NR contiguous
+// values per k), op(A) in MR-row panels that copy the source layout (row-major when op(A) = A,
+// k-major when op(A) = A^T, so that packing is a plain copy either way). Loops, outermost first:
+// jc over NC columns and ks over KS sums, for which op(B) is packed once, by all threads, as
+// KC-slices; then tiles (an MC-row block x a range of NR-panels) claimed by the threads; in a
+// tile, pc over the KC-slices packs the MC x KC block of A (L2) and runs jr over B micro-panels
+// (KC x NR, reused from L1/L2 while ir runs over the A micro-panels).
 constexpr int MR = 6, NR = 64;
-constexpr int KC = 128, MC = 192, NC = 1024;
+constexpr int KC = 256, MC = 96, NC = 1024;
+// op(B) is packed KS sums at a time (at most KS x NC floats of scratch, 16 MiB).
+constexpr int KS = 16 * KC;
 static_assert(MC % MR == 0 && NC % NR == 0);
 
 // Scratch that grows and is then reused: nothing is allocated in steady state.
@@ -51,17 +59,26 @@ void pack_a(float* ap, bool ta, const float* A, long lda, int i0, int mc, int k0
     const int mr = std::min(MR, mc - p);
     float* dst = ap + static_cast<long>(p) * kc;
     if (ta) {
+#if defined(__AVX512F__)
+      // MR contiguous values per k: one masked load and store (lanes past mr read as zero).
+      const __mmask16 ld = static_cast<__mmask16>((1u << mr) - 1), st = (1u << MR) - 1;
+      for (int k = 0; k < kc; ++k)
+        _mm512_mask_storeu_ps(
+            dst + k * MR, st,
+            _mm512_maskz_loadu_ps(ld, A + static_cast<long>(k0 + k) * lda + i0 + p));
+#else
       for (int k = 0; k < kc; ++k) {
         const float* src = A + static_cast<long>(k0 + k) * lda + i0 + p;
         int r = 0;
         for (; r < mr; ++r) dst[k * MR + r] = src[r];
         for (; r < MR; ++r) dst[k * MR + r] = 0.f;
       }
+#endif
     } else {
       for (int r = 0; r < MR; ++r) {
         if (r < mr)
-          std::memcpy(dst + static_cast<long>(r) * kc,
-                      A + static_cast<long>(i0 + p + r) * lda + k0, sizeof(float) * kc);
+          std::memcpy(dst + static_cast<long>(r) * kc, A + static_cast<long>(i0 + p + r) * lda + k0,
+                      sizeof(float) * kc);
         else
           std::memset(dst + static_cast<long>(r) * kc, 0, sizeof(float) * kc);
       }
@@ -121,7 +138,8 @@ void pack_b_panel(float* bp, bool tb, const float* B, long ldb, int j0, int nr, 
         for (int c = 0; c < 16; ++c)
           r[c] = _mm512_loadu_ps(B + static_cast<long>(j0 + c0 + c) * ldb + k0 + kb);
         transpose16(r);
-        for (int k = 0; k < 16; ++k) _mm512_store_ps(bp + static_cast<long>(kb + k) * NR + c0, r[k]);
+        for (int k = 0; k < 16; ++k)
+          _mm512_store_ps(bp + static_cast<long>(kb + k) * NR + c0, r[k]);
         continue;
       }
 #endif
@@ -203,10 +221,18 @@ template <bool KMajor>
 void micro(int kc, const float* ap, const float* bp, float* c, long ldc, int mr, int nc,
            float alpha, float beta) {
   switch ((nc + 15) / 16) {
-    case 1: micro_kernel<1, KMajor>(kc, ap, bp, c, ldc, mr, nc, alpha, beta); break;
-    case 2: micro_kernel<2, KMajor>(kc, ap, bp, c, ldc, mr, nc, alpha, beta); break;
-    case 3: micro_kernel<3, KMajor>(kc, ap, bp, c, ldc, mr, nc, alpha, beta); break;
-    default: micro_kernel<4, KMajor>(kc, ap, bp, c, ldc, mr, nc, alpha, beta); break;
+    case 1:
+      micro_kernel<1, KMajor>(kc, ap, bp, c, ldc, mr, nc, alpha, beta);
+      break;
+    case 2:
+      micro_kernel<2, KMajor>(kc, ap, bp, c, ldc, mr, nc, alpha, beta);
+      break;
+    case 3:
+      micro_kernel<3, KMajor>(kc, ap, bp, c, ldc, mr, nc, alpha, beta);
+      break;
+    default:
+      micro_kernel<4, KMajor>(kc, ap, bp, c, ldc, mr, nc, alpha, beta);
+      break;
   }
 }
 
@@ -233,70 +259,10 @@ void scale_c(const Problem& p) {
   }
 }
 
-// The body run by every thread `tid` of `nth` (nth = 1: serial, no barriers). For each block of
-// NC columns, the threads first pack all of op(B) for it together (bpack: K x NC as KC-slices of
-// NR-panels), then claim tiles (a row block of A x a range of panels) from a shared counter, so
-// that a thread delayed by another process on its core does not hold the other back.
-void run(const Problem& p, float* bpack, std::atomic<int>* next, int tid, int nth) {
-  const int mblocks_max = (p.M + MC - 1) / MC;
-  for (int jc = 0; jc < p.N; jc += NC) {
-    const int nc = std::min(NC, p.N - jc);
-    const int npanels = (nc + NR - 1) / NR;
-    int mc = MC;
-    if (nth > 1 && mblocks_max < 2 * nth) {
-      // Few row blocks: shrink them (whole micro-panels) before splitting columns.
-      mc = std::max(MR, ((p.M + 2 * nth - 1) / (2 * nth) + MR - 1) / MR * MR);
-    }
-    const int mblocks = (p.M + mc - 1) / mc;
-    int nsplit = 1;
-    while (mblocks * nsplit < 4 * nth && nsplit * 2 <= npanels) ++nsplit;
-    const int ntiles = mblocks * nsplit;
-    // Packed B, slice after slice of KC sums: slice pc holds npanels panels of kc x NR and
-    // starts at pc * npanels * NR.
-    for (int w = tid; w < npanels * ((p.K + KC - 1) / KC); w += nth) {
-      const int jp = w % npanels, pc = w / npanels * KC, kc = std::min(KC, p.K - pc);
-      pack_b_panel(bpack + static_cast<long>(pc) * npanels * NR + static_cast<long>(jp) * NR * kc,
-                   p.tb, p.B, p.ldb, jc + jp * NR, std::min(NR, nc - jp * NR), pc, kc);
-    }
-    if (nth > 1) {
-#pragma omp barrier
-    }
-    float* apack = a_scratch.get(static_cast<std::size_t>(mc) * KC);
-    for (int serial_t = 0;;) {
-      const int t = nth > 1 ? next->fetch_add(1, std::memory_order_relaxed) : serial_t++;
-      if (t >= ntiles) break;
-      const int mb = t / nsplit, ns = t % nsplit;
-      const int i0 = mb * mc, mcur = std::min(mc, p.M - i0);
-      const int jp0 = npanels * ns / nsplit, jp1 = npanels * (ns + 1) / nsplit;
-      for (int pc = 0; pc < p.K; pc += KC) {
-        const int kc = std::min(KC, p.K - pc);
-        const float beta = pc == 0 ? p.beta : 1.f;
-        pack_a(apack, p.ta, p.A, p.lda, i0, mcur, pc, kc);
-        const float* bslice = bpack + static_cast<long>(pc) * npanels * NR;
-        for (int jp = jp0; jp < jp1; ++jp) {
-          const int j0 = jp * NR, ncur = std::min(NR, nc - j0);
-          const float* bp = bslice + static_cast<long>(jp) * NR * kc;
-          for (int ir = 0; ir < mcur; ir += MR) {
-            float* c = p.C + static_cast<long>(i0 + ir) * p.ldc + jc + j0;
-            const float* ap = apack + static_cast<long>(ir) * kc;
-            const int mr = std::min(MR, mcur - ir);
-            if (p.ta)
-              micro<true>(kc, ap, bp, c, p.ldc, mr, ncur, p.alpha, beta);
-            else
-              micro<false>(kc, ap, bp, c, p.ldc, mr, ncur, p.alpha, beta);
-          }
-        }
-      }
-    }
-    if (nth > 1) {
-#pragma omp barrier
-      // Every thread has left the tile loop: reset the counter for the next column block.
-#pragma omp single
-      next->store(0, std::memory_order_relaxed);
-    }
-  }
-}
-
+// Blocks of NC columns x KS sums one after the other; for each, op(B) is packed first, then the
+// tiles are claimed by the threads from a shared counter (parallel_for), so that a thread the OS
+// has put aside does not hold the others back. A tile is computed by one thread from its first
+// sum to its last, in a fixed order: results do not depend on the number of threads.
 void sgemm_blocked(const Problem& p, bool allow_parallel) {
   if (p.M <= 0 || p.N <= 0) return;
   if (p.K <= 0) {
@@ -304,16 +270,75 @@ void sgemm_blocked(const Problem& p, bool allow_parallel) {
     return;
   }
   const double flops = 2.0 * p.M * p.N * p.K;
-  int nth = allow_parallel && !omp_in_parallel() && flops > 2e6 ? omp_get_max_threads() : 1;
-  const long kpad = (p.K + KC - 1) / KC * KC;
-  float* bpack = b_scratch.get(static_cast<std::size_t>(kpad) * std::min(NC, (p.N + NR - 1) / NR * NR));
-  if (nth <= 1) {
-    run(p, bpack, nullptr, 0, 1);
-    return;
-  }
-  std::atomic<int> next{0};
-#pragma omp parallel num_threads(nth)
-  run(p, bpack, &next, omp_get_thread_num(), omp_get_num_threads());
+  const bool par = allow_parallel && !in_parallel() && thread_count() > 1 && flops > 4e6;
+  const int nth = par ? thread_count() : 1;
+  const int kmax = std::min(KS, (p.K + KC - 1) / KC * KC);
+  float* bpack =
+      b_scratch.get(static_cast<std::size_t>(kmax) * std::min(NC, (p.N + NR - 1) / NR * NR));
+  const int mblocks_max = (p.M + MC - 1) / MC;
+  for (int jc = 0; jc < p.N; jc += NC)
+    for (int ks = 0; ks < p.K; ks += KS) {
+      const int nc = std::min(NC, p.N - jc);
+      const int npanels = (nc + NR - 1) / NR;
+      const int kend = std::min(p.K, ks + KS);
+      const long kslices = (kend - ks + KC - 1) / KC;
+      // Packed B, slice after slice of KC sums: slice pc (relative to ks) holds npanels panels of
+      // kc x NR and starts at pc * npanels * NR.
+      auto pack = [&](long w) {
+        const int jp = static_cast<int>(w % npanels), pc = static_cast<int>(w / npanels) * KC;
+        const int kc = std::min(KC, kend - ks - pc);
+        pack_b_panel(bpack + static_cast<long>(pc) * npanels * NR + static_cast<long>(jp) * NR * kc,
+                     p.tb, p.B, p.ldb, jc + jp * NR, std::min(NR, nc - jp * NR), ks + pc, kc);
+      };
+      const long nwork = npanels * kslices;
+      if (par && static_cast<long>(nc) * (kend - ks) >= (1L << 17))
+        parallel_for(nwork, 1, [&](long b, long e) {
+          for (long w = b; w < e; ++w) pack(w);
+        });
+      else
+        for (long w = 0; w < nwork; ++w) pack(w);
+
+      // Tiles: enough of them to keep every thread busy; few row blocks are shrunk (whole
+      // micro-panels) before the columns are split.
+      int mc = MC;
+      if (nth > 1 && mblocks_max < 2 * nth)
+        mc = std::max(MR, ((p.M + 2 * nth - 1) / (2 * nth) + MR - 1) / MR * MR);
+      const int mblocks = (p.M + mc - 1) / mc;
+      int nsplit = 1;
+      while (nth > 1 && mblocks * nsplit < 4 * nth && nsplit * 2 <= npanels) ++nsplit;
+      const long ntiles = static_cast<long>(mblocks) * nsplit;
+      auto tile = [&](long t) {
+        float* apack = a_scratch.get(static_cast<std::size_t>(mc) * KC);
+        const int mb = static_cast<int>(t / nsplit), ns = static_cast<int>(t % nsplit);
+        const int i0 = mb * mc, mcur = std::min(mc, p.M - i0);
+        const int jp0 = npanels * ns / nsplit, jp1 = npanels * (ns + 1) / nsplit;
+        for (int pc = ks; pc < kend; pc += KC) {
+          const int kc = std::min(KC, kend - pc);
+          const float beta = pc == 0 ? p.beta : 1.f;
+          pack_a(apack, p.ta, p.A, p.lda, i0, mcur, pc, kc);
+          const float* bslice = bpack + static_cast<long>(pc - ks) * npanels * NR;
+          for (int jp = jp0; jp < jp1; ++jp) {
+            const int j0 = jp * NR, ncur = std::min(NR, nc - j0);
+            const float* bp = bslice + static_cast<long>(jp) * NR * kc;
+            for (int ir = 0; ir < mcur; ir += MR) {
+              float* c = p.C + static_cast<long>(i0 + ir) * p.ldc + jc + j0;
+              const float* ap = apack + static_cast<long>(ir) * kc;
+              const int mr = std::min(MR, mcur - ir);
+              if (p.ta)
+                micro<true>(kc, ap, bp, c, p.ldc, mr, ncur, p.alpha, beta);
+              else
+                micro<false>(kc, ap, bp, c, p.ldc, mr, ncur, p.alpha, beta);
+            }
+          }
+        }
+      };
+      if (par)
+        parallel_for(ntiles, 1, [&](long b, long e) {
+          for (long t = b; t < e; ++t) tile(t);
+        });
+      else
+        for (long t = 0; t < ntiles; ++t) tile(t);
+    }
 }
 
 }  // namespace
@@ -325,7 +350,7 @@ void gemm<float>(bool ta, bool tb, int M, int N, int K, float alpha, const float
 #if defined(__AVX512F__)
   sgemm_blocked({ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc}, true);
 #else
-  if (omp_in_parallel()) {
+  if (in_parallel()) {
     sgemm_blocked({ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc}, false);
     return;
   }
@@ -335,8 +360,8 @@ void gemm<float>(bool ta, bool tb, int M, int N, int K, float alpha, const float
 }
 
 template <>
-void gemm_serial<float>(bool ta, bool tb, int M, int N, int K, float alpha, const float* A,
-                        int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+void gemm_serial<float>(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
+                        const float* B, int ldb, float beta, float* C, int ldc) {
   sgemm_blocked({ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc}, false);
 }
 
@@ -352,7 +377,7 @@ template <>
 void gemm<double>(bool ta, bool tb, int M, int N, int K, double alpha, const double* A, int lda,
                   const double* B, int ldb, double beta, double* C, int ldc) {
   if (M == 0 || N == 0) return;
-  if (omp_in_parallel()) {
+  if (in_parallel()) {
     gemm_serial<double>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }

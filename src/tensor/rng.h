@@ -1,5 +1,6 @@
 // A small, portable, seedable random number generator (splitmix64 + Box-Muller), so that
-// initialisation and batch sampling are bitwise reproducible on every platform and standard library.
+// initialisation and batch sampling are bitwise reproducible on every platform and standard
+// library.
 #pragma once
 #include <cmath>
 #include <cstdint>

@@ -1,13 +1,76 @@
-// One threading policy for the whole process: OpenMP. Our kernels and the float matrix products
-// (gemm.h) run on the OpenMP threads, by default as many as the cores this process may use; the
-// BLAS is kept single-threaded where normlab's own sgemm is compiled in (AVX-512), so two pools
-// of spinning threads never compete for the same cores.
+// One threading policy for the whole process: normlab's own pool of threads. Every parallel kernel
+// (the float matrix products of gemm.h, attention, norms, pointwise ops, the optimizer) runs on
+// it, and the BLAS is kept single-threaded where normlab's sgemm is compiled in (AVX-512), so no
+// two pools of threads ever compete for the cores.
+//
+// Why not OpenMP regions: with libgomp's default wait policy idle threads spin, and on a machine
+// whose cores are shared (a VM, other processes) a spinning thread takes the time its partner
+// needs; the fix, OMP_WAIT_POLICY=PASSIVE, cannot be set from inside the process. The pool's
+// threads spin only briefly and then sleep on a futex, and work is handed out in chunks from a
+// shared counter, so a thread the OS has put aside does not hold the others back. Chunk bounds
+// depend only on the problem size, so reductions sum in a fixed order: results do not depend on
+// which thread ran what.
 #pragma once
+#include <algorithm>
+#include <atomic>
+#include <type_traits>
 
 namespace normlab {
 
-// n <= 0: all available cores. Returns the count in effect.
+// n <= 0: all available cores. Returns the count in effect. The single place that sets threads.
 int set_thread_count(int n);
+// Threads in effect (set_thread_count, or all available cores by default).
+int thread_count();
 int available_cores();
+// True on a thread that is running a parallel job (nested calls then run serially).
+bool in_parallel();
+
+namespace detail {
+using TeamFn = void (*)(void* ctx, int tid, int nth);
+void run_team(TeamFn fn, void* ctx);
+}  // namespace detail
+
+// Runs f(tid, nth) once on each of the nth threads (the caller is tid 0) and returns when all
+// have finished. Inside a job, or with one thread, it runs f(0, 1) on the calling thread.
+template <class F>
+void parallel_team(F&& f) {
+  detail::run_team(
+      [](void* c, int t, int n) { (*static_cast<std::remove_reference_t<F>*>(c))(t, n); }, &f);
+}
+
+// The chunks of [0, n) that parallel_for uses: at most 64, each at least `grain` long and, when
+// grain >= 16, a multiple of 16 (whole cache lines of float) except the last.
+struct Chunks {
+  long n, size, count;
+  Chunks(long n_, long grain) : n(n_) {
+    const long g = std::max<long>(grain, 1), align = g >= 16 ? 16 : 1;
+    count = std::max<long>(1, std::min<long>(64, n / g));
+    size = std::max<long>(1, ((n + count - 1) / count + align - 1) / align * align);
+    count = (n + size - 1) / size;
+  }
+  long begin(long c) const { return c * size; }
+  long end(long c) const { return std::min(n, (c + 1) * size); }
+};
+
+// body(chunk, begin, end) for every chunk of [0, n), chunks claimed dynamically by the threads.
+template <class F>
+void parallel_chunks_indexed(const Chunks& ch, F&& body) {
+  if (ch.count <= 1 || thread_count() == 1 || in_parallel()) {
+    for (long c = 0; c < ch.count; ++c) body(c, ch.begin(c), ch.end(c));
+    return;
+  }
+  std::atomic<long> next{0};
+  parallel_team([&](int, int) {
+    for (long c; (c = next.fetch_add(1, std::memory_order_relaxed)) < ch.count;)
+      body(c, ch.begin(c), ch.end(c));
+  });
+}
+
+// body(begin, end) over chunks of [0, n) of at least `grain` indices.
+template <class F>
+void parallel_for(long n, long grain, F&& body) {
+  if (n <= 0) return;
+  parallel_chunks_indexed(Chunks(n, grain), [&](long, long b, long e) { body(b, e); });
+}
 
 }  // namespace normlab

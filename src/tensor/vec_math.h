@@ -10,10 +10,14 @@
 
 namespace normlab {
 
+// Always inlined: loops over these must see their body to vectorise (GCC otherwise may keep a
+// call it judges cold and give up on the loop).
+#define NORMLAB_INLINE inline __attribute__((always_inline))
+
 // exp(x), relative error below 2e-7 on the whole float range: Cody-Waite reduction
 // x = n ln2 + r, |r| <= ln2 / 2, then Cephes' degree-6 polynomial for e^r, times 2^n.
 // Below ln FLT_MIN it returns 0 (the true value is subnormal).
-inline float exp_fast(float x) {
+NORMLAB_INLINE float exp_fast(float x) {
   constexpr float hi = 88.7228391116729996f, lo = -87.3365447505531f;  // ln FLT_MAX, ln FLT_MIN
   const float xc = x > hi ? hi : (x < lo ? lo : x);
   constexpr float magic = 12582912.f;  // 1.5 * 2^23: adding it rounds to an integer
@@ -31,7 +35,8 @@ inline float exp_fast(float x) {
   p = p * (r * r) + r + 1.f;
   // 2^n in two factors, so that both stay normal for every n in [-126, 128].
   const std::int32_t n1 = ni >> 1, n2 = ni - n1;
-  const float s1 = std::bit_cast<float>((n1 + 127) << 23), s2 = std::bit_cast<float>((n2 + 127) << 23);
+  const float s1 = std::bit_cast<float>((n1 + 127) << 23),
+              s2 = std::bit_cast<float>((n2 + 127) << 23);
   const float y = p * s1 * s2;
   return x > hi ? std::bit_cast<float>(0x7f800000) : (x < lo ? 0.f : y);
 }
@@ -39,7 +44,7 @@ inline float exp_fast(float x) {
 // tanh(x): for |x| < 0.625 the [13/6] rational approximation of Eigen (generic_fast_tanh_float,
 // relative error below 3e-7); above, (e - 1) / (e + 1), e = e^{2|x|} from exp_fast, whose error
 // (~1e-7) keeps 1 - tanh^2 accurate near saturation; |x| > 9 gives exactly +-1 as float tanh does.
-inline float tanh_fast(float x) {
+NORMLAB_INLINE float tanh_fast(float x) {
   constexpr float c = 7.99881172180175781f;
   const float xc = x > c ? c : (x < -c ? -c : x);
   const float x2 = xc * xc;
@@ -63,7 +68,7 @@ inline float tanh_fast(float x) {
   return ax < 0.0004f ? x : (ax > 9.f ? std::copysign(1.f, x) : y);
 }
 
-inline double exp_fast(double x) { return std::exp(x); }
-inline double tanh_fast(double x) { return std::tanh(x); }
+NORMLAB_INLINE double exp_fast(double x) { return std::exp(x); }
+NORMLAB_INLINE double tanh_fast(double x) { return std::tanh(x); }
 
 }  // namespace normlab

@@ -3,6 +3,8 @@
 #pragma once
 #include <cmath>
 
+#include "tensor/threading.h"
+
 namespace normlab {
 
 // p -= lr * wd * p;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
@@ -17,29 +19,48 @@ void adamw_update(T* p, const T* g, T* m, T* v, long n, double lr, double beta1,
   const T step = static_cast<T>(lr / bc1);
   const T inv_sqrt_bc2 = static_cast<T>(1.0 / std::sqrt(bc2));
   const T e = static_cast<T>(eps);
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (long i = 0; i < n; ++i) {
-    const T gi = g[i];
-    m[i] = b1 * m[i] + (T(1) - b1) * gi;
-    v[i] = b2 * v[i] + (T(1) - b2) * gi * gi;
-    p[i] = p[i] * decay - step * m[i] / (std::sqrt(v[i]) * inv_sqrt_bc2 + e);
-  }
+  parallel_for(n, 32768, [&](long b, long end) {
+    T* ps = p + b;
+    const T* gs = g + b;
+    T* ms = m + b;
+    T* vs = v + b;
+#pragma omp simd
+    for (long i = 0; i < end - b; ++i) {
+      const T gi = gs[i];
+      const T mi = b1 * ms[i] + (T(1) - b1) * gi;
+      const T vi = b2 * vs[i] + (T(1) - b2) * gi * gi;
+      ms[i] = mi;
+      vs[i] = vi;
+      ps[i] = ps[i] * decay - step * mi / (std::sqrt(vi) * inv_sqrt_bc2 + e);
+    }
+  });
 }
 
-// sum of squares, accumulated in double
+// sum of squares, accumulated in double (per chunk, then the chunks in order)
 template <class T>
 double sum_squares(const T* g, long n) {
+  const Chunks ch(n, 32768);
+  double part[64] = {};
+  parallel_chunks_indexed(ch, [&](long c, long b, long e) {
+    const T* gs = g + b;
+    double s = 0;
+#pragma omp simd reduction(+ : s)
+    for (long i = 0; i < e - b; ++i) s += static_cast<double>(gs[i]) * gs[i];
+    part[c] = s;
+  });
   double s = 0;
-#pragma omp parallel for schedule(static) reduction(+ : s) if (n > 65536)
-  for (long i = 0; i < n; ++i) s += static_cast<double>(g[i]) * g[i];
+  for (long c = 0; c < ch.count; ++c) s += part[c];
   return s;
 }
 
 template <class T>
 void scale_in_place(T* g, long n, double k) {
   const T kk = static_cast<T>(k);
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (long i = 0; i < n; ++i) g[i] *= kk;
+  parallel_for(n, 32768, [&](long b, long e) {
+    T* gs = g + b;
+#pragma omp simd
+    for (long i = 0; i < e - b; ++i) gs[i] *= kk;
+  });
 }
 
 }  // namespace normlab

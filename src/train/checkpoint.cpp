@@ -104,13 +104,21 @@ std::string save_checkpoint(const std::string& run_dir, const Config& cfg,
 
   // Keep the newest `keep` complete checkpoints (never the one `latest` names).
   std::vector<fs::path> dirs;
-  for (const auto& e : fs::directory_iterator(root))
-    if (e.is_directory() && e.path().filename().string().rfind("step_", 0) == 0 &&
-        e.path().extension() != ".tmp")
-      dirs.push_back(e.path());
+  // Pruning renames first (atomic), then deletes: a crash mid-delete leaves a ".trash" folder,
+  // never a half-deleted step_* folder that looks like a checkpoint.
+  for (const auto& e : fs::directory_iterator(root)) {
+    const std::string name = e.path().filename().string();
+    if (!e.is_directory()) continue;
+    if (e.path().extension() == ".trash") fs::remove_all(e.path());
+    else if (name.rfind("step_", 0) == 0 && e.path().extension() != ".tmp") dirs.push_back(e.path());
+  }
   std::sort(dirs.begin(), dirs.end());
   for (std::size_t i = 0; i + std::max(keep, 1) < dirs.size(); ++i)
-    if (dirs[i] != final_dir) fs::remove_all(dirs[i]);
+    if (dirs[i] != final_dir) {
+      const fs::path trash = dirs[i].string() + ".trash";
+      fs::rename(dirs[i], trash);
+      fs::remove_all(trash);
+    }
   return final_dir.string();
 }
 

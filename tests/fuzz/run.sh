@@ -18,7 +18,7 @@ jobs="${FUZZ_JOBS:-2}"
 
 max_len() {
   case "$1" in
-    token_file) echo 1024 ;;
+    token_file | config) echo 1024 ;;  # configs are ~600 bytes; unknown keys cost O(length)
     *) echo 4096 ;;
   esac
 }

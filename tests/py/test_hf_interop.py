@@ -24,7 +24,7 @@ import torch
 torch.set_num_threads(1)
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
-transformers = pytest.importorskip("transformers")
+import transformers  # noqa: E402  (required: scripts/install-deps.sh installs it; never skipped)
 from safetensors.torch import load_file, save_file  # noqa: E402
 from transformers import (  # noqa: E402
     AutoModelForCausalLM,

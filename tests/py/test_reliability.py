@@ -45,7 +45,7 @@ def test_sigkill_while_saving_never_corrupts(tmp_path):
             assert step in (steps[-1], steps[-1] + 1), (step, steps[-3:])
         # Nothing half-written is ever pointed to; at most the temporary folder is left over.
         for d in (run / "checkpoints").iterdir():
-            if d.is_dir() and not d.name.endswith(".tmp"):
+            if d.is_dir() and not d.name.endswith((".tmp", ".trash")):
                 assert (d / "model.safetensors").exists() and (d / "state.safetensors").exists()
 
 

@@ -1,0 +1,214 @@
+"""Turns the JSON results of bench/run.sh into the table it prints and docs/benchmarks.md.
+
+    python3 bench/report.py bench/results --out docs/benchmarks.md --command "bench/run.sh"
+
+Medians over rounds; every number in the report comes from this run's files. bench/notes.md
+(hand-written: the FLOP definition, what made the difference, the profile behind any missed target)
+is appended as it is.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import glob
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+
+IMPLS = [("normlab", "normlab"), ("eager", "torch eager"), ("compile", "torch.compile")]
+
+
+def load(results):
+    runs = {}
+    for path in sorted(glob.glob(os.path.join(results, "*.json"))):
+        m = re.match(r"(sgemm_skx|sgemm|normlab|eager|compile)_(\w+?)_r(\d+)\.json$",
+                     os.path.basename(path))
+        if not m:
+            continue
+        kind, cfg, _ = m.groups()
+        try:
+            with open(path) as f:
+                text = f.read().strip().splitlines()
+            j = json.loads(text[-1]) if text else {"error": "no output"}
+        except (OSError, ValueError) as e:
+            j = {"error": f"unreadable result: {e}"}
+        runs.setdefault((kind, cfg), []).append(j)
+    return runs
+
+
+def med(runs, key):
+    vals = [r[key] for r in runs if key in r and r.get(key) is not None and "error" not in r]
+    return statistics.median(vals) if vals else None
+
+
+def first_error(runs):
+    for r in runs:
+        if "error" in r:
+            return r["error"]
+    return None
+
+
+def fmt(x, nd=0, unit=""):
+    if x is None:
+        return "n/a"
+    return f"{x:,.{nd}f}{unit}"
+
+
+def machine():
+    model, cores, threads = platform.processor() or "unknown", os.cpu_count(), None
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+        info = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+        info = {k.strip(): v.strip() for k, v in info.items()}
+        model = info.get("Model name", model)
+        cores = info.get("CPU(s)", cores)
+        threads = info.get("Thread(s) per core")
+        flags = info.get("Flags", "")
+    except (OSError, subprocess.CalledProcessError):
+        flags = ""
+    avx512 = "avx512f" in flags.split()
+    return model, cores, threads, avx512
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("results")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--command", default="bench/run.sh")
+    ap.add_argument("--configs", nargs="*", default=["a", "b", "c"])
+    a = ap.parse_args()
+    runs = load(a.results)
+    rounds = max((len(v) for v in runs.values()), default=0)
+
+    rows, details = [], []
+    for c in a.configs:
+        nl = runs.get(("normlab", c), [])
+        r = {"config": c}
+        for kind, _ in IMPLS:
+            rr = runs.get((kind, c), [])
+            r[kind] = {"tok": med(rr, "tokens_per_s"), "ms": med(rr, "step_ms_median"),
+                       "rss": med(rr, "peak_rss_mb"), "err": first_error(rr),
+                       "base": med(rr, "imported_rss_mb") if kind != "normlab" else med(rr, "baseline_rss_mb"),
+                       "per_round": [x.get("tokens_per_s") for x in rr],
+                       "first": med(rr, "first_step_ms")}
+        sg = runs.get(("sgemm", c), [])
+        sk = runs.get(("sgemm_skx", c), [])
+        rates = {(sg[0].get("blas", "OpenBLAS") if sg else "OpenBLAS") + " (as linked)": med(sg, "blas_gflops"),
+                 "OpenBLAS (core SkylakeX, forced)": med(sk, "blas_gflops"),
+                 "normlab gemm": med(sg, "normlab_gemm_gflops")}
+        if med(sg, "dnnl_gflops"):
+            rates["oneDNN sgemm"] = med(sg, "dnnl_gflops")
+        best_name, best = max(((k, v) for k, v in rates.items() if v), key=lambda kv: kv[1],
+                              default=(None, None))
+        r["rates"], r["best"], r["best_name"] = rates, best, best_name
+        r["gflops"] = med(nl, "gflops")
+        r["mfu"] = r["gflops"] / best if r["gflops"] and best else None
+        r["desc"] = nl[0].get("description") if nl and "description" in nl[0] else ""
+        r["flops_per_token"] = med(nl, "flops_per_token")
+        r["split"] = {k: med(nl, k + "_ms_median") for k in ("forward", "backward", "optimizer")}
+        r["cpu_ms"] = med(nl, "cpu_ms_median")
+        rows.append(r)
+        details.append((c, sg))
+
+    def ratio(x, y):
+        return f"{x / y:.2f}x" if x and y else "n/a"
+
+    head = ("| config | normlab tok/s | torch eager tok/s | torch.compile tok/s | vs eager | vs compile "
+            "| normlab GFLOP/s | sgemm GFLOP/s (best) | MFU | peak RSS MiB normlab / eager / compile |")
+    sep = "|" + "---|" * 10
+    lines = [head, sep]
+    for r in rows:
+        n, e, k = r["normlab"], r["eager"], r["compile"]
+        comp = fmt(k["tok"]) if not k["err"] else "error"
+        lines.append(
+            f"| {r['config']} | {fmt(n['tok'])} | {fmt(e['tok'])} | {comp} | {ratio(n['tok'], e['tok'])} "
+            f"| {ratio(n['tok'], k['tok'])} | {fmt(r['gflops'], 1)} | {fmt(r['best'], 1)} "
+            f"| {fmt(100 * r['mfu'] if r['mfu'] else None, 1, '%')} "
+            f"| {fmt(n['rss'])} / {fmt(e['rss'])} / {fmt(k['rss'])} |")
+    table = "\n".join(lines)
+
+    model, cores, tpc, avx512 = machine()
+    torch_v = next((x.get("torch") for (kind, _), v in runs.items() if kind == "eager" for x in v
+                    if x.get("torch")), "n/a")
+    now = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+    out = []
+    out.append("# Benchmarks: training throughput, normlab vs PyTorch\n")
+    out.append(f"Generated by `{a.command}` on {now}; medians over {rounds} round(s), each round "
+               "running every configuration and implementation once, in turn, each in a fresh process.\n")
+    out.append(f"- Machine: {model}, {cores} CPU(s) (`lscpu`; threads per core: {tpc or 'n/a'}; "
+               f"AVX-512: {'yes' if avx512 else 'no'}), Linux {platform.release()}")
+    out.append(f"- PyTorch {torch_v} (CPU), `torch.set_num_threads` = normlab's threads, "
+               "`OMP_WAIT_POLICY=PASSIVE`; fused AdamW")
+    out.append("- Step: zero grad, forward with loss, backward, global-norm clipping (1.0), AdamW; "
+               "float32; random token batches\n")
+    out.append("## Results\n")
+    out.append(table + "\n")
+    out.append("MFU = normlab's model FLOP/s over the best sgemm rate measured in this run on the "
+               "model's own GEMM shapes (see below); FLOPs per token = 6 x matmul weights + "
+               "12 x L x T x C (bench/notes.md).\n")
+    out.append("| config | model |\n|---|---|")
+    for r in rows:
+        out.append(f"| {r['config']} | {r['desc']} |")
+    out.append("")
+
+    out.append("## Details\n")
+    out.append("| config | impl | tok/s per round | step ms | first step ms | peak RSS MiB | "
+               "RSS before the model MiB | error |")
+    out.append("|" + "---|" * 8)
+    for r in rows:
+        for kind, label in IMPLS:
+            x = r[kind]
+            pr = ", ".join(fmt(t) for t in x["per_round"] if t) or "n/a"
+            err = (x["err"] or "").replace("|", "/")[:200]
+            out.append(f"| {r['config']} | {label} | {pr} | {fmt(x['ms'], 1)} | {fmt(x['first'], 1)} "
+                       f"| {fmt(x['rss'])} | {fmt(x['base'])} | {err} |")
+    out.append("")
+    out.append("normlab step split (ms, median): forward = zero grad + forward + loss + head gradient; "
+               "backward = the body; optimizer = clipping + AdamW. CPU ms = process CPU time per "
+               "step (all threads).\n")
+    out.append("| config | forward | backward | optimizer | step | CPU ms |\n|---|---|---|---|---|---|")
+    for r in rows:
+        s = r["split"]
+        out.append(f"| {r['config']} | {fmt(s['forward'], 1)} | {fmt(s['backward'], 1)} | "
+                   f"{fmt(s['optimizer'], 1)} | {fmt(r['normlab']['ms'], 1)} | {fmt(r['cpu_ms'], 1)} |")
+    out.append("")
+    out.append("sgemm on each model's GEMM shapes (FLOP-weighted over one training step: every "
+               "linear layer forward, dx and dW, and the LM head), GFLOP/s, median over rounds:\n")
+    out.append("| config | " + " | ".join(rows[0]["rates"].keys() if rows else []) + " |")
+    out.append("|---|" + "---|" * (len(rows[0]["rates"]) if rows else 0))
+    for r in rows:
+        out.append(f"| {r['config']} | " + " | ".join(fmt(v, 1) for v in r["rates"].values()) + " |")
+    out.append("")
+    for c, sg in details:
+        if not sg or "shapes" not in sg[0]:
+            continue
+        out.append(f"<details><summary>config {c}: per shape (first round)</summary>\n")
+        dn = "dnnl_gflops" in sg[0]["shapes"][0]
+        out.append("| GEMM | ta | tb | M | N | K | per step | OpenBLAS GFLOP/s | normlab GFLOP/s |"
+                   + (" oneDNN GFLOP/s |" if dn else ""))
+        out.append("|" + "---|" * (10 if dn else 9))
+        for s in sg[0]["shapes"]:
+            out.append(f"| {s['what']} | {int(s['ta'])} | {int(s['tb'])} | {s['M']} | {s['N']} | "
+                       f"{s['K']} | {s['count']} | {s['blas_gflops']:.1f} | {s['normlab_gflops']:.1f} |"
+                       + (f" {s['dnnl_gflops']:.1f} |" if dn else ""))
+        out.append("\n</details>\n")
+
+    notes = os.path.join(os.path.dirname(os.path.abspath(__file__)), "notes.md")
+    if os.path.exists(notes):
+        with open(notes) as f:
+            out.append(f.read())
+    text = "\n".join(out).rstrip() + "\n"
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    with open(a.out, "w") as f:
+        f.write(text)
+    print(table)
+    print(f"\nwrote {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

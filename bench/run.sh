@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Training throughput, normlab vs PyTorch on the same CPU, side by side in one run.
+#
+#   bench/run.sh                      # build dir ./build, 3 rounds, configs a b c, writes docs/benchmarks.md
+#
+# Environment (all optional):
+#   BUILD_DIR=build      where normlab_bench is built (cmake --build "$BUILD_DIR" --target normlab_bench)
+#   ROUNDS=3             rounds; each round runs every configuration and implementation once, in
+#                        turn, so that a noisy moment hits all of them; the table shows medians
+#   CONFIGS="a b c"      which configurations (bench/bench_train.cpp, docs/benchmarks.md)
+#   THREADS=2            threads for normlab and torch.set_num_threads
+#   STEPS=10 WARMUP=3    timed steps (median reported) after warm-up steps
+#   COMPILE=1            also torch.compile (0: skip)
+#   NICE=                e.g. -20 (root): run every benchmark process at that priority, alike
+#   OUT=docs/benchmarks.md   the report; RESULTS=$BUILD_DIR/bench-results  the raw JSON
+#
+# Every measurement runs in a fresh process, so that peak-memory figures do not mix. PyTorch runs
+# with OMP_WAIT_POLICY=PASSIVE; normlab needs no environment variable.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD_DIR=${BUILD_DIR:-$ROOT/build}
+ROUNDS=${ROUNDS:-3}
+CONFIGS=${CONFIGS:-"a b c"}
+THREADS=${THREADS:-2}
+STEPS=${STEPS:-10}
+WARMUP=${WARMUP:-3}
+COMPILE=${COMPILE:-1}
+NICE=${NICE:-}
+OUT=${OUT:-$ROOT/docs/benchmarks.md}
+RESULTS=${RESULTS:-$BUILD_DIR/bench-results}
+PYTHON=${PYTHON:-python3}
+
+cmake --build "$BUILD_DIR" --target normlab_bench >/dev/null
+BENCH="$BUILD_DIR/bench/normlab_bench"
+[ -x "$BENCH" ] || { echo "run.sh: $BENCH not found (configure $BUILD_DIR first)" >&2; exit 1; }
+
+rm -rf "$RESULTS" && mkdir -p "$RESULTS"
+prio=()
+[ -n "$NICE" ] && prio=(nice -n "$NICE")
+
+# run NAME CMD...: stdout (one JSON object) to $RESULTS/NAME.json, stderr to NAME.log; a failure
+# is recorded as {"error": ...} so that the table shows it instead of hiding it.
+run() {
+  local name=$1
+  shift
+  echo "  $name" >&2
+  local status=0
+  "${prio[@]}" "$@" >"$RESULTS/$name.json" 2>"$RESULTS/$name.log" || status=$?
+  if [ "$status" != 0 ]; then
+    local msg
+    msg=$(tail -n 3 "$RESULTS/$name.log" | tr '\n"\\' '   ' | cut -c1-300)
+    printf '{"error": "exit status %s: %s"}\n' "$status" "$msg" >"$RESULTS/$name.json"
+  fi
+}
+
+for r in $(seq 1 "$ROUNDS"); do
+  echo "round $r/$ROUNDS" >&2
+  for c in $CONFIGS; do
+    # OMP_WAIT_POLICY only concerns oneDNN (OpenMP), when the benchmark is built with it.
+    run "sgemm_${c}_r$r" env OMP_WAIT_POLICY=PASSIVE "$BENCH" sgemm "$c" --threads "$THREADS"
+    # The BLAS's own AVX-512 kernel, which its CPU detection does not pick on this CPU by itself.
+    run "sgemm_skx_${c}_r$r" env OPENBLAS_CORETYPE=SkylakeX "$BENCH" sgemm "$c" --threads "$THREADS"
+    run "normlab_${c}_r$r" "$BENCH" train "$c" --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS"
+    run "eager_${c}_r$r" env OMP_WAIT_POLICY=PASSIVE "$PYTHON" "$ROOT/bench/torch_bench.py" "$c" \
+      --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS"
+    if [ "$COMPILE" = 1 ]; then
+      run "compile_${c}_r$r" env OMP_WAIT_POLICY=PASSIVE "$PYTHON" "$ROOT/bench/torch_bench.py" "$c" \
+        --compile --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS"
+    fi
+  done
+done
+
+cmd="bench/run.sh"
+for v in ROUNDS CONFIGS THREADS STEPS WARMUP COMPILE NICE; do
+  case $v in
+    ROUNDS) d=3 ;; CONFIGS) d="a b c" ;; THREADS) d=2 ;; STEPS) d=10 ;; WARMUP) d=3 ;; COMPILE) d=1 ;; NICE) d= ;;
+  esac
+  [ "${!v}" != "$d" ] && cmd="$v=\"${!v}\" $cmd"
+done
+"$PYTHON" "$ROOT/bench/report.py" "$RESULTS" --out "$OUT" --command "$cmd" --configs $CONFIGS

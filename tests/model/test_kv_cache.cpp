@@ -61,7 +61,7 @@ INSTANTIATE_TEST_SUITE_P(Placements, KvCacheParity,
                                            Placement::mix),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
-TEST(KvCache, RefusesContextBeyondSeqLen) {
+ModelConfig tiny_model() {
   ModelConfig m;
   m.vocab_size = 16;
   m.n_layer = 1;
@@ -69,6 +69,11 @@ TEST(KvCache, RefusesContextBeyondSeqLen) {
   m.n_head = 2;
   m.d_ff = 16;
   m.seq_len = 4;
+  return m;
+}
+
+TEST(KvCache, RefusesContextBeyondSeqLen) {
+  const ModelConfig m = tiny_model();
   Transformer<float> model(m, 1, 4);
   model.init_params(1);
   auto cache = model.make_cache();
@@ -80,13 +85,7 @@ TEST(KvCache, RefusesContextBeyondSeqLen) {
 }
 
 TEST(Transformer, RefusesTokenOutsideVocabulary) {
-  ModelConfig m;
-  m.vocab_size = 16;
-  m.n_layer = 1;
-  m.d_model = 8;
-  m.n_head = 2;
-  m.d_ff = 16;
-  m.seq_len = 4;
+  const ModelConfig m = tiny_model();
   Transformer<float> model(m, 1, 4);
   std::vector<int> idx = {1, 2, 16, 4}, tgt = {1, 2, 3, 4};
   try {

@@ -29,7 +29,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -38,9 +37,6 @@
 #include "ops/activation.h"
 #include "ops/attention.h"
 #include "ops/cross_entropy.h"
-#include "ops/glu.h"
-#include "ops/layernorm.h"
-#include "ops/rmsnorm.h"
 #include "ops/softcap.h"
 #include "tensor/gemm.h"
 #include "tensor/rng.h"

@@ -21,13 +21,14 @@ namespace {
 
 // ---------------------------------------------------------------------------------------------
 // Blocking (Goto & van de Geijn 2008; the loops around the micro-kernel as in BLIS). C is
-// computed in MR x NR micro-tiles from packed panels: op(B) in NR-column panels (NR contiguous
-// values per k), op(A) in MR-row panels that copy the source layout (row-major when op(A) = A,
-// k-major when op(A) = A^T, so that packing is a plain copy either way). Loops, outermost first:
-// jc over NC columns and ks over KS sums, for which op(B) is packed once, by all threads, as
-// KC-slices; then tiles (an MC-row block x a range of NR-panels) claimed by the threads; in a
-// tile, pc over the KC-slices packs the MC x KC block of A (L2) and runs jr over B micro-panels
-// (KC x NR, reused from L1/L2 while ir runs over the A micro-panels).
+// computed in MR x NR micro-tiles. op(B) is packed into NR-column panels (NR contiguous values
+// per k; a plain copy, or an in-register 16 x 16 transpose when op(B) = B^T); A is read in place
+// with its stride (MR rows of it at a time: either MR row streams or MR contiguous values per k),
+// which measured as fast as packing it, without the copy. Loops, outermost first: jc over NC
+// columns and ks over KS sums, for which op(B) is packed once, by all threads, as KC-slices; then
+// tiles (an MC-row block x a range of NR-panels) claimed by the threads; in a tile, pc over the
+// KC-slices, jr over B micro-panels (KC x NR, reused from L1/L2 while ir runs over MR-row
+// micro-panels of the MC x KC block of A, which stays in L2).
 constexpr int MR = 6, NR = 64;
 constexpr int KC = 256, MC = 96, NC = 1024;
 // op(B) is packed KS sums at a time (at most KS x NC floats of scratch, 16 MiB).
@@ -48,43 +49,7 @@ struct Scratch {
   }
   ~Scratch() { std::free(p); }
 };
-thread_local Scratch a_scratch, b_scratch;
-
-// Packs rows [i0, i0 + mc) and sums [k0, k0 + kc) of op(A) into MR-row micro-panels, in the
-// layout that is a plain copy of the source: op(A) = A (row-major A) gives row-major panels
-// ap[p][r][k] (each row a memcpy); op(A) = A^T gives k-major panels ap[p][k][r] (MR contiguous
-// values per k). Rows past M are zero so that the micro-kernel can always run MR rows.
-void pack_a(float* ap, bool ta, const float* A, long lda, int i0, int mc, int k0, int kc) {
-  for (int p = 0; p < mc; p += MR) {
-    const int mr = std::min(MR, mc - p);
-    float* dst = ap + static_cast<long>(p) * kc;
-    if (ta) {
-#if defined(__AVX512F__)
-      // MR contiguous values per k: one masked load and store (lanes past mr read as zero).
-      const __mmask16 ld = static_cast<__mmask16>((1u << mr) - 1), st = (1u << MR) - 1;
-      for (int k = 0; k < kc; ++k)
-        _mm512_mask_storeu_ps(
-            dst + k * MR, st,
-            _mm512_maskz_loadu_ps(ld, A + static_cast<long>(k0 + k) * lda + i0 + p));
-#else
-      for (int k = 0; k < kc; ++k) {
-        const float* src = A + static_cast<long>(k0 + k) * lda + i0 + p;
-        int r = 0;
-        for (; r < mr; ++r) dst[k * MR + r] = src[r];
-        for (; r < MR; ++r) dst[k * MR + r] = 0.f;
-      }
-#endif
-    } else {
-      for (int r = 0; r < MR; ++r) {
-        if (r < mr)
-          std::memcpy(dst + static_cast<long>(r) * kc, A + static_cast<long>(i0 + p + r) * lda + k0,
-                      sizeof(float) * kc);
-        else
-          std::memset(dst + static_cast<long>(r) * kc, 0, sizeof(float) * kc);
-      }
-    }
-  }
-}
+thread_local Scratch b_scratch;
 
 #if defined(__AVX512F__)
 // 16 x 16 transpose in registers: rows r[0..15] become columns.
@@ -154,12 +119,13 @@ void pack_b_panel(float* bp, bool tb, const float* B, long ldb, int j0, int nr, 
 
 // ---------------------------------------------------------------------------------------------
 // Micro-kernels: C[0:mr, 0:nc] = alpha * sum_k a(k, r) bp[k][0:NR] + beta * C (beta = 0: C is
-// not read), with a(k, r) = ap[k * MR + r] (KMajor) or ap[r * kc + k]. NV is the number of
-// 16-wide vectors of the tile that are needed (nc <= 16 NV).
+// not read). A is read where it lies: a(k, r) = ap[k * as + r] (KMajor, op(A) = A^T) or
+// ap[r * as + k] (op(A) = A), as = lda; rows r >= mr read row mr - 1 (in bounds, never stored).
+// NV is the number of 16-wide vectors of the tile that are needed (nc <= 16 NV).
 
 #if defined(__AVX512F__)
 template <int NV, bool KMajor>
-void micro_kernel(int kc, const float* __restrict ap, const float* __restrict bp, float* c,
+void micro_kernel(int kc, const float* __restrict ap, long as, const float* __restrict bp, float* c,
                   long ldc, int mr, int nc, float alpha, float beta) {
   __m512 acc[MR][NV];
 #pragma GCC unroll 6
@@ -168,8 +134,11 @@ void micro_kernel(int kc, const float* __restrict ap, const float* __restrict bp
     for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
   const float* arow[MR];
 #pragma GCC unroll 6
-  for (int r = 0; r < MR; ++r) arow[r] = KMajor ? ap + r : ap + static_cast<long>(r) * kc;
-  constexpr int astep = KMajor ? MR : 1;
+  for (int r = 0; r < MR; ++r) {
+    const int rr = r < mr ? r : mr - 1;
+    arow[r] = KMajor ? ap + rr : ap + static_cast<long>(rr) * as;
+  }
+  const long astep = KMajor ? as : 1;
 #pragma GCC unroll 2
   for (int k = 0; k < kc; ++k) {
     __m512 b[NV];
@@ -177,7 +146,7 @@ void micro_kernel(int kc, const float* __restrict ap, const float* __restrict bp
     for (int v = 0; v < NV; ++v) b[v] = _mm512_load_ps(bp + k * NR + 16 * v);
 #pragma GCC unroll 6
     for (int r = 0; r < MR; ++r) {
-      const __m512 a = _mm512_set1_ps(arow[r][k * astep]);
+      const __m512 a = _mm512_set1_ps(arow[r][static_cast<long>(k) * astep]);
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(a, b[v], acc[r][v]);
     }
@@ -200,13 +169,15 @@ void micro_kernel(int kc, const float* __restrict ap, const float* __restrict bp
 }
 #else
 template <int NV, bool KMajor>
-void micro_kernel(int kc, const float* __restrict ap, const float* __restrict bp, float* c,
+void micro_kernel(int kc, const float* __restrict ap, long as, const float* __restrict bp, float* c,
                   long ldc, int mr, int nc, float alpha, float beta) {
   constexpr int W = 16 * NV;
   float acc[MR][W] = {};
   for (int k = 0; k < kc; ++k)
     for (int r = 0; r < MR; ++r) {
-      const float a = KMajor ? ap[k * MR + r] : ap[static_cast<long>(r) * kc + k];
+      const int rr = r < mr ? r : mr - 1;
+      const float a =
+          KMajor ? ap[static_cast<long>(k) * as + rr] : ap[static_cast<long>(rr) * as + k];
       for (int j = 0; j < W; ++j) acc[r][j] += a * bp[k * NR + j];
     }
   for (int r = 0; r < mr; ++r)
@@ -218,20 +189,20 @@ void micro_kernel(int kc, const float* __restrict ap, const float* __restrict bp
 #endif
 
 template <bool KMajor>
-void micro(int kc, const float* ap, const float* bp, float* c, long ldc, int mr, int nc,
+void micro(int kc, const float* ap, long as, const float* bp, float* c, long ldc, int mr, int nc,
            float alpha, float beta) {
   switch ((nc + 15) / 16) {
     case 1:
-      micro_kernel<1, KMajor>(kc, ap, bp, c, ldc, mr, nc, alpha, beta);
+      micro_kernel<1, KMajor>(kc, ap, as, bp, c, ldc, mr, nc, alpha, beta);
       break;
     case 2:
-      micro_kernel<2, KMajor>(kc, ap, bp, c, ldc, mr, nc, alpha, beta);
+      micro_kernel<2, KMajor>(kc, ap, as, bp, c, ldc, mr, nc, alpha, beta);
       break;
     case 3:
-      micro_kernel<3, KMajor>(kc, ap, bp, c, ldc, mr, nc, alpha, beta);
+      micro_kernel<3, KMajor>(kc, ap, as, bp, c, ldc, mr, nc, alpha, beta);
       break;
     default:
-      micro_kernel<4, KMajor>(kc, ap, bp, c, ldc, mr, nc, alpha, beta);
+      micro_kernel<4, KMajor>(kc, ap, as, bp, c, ldc, mr, nc, alpha, beta);
       break;
   }
 }
@@ -308,26 +279,26 @@ void sgemm_blocked(const Problem& p, bool allow_parallel) {
       while (nth > 1 && mblocks * nsplit < 4 * nth && nsplit * 2 <= npanels) ++nsplit;
       const long ntiles = static_cast<long>(mblocks) * nsplit;
       auto tile = [&](long t) {
-        float* apack = a_scratch.get(static_cast<std::size_t>(mc) * KC);
         const int mb = static_cast<int>(t / nsplit), ns = static_cast<int>(t % nsplit);
         const int i0 = mb * mc, mcur = std::min(mc, p.M - i0);
         const int jp0 = npanels * ns / nsplit, jp1 = npanels * (ns + 1) / nsplit;
         for (int pc = ks; pc < kend; pc += KC) {
           const int kc = std::min(KC, kend - pc);
           const float beta = pc == 0 ? p.beta : 1.f;
-          pack_a(apack, p.ta, p.A, p.lda, i0, mcur, pc, kc);
           const float* bslice = bpack + static_cast<long>(pc - ks) * npanels * NR;
           for (int jp = jp0; jp < jp1; ++jp) {
             const int j0 = jp * NR, ncur = std::min(NR, nc - j0);
             const float* bp = bslice + static_cast<long>(jp) * NR * kc;
             for (int ir = 0; ir < mcur; ir += MR) {
               float* c = p.C + static_cast<long>(i0 + ir) * p.ldc + jc + j0;
-              const float* ap = apack + static_cast<long>(ir) * kc;
               const int mr = std::min(MR, mcur - ir);
-              if (p.ta)
-                micro<true>(kc, ap, bp, c, p.ldc, mr, ncur, p.alpha, beta);
-              else
-                micro<false>(kc, ap, bp, c, p.ldc, mr, ncur, p.alpha, beta);
+              if (p.ta) {
+                const float* ap = p.A + static_cast<long>(pc) * p.lda + i0 + ir;
+                micro<true>(kc, ap, p.lda, bp, c, p.ldc, mr, ncur, p.alpha, beta);
+              } else {
+                const float* ap = p.A + static_cast<long>(i0 + ir) * p.lda + pc;
+                micro<false>(kc, ap, p.lda, bp, c, p.ldc, mr, ncur, p.alpha, beta);
+              }
             }
           }
         }

@@ -9,9 +9,11 @@ namespace normlab {
 
 // p -= lr * wd * p;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
 // p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)        (t = step count, from 1)
+// With grad_scale != 1 the gradient is scaled first, g = grad_scale * g, and written back (as
+// in-place clipping leaves it), in the same pass over memory.
 template <class T>
-void adamw_update(T* p, const T* g, T* m, T* v, long n, double lr, double beta1, double beta2,
-                  double eps, double wd, long t) {
+void adamw_update(T* p, T* g, T* m, T* v, long n, double lr, double beta1, double beta2, double eps,
+                  double wd, long t, double grad_scale = 1.0) {
   const double bc1 = 1.0 - std::pow(beta1, static_cast<double>(t));
   const double bc2 = 1.0 - std::pow(beta2, static_cast<double>(t));
   const T decay = static_cast<T>(1.0 - lr * wd);
@@ -19,19 +21,34 @@ void adamw_update(T* p, const T* g, T* m, T* v, long n, double lr, double beta1,
   const T step = static_cast<T>(lr / bc1);
   const T inv_sqrt_bc2 = static_cast<T>(1.0 / std::sqrt(bc2));
   const T e = static_cast<T>(eps);
+  const T k = static_cast<T>(grad_scale);
+  const bool scaled = grad_scale != 1.0;
   parallel_for(n, 32768, [&](long b, long end) {
     T* ps = p + b;
-    const T* gs = g + b;
+    T* gs = g + b;
     T* ms = m + b;
     T* vs = v + b;
+    if (scaled) {
 #pragma omp simd
-    for (long i = 0; i < end - b; ++i) {
-      const T gi = gs[i];
-      const T mi = b1 * ms[i] + (T(1) - b1) * gi;
-      const T vi = b2 * vs[i] + (T(1) - b2) * gi * gi;
-      ms[i] = mi;
-      vs[i] = vi;
-      ps[i] = ps[i] * decay - step * mi / (std::sqrt(vi) * inv_sqrt_bc2 + e);
+      for (long i = 0; i < end - b; ++i) {
+        const T gi = gs[i] * k;
+        gs[i] = gi;
+        const T mi = b1 * ms[i] + (T(1) - b1) * gi;
+        const T vi = b2 * vs[i] + (T(1) - b2) * gi * gi;
+        ms[i] = mi;
+        vs[i] = vi;
+        ps[i] = ps[i] * decay - step * mi / (std::sqrt(vi) * inv_sqrt_bc2 + e);
+      }
+    } else {
+#pragma omp simd
+      for (long i = 0; i < end - b; ++i) {
+        const T gi = gs[i];
+        const T mi = b1 * ms[i] + (T(1) - b1) * gi;
+        const T vi = b2 * vs[i] + (T(1) - b2) * gi * gi;
+        ms[i] = mi;
+        vs[i] = vi;
+        ps[i] = ps[i] * decay - step * mi / (std::sqrt(vi) * inv_sqrt_bc2 + e);
+      }
     }
   });
 }
@@ -51,16 +68,6 @@ double sum_squares(const T* g, long n) {
   double s = 0;
   for (long c = 0; c < ch.count; ++c) s += part[c];
   return s;
-}
-
-template <class T>
-void scale_in_place(T* g, long n, double k) {
-  const T kk = static_cast<T>(k);
-  parallel_for(n, 32768, [&](long b, long e) {
-    T* gs = g + b;
-#pragma omp simd
-    for (long i = 0; i < e - b; ++i) gs[i] *= kk;
-  });
 }
 
 }  // namespace normlab

@@ -1,5 +1,6 @@
 #include "train/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "train/adamw.h"
@@ -26,18 +27,20 @@ double AdamW<T>::grad_norm(std::span<const T> grads) const {
 
 template <class T>
 double AdamW<T>::step(std::span<T> params, std::span<T> grads, double lr) {
-  const double norm = grad_norm(grads);
-  if (cfg_.grad_clip > 0) {
-    // As torch.nn.utils.clip_grad_norm_: scale by min(1, clip / (norm + 1e-6)).
-    const double k = cfg_.grad_clip / (norm + 1e-6);
-    if (k < 1.0)
-      for (const ParamSpec& s : table_.specs()) scale_in_place(grads.data() + s.offset, s.numel, k);
-  }
+  return step(params, grads, lr, grad_norm(grads));
+}
+
+template <class T>
+double AdamW<T>::step(std::span<T> params, std::span<T> grads, double lr, double norm) {
+  // As torch.nn.utils.clip_grad_norm_: scale by min(1, clip / (norm + 1e-6)); the scaling is
+  // applied (and written back to the gradients) inside the update pass.
+  double k = 1.0;
+  if (cfg_.grad_clip > 0) k = std::min(1.0, cfg_.grad_clip / (norm + 1e-6));
   ++t_;
   for (const ParamSpec& s : table_.specs())
     adamw_update(params.data() + s.offset, grads.data() + s.offset, m_.data() + s.offset,
                  v_.data() + s.offset, s.numel, lr, cfg_.beta1, cfg_.beta2, cfg_.eps,
-                 decayed(s) ? cfg_.weight_decay : 0.0, t_);
+                 decayed(s) ? cfg_.weight_decay : 0.0, t_, k);
   return norm;
 }
 

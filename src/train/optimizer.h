@@ -16,6 +16,9 @@ class AdamW {
   // Clips the gradients in place when cfg.grad_clip > 0, then applies one AdamW update at
   // learning rate lr. Returns the global gradient norm before clipping.
   double step(std::span<T> params, std::span<T> grads, double lr);
+  // The same, given grad_norm(grads) of these very gradients (a caller that has computed it
+  // already saves a pass over them). Returns it.
+  double step(std::span<T> params, std::span<T> grads, double lr, double grad_norm);
   // Global L2 norm of the gradients.
   double grad_norm(std::span<const T> grads) const;
   long steps_taken() const { return t_; }

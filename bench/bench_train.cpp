@@ -68,7 +68,7 @@ BenchConfig bench_config(const std::string& name) {
   m.mlp = MlpKind::gelu_tanh;
   m.pos = PosKind::learned;
   m.tie_embeddings = true;
-  if (name == "a" || name == "c") {
+  if (name == "a" || name == "c" || name == "c_matched") {
     m.vocab_size = 256;
     m.d_model = 384;
     m.n_layer = 6;
@@ -78,7 +78,7 @@ BenchConfig bench_config(const std::string& name) {
     b.batch = 8;
     b.description =
         "V=256 C=384 L=6 H=6 F=1536 T=256 B=8, pre, layernorm, gelu_tanh, learned pos, tied";
-    if (name == "c") {
+    if (name == "c" || name == "c_matched") {
       m.placement = Placement::peri;
       m.norm = NormKind::rmsnorm;
       m.qk_norm = QKNormKind::rmsnorm;
@@ -91,6 +91,13 @@ BenchConfig bench_config(const std::string& name) {
       b.description =
           "as a, but peri, rmsnorm, qk_norm rmsnorm (head), rope, swiglu, attn cap 50, "
           "final cap 30, z-loss 1e-4";
+      if (name == "c_matched") {
+        // Shazeer (2020): a GLU feed-forward with 2/3 of the hidden width has the parameters and
+        // FLOPs of the ungated one, so that c_matched differs from a only by the techniques.
+        m.d_ff = 1024;
+        b.description =
+            "as c, but SwiGLU hidden F=1024 (2/3 x 1536: the FLOPs and parameters of a's FFN)";
+      }
     }
   } else if (name == "b") {
     m.vocab_size = 50257;
@@ -119,7 +126,7 @@ BenchConfig bench_config(const std::string& name) {
     b.z_loss = 1e-4;
     b.description = "smoke: tiny model with the features of c";
   } else {
-    throw std::runtime_error(fmt::format("unknown config '{}' (a, b, c or smoke)", name));
+    throw std::runtime_error(fmt::format("unknown config '{}' (a, b, c, c_matched or smoke)", name));
   }
   return b;
 }
@@ -518,7 +525,7 @@ int run_smoke() {
 
 int usage() {
   std::fprintf(stderr,
-               "usage: normlab_bench train|sgemm a|b|c|smoke [--steps N] [--warmup N] "
+               "usage: normlab_bench train|sgemm a|b|c|c_matched|smoke [--steps N] [--warmup N] "
                "[--threads N]\n       normlab_bench --smoke\n");
   return 2;
 }

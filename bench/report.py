@@ -85,12 +85,50 @@ def machine():
     return model, cores, threads, avx512
 
 
+def targets(rows):
+    """The issue's targets, each checked against this run's medians."""
+    by = {r["config"]: r for r in rows}
+
+    def tok(c, impl="normlab"):
+        return by[c][impl]["tok"] if c in by else None
+
+    def line(what, value, ok):
+        verdict = "n/a" if ok is None else ("met" if ok else "**not met**")
+        return f"| {what} | {value} | {verdict} |"
+
+    out = ["## Targets\n", "| target | measured | |", "|---|---|---|"]
+    for c in ("a", "b"):
+        n, e, k = tok(c), tok(c, "eager"), tok(c, "compile")
+        out.append(line(f"{c}: >= 1.5x PyTorch eager tok/s", f"{n / e:.2f}x" if n and e else "n/a",
+                        n / e >= 1.5 if n and e else None))
+        out.append(line(f"{c}: ahead of torch.compile", f"{n / k:.2f}x" if n and k else "n/a",
+                        n > k if n and k else None))
+    if "a" in by and by["a"]["mfu"]:
+        out.append(line("a: MFU >= 70% of the sgemm rate of the same run",
+                        f"{100 * by['a']['mfu']:.1f}%", by["a"]["mfu"] >= 0.70))
+    for c in ("c", "c_matched"):
+        a_, x = tok("a"), tok(c)
+        if a_ and x:
+            per_flop = (by[c]["gflops"] / by["a"]["gflops"]) if by[c]["gflops"] and by["a"]["gflops"] else None
+            extra = (f"; model FLOP/s {100 * per_flop:.0f}% of a's ({by[c]['flops_per_token'] / by['a']['flops_per_token']:.2f}x a's FLOPs per token)"
+                     if per_flop else "")
+            out.append(line(f"{c}: tok/s within 10% of a's", f"{100 * x / a_:.1f}% of a{extra}", x >= 0.9 * a_))
+    for r in rows:
+        n, e, k = r["normlab"]["rss"], r["eager"]["rss"], r["compile"]["rss"]
+        peers = [v for v in (e, k) if v]
+        if n and peers:
+            out.append(line(f"{r['config']}: peak RSS <= PyTorch's", f"{n:,.0f} MiB vs "
+                            + " / ".join(f"{v:,.0f}" for v in (e, k) if v) + " MiB (eager / compile)",
+                            n <= min(peers)))
+    return "\n".join(out)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("results")
     ap.add_argument("--out", required=True)
     ap.add_argument("--command", default="bench/run.sh")
-    ap.add_argument("--configs", nargs="*", default=["a", "b", "c"])
+    ap.add_argument("--configs", nargs="*", default=["a", "b", "c", "c_matched"])
     a = ap.parse_args()
     runs = load(a.results)
     rounds = max((len(v) for v in runs.values()), default=0)
@@ -180,6 +218,7 @@ def main():
                            for r in rows)
                + " per round); the sgemm column is the median of the best rate per round. "
                "FLOPs per token = 6 x matmul weights + 12 x L x T x C (see Definitions).\n")
+    out.append(targets(rows) + "\n")
     out.append("| config | model |\n|---|---|")
     for r in rows:
         out.append(f"| {r['config']} | {r['desc']} |")

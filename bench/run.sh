@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Training throughput, normlab vs PyTorch on the same CPU, side by side in one run.
 #
-#   bench/run.sh                      # build dir ./build, 3 rounds, configs a b c, writes docs/benchmarks.md
+#   bench/run.sh                      # build dir ./build, 3 rounds, configs a b c c_matched, writes docs/benchmarks.md
 #
 # Environment (all optional):
 #   BUILD_DIR=build      where normlab_bench is built (cmake --build "$BUILD_DIR" --target normlab_bench)
 #   ROUNDS=3             rounds; each round runs every configuration and implementation once, in
 #                        turn, so that a noisy moment hits all of them; the table shows medians
-#   CONFIGS="a b c"      which configurations (bench/bench_train.cpp, docs/benchmarks.md)
+#   CONFIGS="a b c c_matched"  which configurations (bench/bench_train.cpp, docs/benchmarks.md)
 #   THREADS=2            threads for normlab and torch.set_num_threads
 #   STEPS=10 WARMUP=3    timed steps (median reported) after warm-up steps
 #   COMPILE=1            also torch.compile (0: skip)
@@ -21,7 +21,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD_DIR=${BUILD_DIR:-$ROOT/build}
 ROUNDS=${ROUNDS:-3}
-CONFIGS=${CONFIGS:-"a b c"}
+CONFIGS=${CONFIGS:-"a b c c_matched"}
 THREADS=${THREADS:-2}
 STEPS=${STEPS:-10}
 WARMUP=${WARMUP:-3}
@@ -74,7 +74,7 @@ done
 cmd="bench/run.sh"
 for v in ROUNDS CONFIGS THREADS STEPS WARMUP COMPILE NICE; do
   case $v in
-    ROUNDS) d=3 ;; CONFIGS) d="a b c" ;; THREADS) d=2 ;; STEPS) d=10 ;; WARMUP) d=3 ;; COMPILE) d=1 ;; NICE) d= ;;
+    ROUNDS) d=3 ;; CONFIGS) d="a b c c_matched" ;; THREADS) d=2 ;; STEPS) d=10 ;; WARMUP) d=3 ;; COMPILE) d=1 ;; NICE) d= ;;
   esac
   [ "${!v}" != "$d" ] && cmd="$v=\"${!v}\" $cmd"
 done

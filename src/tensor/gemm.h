@@ -5,16 +5,16 @@
 // matrices as stored (so A is (M, K) stored with stride lda when !trans_a, (K, M) when trans_a).
 // With beta = 0, C is not read (it may hold NaN).
 //
-// float: normlab's own packed, cache-blocked kernel (Goto & van de Geijn 2008; BLIS's five loops
-// around a 6 x 64 AVX-512 micro-tile), parallelised with OpenMP over blocks of C, so that the
+// float: normlab's own cache-blocked kernel (Goto & van de Geijn 2008; BLIS's five loops around a
+// 6 x 64 AVX-512 micro-tile), parallelised over tiles of C on normlab's thread pool, so that the
 // process has one threading policy (threading.h) and no second pool of spinning BLAS threads.
 // Without AVX-512 the parallel path goes to the BLAS. double: the BLAS (tests, gradient checks).
 #pragma once
 
 namespace normlab {
 
-// Uses the OpenMP threads when called from serial code and the product is large enough; runs on
-// the calling thread alone when called from inside a parallel region.
+// Uses the pool's threads when called from serial code and the product is large enough; runs on
+// the calling thread alone when called from inside a pool job.
 template <class T>
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, T alpha, const T* A, int lda, const T* B,
           int ldb, T beta, T* C, int ldc);

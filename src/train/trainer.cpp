@@ -262,7 +262,7 @@ TrainResult Trainer::run(const TrainHooks& hooks) {
     // accepted steps only would reject every step after a level shift, forever).
     if (finite) I.guard.record(sum.loss, gnorm);
     if (act == Action::update) {
-      I.opt.step(I.model.params(), I.model.grads(), lr);
+      I.opt.step(I.model.params(), I.model.grads(), lr, gnorm);
     } else {
       ++I.state.skipped_steps;  // no parameter or moment is touched
     }

@@ -304,20 +304,29 @@ const KeySpec* find_key(std::string_view section, std::string_view name) {
 // ---- Suggestions ------------------------------------------------------------------------------
 
 // Optimal string alignment distance: Levenshtein plus adjacent transpositions ("modle" -> "model").
+// Exact whenever it could pass close_enough() with either string as the query; when the lengths
+// alone differ by more than half the longer one, that difference (a lower bound, and too far for
+// a suggestion either way) is returned without the O(n m) table, so a 100 KB key from a hostile
+// file costs no more than a short one.
 std::size_t edit_distance(std::string_view a, std::string_view b) {
   const std::size_t n = a.size(), m = b.size();
-  std::vector<std::vector<std::size_t>> d(n + 1, std::vector<std::size_t>(m + 1));
-  for (std::size_t i = 0; i <= n; ++i) d[i][0] = i;
-  for (std::size_t j = 0; j <= m; ++j) d[0][j] = j;
+  const std::size_t diff = n > m ? n - m : m - n;
+  if (diff > std::max<std::size_t>(2, std::max(n, m) / 2)) return diff;
+  // Three rolling rows of the (n + 1) x (m + 1) table: i - 2, i - 1, i.
+  std::vector<std::size_t> rows(3 * (m + 1));
+  auto row = [&](std::size_t i) { return rows.data() + (i % 3) * (m + 1); };
+  for (std::size_t j = 0; j <= m; ++j) row(0)[j] = j;
   for (std::size_t i = 1; i <= n; ++i) {
+    std::size_t *cur = row(i), *prev = row(i - 1), *prev2 = row(i + 1);  // (i + 1) % 3 == (i - 2) % 3
+    cur[0] = i;
     for (std::size_t j = 1; j <= m; ++j) {
       const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost});
       if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+        cur[j] = std::min(cur[j], prev2[j - 2] + 1);
     }
   }
-  return d[n][m];
+  return row(n)[m];
 }
 
 bool close_enough(std::size_t distance, std::string_view query) {

@@ -3,6 +3,8 @@
 #include "normlab/config_file.h"
 
 #include <gtest/gtest.h>
+
+#include <chrono>
 #include <unistd.h>
 
 #include <cmath>
@@ -292,6 +294,32 @@ TEST(ConfigFile, UnknownKeySuggestsNearest) {
   const auto far = parse_problems("[model]\nfrobnicate_everything = 1\n");
   ASSERT_EQ(far.size(), 1u);
   EXPECT_EQ(far[0], "cfg.toml:2: unknown key 'model.frobnicate_everything'");
+}
+
+// Found by fuzzing: a value that is not UTF-8 (here from an override, as a raw byte path would
+// arrive) could not be written back to the run's config.toml; and a bare non-ASCII character is a
+// TOML syntax error, reported as a ConfigError rather than anything else.
+TEST(ConfigFile, NonUtf8AndNonAsciiInputAreConfigErrors) {
+  EXPECT_TRUE(has_problem(parse_problems("", {"data.path=corpus\xe9.txt"}),
+                          "data.path: not valid UTF-8 (byte 6 of the value)"));
+  EXPECT_FALSE(parse_problems("a\xc2\xa7").empty());  // "a§"
+  // Valid UTF-8 in a string value is kept as it is.
+  const Config c = parse_config("[data]\npath = \"d\xc3\xa9j\xc3\xa0.txt\"\n", "cfg.toml", {});
+  EXPECT_EQ(c.data.path, "d\xc3\xa9j\xc3\xa0.txt");
+}
+
+// A key of 100,000 characters gets no suggestion and costs no O(n m) table per known key.
+TEST(ConfigFile, HugeUnknownKeyIsReportedQuickly) {
+  const std::string key(100000, 'n');
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto p = parse_problems("[model]\n" + key + " = 1\n");
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].find("did you mean"), std::string::npos);
+  EXPECT_NE(p[0].find("unknown key 'model.nnnn"), std::string::npos) << p[0].substr(0, 200);
+  RecordProperty("seconds", std::to_string(s));  // for information; not a threshold
+  // Typos still find their key when lengths differ by a little (the shortcut must not hide them).
+  EXPECT_TRUE(has_problem(parse_problems("[model]\nn_lay = 2\n"), "(did you mean 'model.n_layer'?)"));
 }
 
 TEST(ConfigFile, UnknownSectionSuggestsNearest) {

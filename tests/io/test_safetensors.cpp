@@ -239,6 +239,23 @@ TEST(Safetensors, RejectsInvalidUtf8Header) {
   EXPECT_TRUE(rejected(make_file("{\"\xe2\x9c\":1}"), {"not valid UTF-8"}));          // cut short
 }
 
+// Found by fuzzing: a header of 100,000 nested arrays overflowed the stack. Nesting is capped at
+// 127 levels (as serde_json, the reference's parser, does); 128 is refused with the reason.
+TEST(Safetensors, RejectsHeaderNestedTooDeep) {
+  auto nested = [](int depth) {
+    return "{\"__metadata__\":{\"x\":\"y\"},\"t\":" + std::string(depth, '[') + std::string(depth, ']') + "}";
+  };
+  EXPECT_TRUE(rejected(make_file(nested(127)), {"deeper than 127 levels"}));  // 1 + 127 levels
+  EXPECT_TRUE(rejected(make_file(nested(100000)), {"deeper than 127 levels"}));
+  // 126 arrays inside the object (127 levels) pass the nesting check and are refused later, for
+  // a tensor entry that is not an object.
+  const Bytes ok_depth = make_file(nested(126));
+  const std::string msg =
+      format_error([&] { SafetensorsFile::from_bytes(ok_depth, "t.safetensors"); });
+  EXPECT_FALSE(msg.empty());
+  EXPECT_EQ(msg.find("deeper than"), std::string::npos) << msg;
+}
+
 TEST(Safetensors, RejectsNulBytesInHeader) {
   // nlohmann stops at a NUL as if the input ended there; the file must still be refused.
   EXPECT_TRUE(rejected(make_file(std::string("{}\0\0", 4)), {"NUL byte at offset 2"}));

@@ -7,25 +7,13 @@ import shutil
 import subprocess
 
 import pytest
+from normlab_cli import BUILD, normlab
 
-BUILD = os.environ.get("NORMLAB_BUILD_DIR")
 TINY = ["--set", "model.n_layer=2", "--set", "model.d_model=32", "--set", "model.n_head=2",
         "--set", "model.d_ff=64", "--set", "model.seq_len=32", "--set", "train.batch_size=4",
         "--set", "train.eval_interval=5", "--set", "train.eval_batches=2",
         "--set", "train.checkpoint_interval=5", "--set", "train.log_interval=5",
         "--set", "optim.warmup_steps=2", "--set", "train.threads=1"]
-
-
-def normlab(*args, check=None):
-    if not BUILD:
-        pytest.fail("NORMLAB_BUILD_DIR is not set (ctest sets it)")
-    exe = pathlib.Path(BUILD) / "normlab"
-    if not exe.exists():
-        pytest.fail(f"{exe} does not exist: build first")
-    p = subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True, errors="replace", timeout=300)
-    if check is not None:
-        assert p.returncode == check, f"exit {p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
-    return p
 
 
 def tree_digest(d):

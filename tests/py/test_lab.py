@@ -6,20 +6,15 @@ import pathlib
 import subprocess
 
 import pytest
+from normlab_cli import BUILD, normlab as run_normlab
 
-BUILD = os.environ.get("NORMLAB_BUILD_DIR")
 TINY = ["--set", "model.n_layer=2", "--set", "model.d_model=32", "--set", "model.n_head=2",
         "--set", "model.d_ff=64", "--set", "model.seq_len=32", "--set", "train.batch_size=4",
         "--set", "train.eval_batches=1", "--set", "train.log_interval=5", "--set", "train.threads=1"]
 
 
 def normlab(*args):
-    if not BUILD:
-        pytest.fail("NORMLAB_BUILD_DIR is not set (ctest sets it)")
-    p = subprocess.run([str(pathlib.Path(BUILD) / "normlab"), *map(str, args)], capture_output=True,
-                       text=True, errors="replace", timeout=300)
-    assert p.returncode == 0, p.stderr + p.stdout
-    return p
+    return run_normlab(*args, check=0)
 
 
 def test_diagnostics_written(tmp_path):

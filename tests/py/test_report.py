@@ -11,21 +11,13 @@ import shutil
 import subprocess
 
 import pytest
+from normlab_cli import BUILD, normlab as run_normlab
 
-BUILD = os.environ.get("NORMLAB_BUILD_DIR")
 L = 4  # layers of the synthetic runs
 
 
 def normlab(*args, check=None):
-    if not BUILD:
-        pytest.fail("NORMLAB_BUILD_DIR is not set (ctest sets it)")
-    exe = pathlib.Path(BUILD) / "normlab"
-    if not exe.exists():
-        pytest.fail(f"{exe} does not exist: build first")
-    p = subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True, errors="replace", timeout=60)
-    if check is not None:
-        assert p.returncode == check, f"exit {p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
-    return p
+    return run_normlab(*args, check=check, timeout=60)
 
 
 def write_run(d, placement, lr, steps=100, diag=True, diverge_at=None, scale=1.0):

@@ -3,9 +3,13 @@
 // process (so peak-memory figures do not mix), runs bench/torch_bench.py on the same models and
 // writes docs/benchmarks.md.
 //
-//   normlab_bench train CONFIG [--steps 10] [--warmup 3] [--threads 2]
+//   normlab_bench train CONFIG [--steps 10] [--warmup 3] [--threads 2] [--precision float32|bf16]
 //   normlab_bench sgemm CONFIG [--threads 2]
 //   normlab_bench --smoke            tiny model, 2 steps, plus fast-kernel-vs-reference checks
+//
+// --precision bf16 runs the linear layers and the LM head with bf16 products (fp32 accumulation,
+// tensor/gemm_bf16.h; train.matmul_precision); it needs a CPU with AVX512-BF16. The sgemm mode
+// times gemm_bf16 next to gemm<float> on the same shapes when the CPU has it.
 //
 // CONFIG is a, b, c (docs/benchmarks.md) or smoke. A step is what the trainer does: zero_grad,
 // forward with the loss and head gradient, backward, global-norm clipping and AdamW.
@@ -39,6 +43,7 @@
 #include "ops/cross_entropy.h"
 #include "ops/softcap.h"
 #include "tensor/gemm.h"
+#include "tensor/gemm_bf16.h"
 #include "tensor/rng.h"
 #include "tensor/threading.h"
 #include "train/optimizer.h"
@@ -178,12 +183,18 @@ double flops_per_token(const ModelConfig& m) {
 // ---------------------------------------------------------------------------------------------
 // Training steps
 
-json run_train(const BenchConfig& bc, int steps, int warmup, int threads) {
+json run_train(const BenchConfig& bc, int steps, int warmup, int threads,
+               GemmPrecision prec = GemmPrecision::float32) {
+  if (prec == GemmPrecision::bf16 && !bf16_hardware())
+    throw std::runtime_error(
+        "--precision bf16 needs a CPU with AVX512-BF16 (avx512bf16); this one "
+        "has only the slow portable fallback, which is not worth timing");
   const double rss0 = rss_mb();
   const int nthreads = set_thread_count(threads);
   const ModelConfig& mc = bc.model;
   const int B = bc.batch, Tn = mc.seq_len;
   Transformer<float> model(mc, B, Tn);
+  model.set_matmul_precision(prec);
   model.init_params(1234);
   OptimConfig oc;  // lr 1e-3, betas (0.9, 0.95), eps 1e-8, wd 0.1, clip 1.0
   AdamW<float> opt(model.table(), oc);
@@ -229,6 +240,7 @@ json run_train(const BenchConfig& bc, int steps, int warmup, int threads) {
   json j;
   j["impl"] = "normlab";
   j["config"] = bc.name;
+  j["precision"] = prec == GemmPrecision::bf16 ? "bf16" : "float32";
   j["description"] = bc.description;
   j["threads"] = nthreads;
   j["params"] = model.table().total();
@@ -324,7 +336,8 @@ json run_sgemm(const BenchConfig& bc, int threads) {
   const std::vector<Shape> shapes = model_shapes(bc, head_rows);
   Rng rng(7);
   json rows = json::array();
-  double flops = 0, t_blas = 0, t_nl = 0, t_dnnl = 0;
+  double flops = 0, t_blas = 0, t_nl = 0, t_dnnl = 0, t_bf16 = 0;
+  const bool bf16 = bf16_hardware();
   for (const Shape& s : shapes) {
     const int lda = s.ta ? s.M : s.K, ldb = s.tb ? s.K : s.N;
     std::vector<float> A(static_cast<long>(s.M) * s.K), Bm(static_cast<long>(s.K) * s.N),
@@ -355,6 +368,14 @@ json run_sgemm(const BenchConfig& bc, int threads) {
                 {"count", s.count},
                 {"blas_gflops", f / tb / 1e9},
                 {"normlab_gflops", f / tn / 1e9}};
+    if (bf16) {
+      const double th = time_per_call([&] {
+        gemm_bf16(s.ta, s.tb, s.M, s.N, s.K, 1.f, A.data(), lda, Bm.data(), ldb, beta, Cm.data(),
+                  s.N);
+      });
+      t_bf16 += th * s.count;
+      row["bf16_gflops"] = f / th / 1e9;
+    }
 #if defined(NORMLAB_BENCH_DNNL)
     // oneDNN threads with OpenMP (omp_get_max_threads, set by set_thread_count).
     const double td = time_per_call([&] {
@@ -375,6 +396,7 @@ json run_sgemm(const BenchConfig& bc, int threads) {
   j["blas_gflops"] = flops / t_blas / 1e9;
   j["normlab_gemm_gflops"] = flops / t_nl / 1e9;
   if (t_dnnl > 0) j["dnnl_gflops"] = flops / t_dnnl / 1e9;
+  if (t_bf16 > 0) j["normlab_bf16_gflops"] = flops / t_bf16 / 1e9;
   return j;
 }
 
@@ -423,6 +445,30 @@ void check_gemm() {
           expect_close(fmt::format("gemm ta={} tb={} {}x{}x{} beta={}", ta, tb, M, N, K, beta), C1,
                        C2, 1e-5 * std::sqrt(K));
         }
+}
+
+// gemm_bf16 against a double product of the bf16-rounded inputs: only fp32 accumulation error.
+void check_gemm_bf16() {
+  Rng rng(6);
+  const int dims[][3] = {{7, 5, 9}, {13, 67, 3}, {70, 129, 201}, {257, 1000, 301}};
+  for (const auto& d : dims)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        const int M = d[0], N = d[1], K = d[2];
+        const int lda = ta ? M : K, ldb = tb ? K : N;
+        std::vector<float> A(static_cast<long>(M) * K), Bm(static_cast<long>(K) * N),
+            C1(static_cast<long>(M) * N);
+        for (auto& x : A) x = static_cast<float>(rng.normal());
+        for (auto& x : Bm) x = static_cast<float>(rng.normal());
+        for (auto& x : C1) x = static_cast<float>(rng.normal());
+        std::vector<double> Ad(A.size()), Bd(Bm.size()), C2(C1.begin(), C1.end());
+        for (std::size_t i = 0; i < A.size(); ++i) Ad[i] = round_to_bf16(A[i]);
+        for (std::size_t i = 0; i < Bm.size(); ++i) Bd[i] = round_to_bf16(Bm[i]);
+        gemm_bf16(ta, tb, M, N, K, 0.75f, A.data(), lda, Bm.data(), ldb, 0.5f, C1.data(), N);
+        gemm_ref<double>(ta, tb, M, N, K, 0.75, Ad.data(), lda, Bd.data(), ldb, 0.5, C2.data(), N);
+        expect_close(fmt::format("gemm_bf16 ta={} tb={} {}x{}x{}", ta, tb, M, N, K), C1, C2,
+                     1e-5 * std::sqrt(K));
+      }
 }
 
 // Tiled attention (float, the model's path) against the plain reference kernel in double, at a
@@ -517,6 +563,13 @@ int run_smoke() {
   const BenchConfig bc = bench_config("smoke");
   const json j = run_train(bc, 2, 0, 0);
   std::printf("%s\n", j.dump().c_str());
+  if (bf16_hardware()) {  // the bf16 path briefly: kernel check and 2 training steps
+    check_gemm_bf16();
+    const json jb = run_train(bc, 2, 0, 0, GemmPrecision::bf16);
+    std::printf("%s\n", jb.dump().c_str());
+  } else {
+    std::fprintf(stderr, "skip bf16 path: this CPU has no AVX512-BF16\n");
+  }
   const json g = run_sgemm(bc, 0);
   (void)g;
   if (failures) std::fprintf(stderr, "%d kernel check(s) failed\n", failures);
@@ -526,7 +579,7 @@ int run_smoke() {
 int usage() {
   std::fprintf(stderr,
                "usage: normlab_bench train|sgemm a|b|c|c_matched|smoke [--steps N] [--warmup N] "
-               "[--threads N]\n       normlab_bench --smoke\n");
+               "[--threads N] [--precision float32|bf16]\n       normlab_bench --smoke\n");
   return 2;
 }
 
@@ -541,10 +594,17 @@ int main(int argc, char** argv) {
     const std::string mode = argv[1];
     const BenchConfig bc = bench_config(argv[2]);
     int steps = 10, warmup = 3, threads = 2;
+    normlab::GemmPrecision prec = normlab::GemmPrecision::float32;
     for (int i = 3; i + 1 < argc; i += 2) {
       const std::string k = argv[i];
       const int v = std::atoi(argv[i + 1]);
-      if (k == "--steps")
+      if (k == "--precision") {
+        const std::string p = argv[i + 1];
+        if (p == "bf16")
+          prec = normlab::GemmPrecision::bf16;
+        else if (p != "float32")
+          throw std::runtime_error(fmt::format("--precision '{}': expected float32 or bf16", p));
+      } else if (k == "--steps")
         steps = v;
       else if (k == "--warmup")
         warmup = v;
@@ -555,7 +615,7 @@ int main(int argc, char** argv) {
     }
     json j;
     if (mode == "train")
-      j = run_train(bc, steps, warmup, threads);
+      j = run_train(bc, steps, warmup, threads, prec);
     else if (mode == "sgemm")
       j = run_sgemm(bc, threads);
     else

@@ -19,14 +19,16 @@ import statistics
 import subprocess
 import sys
 
-IMPLS = [("normlab", "normlab"), ("eager", "torch eager"), ("compile", "torch.compile")]
+IMPLS = [("normlab", "normlab"), ("normlab_bf16", "normlab bf16"), ("eager", "torch eager"),
+         ("compile", "torch.compile")]
 
 
 def load(results):
     """{(kind, config): [result of round 1, round 2, ...]} in round order."""
     runs = {}
     for path in sorted(glob.glob(os.path.join(results, "*.json"))):
-        m = re.match(r"(sgemm_skx|sgemm|normlab|eager|compile)_(\w+?)_r(\d+)\.json$",
+        # normlab_bf16 before normlab, or "normlab_bf16_a" would read as config "bf16_a"
+        m = re.match(r"(sgemm_skx|sgemm|normlab_bf16|normlab|eager|compile)_(\w+?)_r(\d+)\.json$",
                      os.path.basename(path))
         if not m:
             continue
@@ -134,6 +136,9 @@ def main():
     rounds = max((len(v) for v in runs.values()), default=0)
 
     rows, details = [], []
+    # one BLAS label for every config, so that the sgemm table's columns line up
+    blas_label = next((x["blas"] for (kind, _), v in runs.items() if kind == "sgemm" for x in v
+                       if x.get("blas")), "OpenBLAS")
     for c in a.configs:
         nl = runs.get(("normlab", c), [])
         r = {"config": c}
@@ -141,16 +146,21 @@ def main():
             rr = runs.get((kind, c), [])
             r[kind] = {"tok": med(rr, "tokens_per_s"), "ms": med(rr, "step_ms_median"),
                        "rss": med(rr, "peak_rss_mb"), "err": first_error(rr),
-                       "base": med(rr, "imported_rss_mb") if kind != "normlab" else med(rr, "baseline_rss_mb"),
+                       "base": (med(rr, "baseline_rss_mb") if kind.startswith("normlab")
+                                else med(rr, "imported_rss_mb")),
                        "per_round": [x.get("tokens_per_s") for x in rr],
-                       "first": med(rr, "first_step_ms")}
+                       "first": med(rr, "first_step_ms"),
+                       "loss_last": med(rr, "loss_last"),
+                       "ran": bool(rr)}
         sg = runs.get(("sgemm", c), [])
         sk = runs.get(("sgemm_skx", c), [])
-        rates = {(sg[0].get("blas", "OpenBLAS") if sg else "OpenBLAS") + " (as linked)": med(sg, "blas_gflops"),
+        rates = {blas_label + " (as linked)": med(sg, "blas_gflops"),
                  "OpenBLAS (core SkylakeX, forced)": med(sk, "blas_gflops"),
                  "normlab gemm": med(sg, "normlab_gemm_gflops")}
         if med(sg, "dnnl_gflops"):
             rates["oneDNN sgemm"] = med(sg, "dnnl_gflops")
+        if med(sg, "normlab_bf16_gflops"):  # bf16 inputs: not part of the MFU's best rate
+            rates["normlab gemm_bf16 (bf16 inputs)"] = med(sg, "normlab_bf16_gflops")
         r["rates"] = rates
         r["gflops"] = med(nl, "gflops")
         # MFU per round, against the best sgemm of the same round (measured minutes apart, not
@@ -209,7 +219,8 @@ def main():
     out.append(f"- PyTorch {torch_v} (CPU), `torch.set_num_threads` = normlab's threads, "
                "`OMP_WAIT_POLICY=PASSIVE`; fused AdamW")
     out.append("- Step: zero grad, forward with loss, backward, global-norm clipping (1.0), AdamW; "
-               "float32; random token batches\n")
+               "float32 (normlab bf16: the linear layers' and the LM head's products with bf16 "
+               "inputs and fp32 accumulation, everything else float32); random token batches\n")
     out.append("## Results\n")
     out.append(table + "\n")
     out.append("MFU = normlab's model FLOP/s over the best sgemm rate measured in the same round on "
@@ -225,17 +236,41 @@ def main():
     out.append("")
 
     out.append("## Details\n")
-    out.append("| config | impl | tok/s per round | step ms | first step ms | peak RSS MiB | "
+    out.append("| config | impl | tok/s per round | vs eager | step ms | first step ms | peak RSS MiB | "
                "RSS before the model MiB | error |")
-    out.append("|" + "---|" * 8)
+    out.append("|" + "---|" * 9)
     for r in rows:
         for kind, label in IMPLS:
             x = r[kind]
+            if kind == "normlab_bf16" and not x["ran"]:
+                continue  # results from before the bf16 runs existed
             pr = ", ".join(fmt(t) for t in x["per_round"] if t) or "n/a"
             err = (x["err"] or "").replace("|", "/")[:200]
-            out.append(f"| {r['config']} | {label} | {pr} | {fmt(x['ms'], 1)} | {fmt(x['first'], 1)} "
+            vs = ratio(x["tok"], r["eager"]["tok"]) if kind != "eager" else ""
+            out.append(f"| {r['config']} | {label} | {pr} | {vs} | {fmt(x['ms'], 1)} | {fmt(x['first'], 1)} "
                        f"| {fmt(x['rss'])} | {fmt(x['base'])} | {err} |")
     out.append("")
+    if any(r["normlab_bf16"]["ran"] for r in rows):
+        out.append("normlab with bf16 matrix products (`--precision bf16`, `train.matmul_precision = "
+                   "\"bf16\"`): tok/s (median over rounds) against normlab float32 and torch eager, "
+                   "and the loss after the short run's last step (random tokens; the same batches "
+                   "and initialisation in both precisions).\n")
+        out.append("| config | bf16 tok/s | vs normlab float32 | vs eager | last loss bf16 | "
+                   "last loss float32 | difference |")
+        out.append("|" + "---|" * 7)
+        for r in rows:
+            b, n = r["normlab_bf16"], r["normlab"]
+            if not b["ran"]:
+                continue
+            if b["err"] and not b["tok"]:
+                out.append(f"| {r['config']} | error: {b['err'].replace('|', '/')[:120]} | | | | | |")
+                continue
+            diff = (f"{b['loss_last'] - n['loss_last']:+.2e}"
+                    if b["loss_last"] is not None and n["loss_last"] is not None else "n/a")
+            out.append(f"| {r['config']} | {fmt(b['tok'])} | {ratio(b['tok'], n['tok'])} "
+                       f"| {ratio(b['tok'], r['eager']['tok'])} | {fmt(b['loss_last'], 5)} "
+                       f"| {fmt(n['loss_last'], 5)} | {diff} |")
+        out.append("")
     out.append("normlab step split (ms, median): forward = zero grad + forward + loss + head gradient; "
                "backward = the body; optimizer = clipping + AdamW. CPU ms = process CPU time per "
                "step (all threads).\n")
@@ -247,23 +282,27 @@ def main():
     out.append("")
     out.append("sgemm on each model's GEMM shapes (FLOP-weighted over one training step: every "
                "linear layer forward, dx and dW, and the LM head), GFLOP/s, median over rounds:\n")
-    out.append("| config | " + " | ".join(rows[0]["rates"].keys() if rows else []) + " |")
-    out.append("|---|" + "---|" * (len(rows[0]["rates"]) if rows else 0))
+    # columns: every rate any config has (oneDNN and bf16 only where measured)
+    rate_keys = list(dict.fromkeys(k for r in rows for k in r["rates"]))
+    out.append("| config | " + " | ".join(rate_keys) + " |")
+    out.append("|---|" + "---|" * len(rate_keys))
     for r in rows:
-        out.append(f"| {r['config']} | " + " | ".join(fmt(v, 1) for v in r["rates"].values()) + " |")
+        out.append(f"| {r['config']} | " + " | ".join(fmt(r["rates"].get(k), 1) for k in rate_keys) + " |")
     out.append("")
     for c, sg in details:
         if not sg or "shapes" not in sg[0]:
             continue
         out.append(f"<details><summary>config {c}: per shape (first round)</summary>\n")
         dn = "dnnl_gflops" in sg[0]["shapes"][0]
+        bf = "bf16_gflops" in sg[0]["shapes"][0]
         out.append("| GEMM | ta | tb | M | N | K | per step | OpenBLAS GFLOP/s | normlab GFLOP/s |"
-                   + (" oneDNN GFLOP/s |" if dn else ""))
-        out.append("|" + "---|" * (10 if dn else 9))
+                   + (" oneDNN GFLOP/s |" if dn else "") + (" normlab bf16 GFLOP/s |" if bf else ""))
+        out.append("|" + "---|" * (9 + dn + bf))
         for s in sg[0]["shapes"]:
             out.append(f"| {s['what']} | {int(s['ta'])} | {int(s['tb'])} | {s['M']} | {s['N']} | "
                        f"{s['K']} | {s['count']} | {s['blas_gflops']:.1f} | {s['normlab_gflops']:.1f} |"
-                       + (f" {s['dnnl_gflops']:.1f} |" if dn else ""))
+                       + (f" {s['dnnl_gflops']:.1f} |" if dn else "")
+                       + (f" {s['bf16_gflops']:.1f} |" if bf else ""))
         out.append("\n</details>\n")
 
     notes = os.path.join(os.path.dirname(os.path.abspath(__file__)), "notes.md")

@@ -14,6 +14,9 @@
 #   NICE=                e.g. -20 (root): run every benchmark process at that priority, alike
 #   OUT=docs/benchmarks.md   the report; RESULTS=$BUILD_DIR/bench-results  the raw JSON
 #
+# normlab also runs with --precision bf16 (bf16 matmul inputs, fp32 accumulation; needs
+# AVX512-BF16, otherwise the run is recorded as an error) as normlab_bf16_<config>_r<round>.
+#
 # Every measurement runs in a fresh process, so that peak-memory figures do not mix. PyTorch runs
 # with OMP_WAIT_POLICY=PASSIVE; normlab needs no environment variable.
 set -euo pipefail
@@ -62,6 +65,8 @@ for r in $(seq 1 "$ROUNDS"); do
     # The BLAS's own AVX-512 kernel, which its CPU detection does not pick on this CPU by itself.
     run "sgemm_skx_${c}_r$r" env OPENBLAS_CORETYPE=SkylakeX "$BENCH" sgemm "$c" --threads "$THREADS"
     run "normlab_${c}_r$r" "$BENCH" train "$c" --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS"
+    run "normlab_bf16_${c}_r$r" "$BENCH" train "$c" --steps "$STEPS" --warmup "$WARMUP" \
+      --threads "$THREADS" --precision bf16
     run "eager_${c}_r$r" env OMP_WAIT_POLICY=PASSIVE "$PYTHON" "$ROOT/bench/torch_bench.py" "$c" \
       --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS"
     if [ "$COMPILE" = 1 ]; then

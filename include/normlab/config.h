@@ -32,6 +32,11 @@ enum class ScheduleKind { cosine, linear, constant };
 // (OLMo-core's skip-step AdamW), or reload the last good checkpoint and skip the offending
 // batches (PaLM). Non-finite losses and gradients are always skipped.
 enum class SpikePolicy { off, skip, rollback };
+// Precision of the linear layers' and the LM head's matrix products (forward, dx and dW): float32,
+// or bf16 inputs with fp32 accumulation (tensor/gemm_bf16.h). Master weights, gradients, norms,
+// attention and the optimizer stay float32 either way. A runtime option, not part of the
+// architecture: checkpoints are interchangeable between the two. Float models only.
+enum class MatmulPrecision { float32, bf16 };
 
 struct ModelConfig {
   int vocab_size = 256;
@@ -97,6 +102,7 @@ struct TrainConfig {
   int spike_window = 50;         // finite steps the z-score is measured against
   double spike_threshold = 6.0;  // z-score of the loss or the gradient norm
   int max_bad_steps = 10;        // consecutive skipped/rolled-back steps before stopping as diverged
+  MatmulPrecision matmul_precision = MatmulPrecision::float32;
 
   friend bool operator==(const TrainConfig&, const TrainConfig&) = default;
 };
@@ -148,6 +154,7 @@ std::string_view to_string(MlpKind v);
 std::string_view to_string(InitKind v);
 std::string_view to_string(ScheduleKind v);
 std::string_view to_string(SpikePolicy v);
+std::string_view to_string(MatmulPrecision v);
 
 // Every enumerator's name in declaration order: enum_names<E>()[i] == to_string(E(i)).
 // Defined for the enums above.

@@ -268,6 +268,7 @@ const std::vector<KeySpec>& key_table() {
       NL_KEY(train, spike_window),
       NL_KEY(train, spike_threshold),
       NL_KEY(train, max_bad_steps),
+      NL_KEY(train, matmul_precision),
 
       NL_KEY(data, path),
       NL_KEY(data, val_fraction),

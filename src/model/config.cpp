@@ -74,6 +74,11 @@ struct EnumTable<SpikePolicy> {
   static constexpr std::string_view names[] = {"off", "skip", "rollback"};
   static constexpr SpikePolicy last = SpikePolicy::rollback;
 };
+template <>
+struct EnumTable<MatmulPrecision> {
+  static constexpr std::string_view names[] = {"float32", "bf16"};
+  static constexpr MatmulPrecision last = MatmulPrecision::bf16;
+};
 
 template <class E>
 bool is_valid_enum(E v) {
@@ -114,6 +119,7 @@ NL_ENUM(MlpKind)
 NL_ENUM(InitKind)
 NL_ENUM(ScheduleKind)
 NL_ENUM(SpikePolicy)
+NL_ENUM(MatmulPrecision)
 #undef NL_ENUM
 
 namespace {
@@ -236,6 +242,7 @@ std::vector<std::string> validation_errors(const Config& c) {
   k.greater_than(KEY(train.spike_window), 1);
   k.greater_than(KEY(train.spike_threshold), 0.0);
   k.greater_than(KEY(train.max_bad_steps), 0);
+  k.valid_enum(KEY(train.matmul_precision));
 
   k.in_range(KEY(data.val_fraction), 0.0, 1.0, false);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -457,7 +458,7 @@ void Transformer<T>::attn_forward(int l, const T* u, T* f) {
   const int C = cfg_.d_model, H = cfg_.n_head, D = cfg_.head_dim();
   const AttnSlots& s = blocks_[l].attn;
   AttnActs& a = attn_acts_[l];
-  ops::linear_forward(a.qkv, u, p(s.wqkv), p(s.bqkv), static_cast<int>(N), C, 3 * C);
+  ops::linear_forward(a.qkv, u, p(s.wqkv), p(s.bqkv), static_cast<int>(N), C, 3 * C, mm_);
   if (!qk_stages_.empty()) {
     gather_cols(a.qs[0], a.qkv, N, C, 3 * C, 0);
     gather_cols(a.ks[0], a.qkv, N, C, 3 * C, C);
@@ -514,7 +515,7 @@ void Transformer<T>::attn_forward(int l, const T* u, T* f) {
       stats_.attn_entropy[l] = ent / (static_cast<double>(BH) * T_);
     }
   }
-  ops::linear_forward(f, a.o, p(s.wo), p(s.bo), static_cast<int>(N), C, C);
+  ops::linear_forward(f, a.o, p(s.wo), p(s.bo), static_cast<int>(N), C, C, mm_);
 }
 
 template <class T>
@@ -533,7 +534,7 @@ void Transformer<T>::attn_backward(int l, const T* u, const T* df, T* du, bool a
   const AttnSlots& s = blocks_[l].attn;
   AttnActs& a = attn_acts_[l];
   ops::linear_backward(d_o_, g(s.wo), g(s.bo), df, a.o, p(s.wo), static_cast<int>(N), C, C,
-                       false);
+                       false, mm_);
   // Gradients of q, k, v land in d_qkv_ (stride 3C) directly, unless QK stages sit in between.
   const std::size_t last = qk_stages_.size();
   const bool staged = last > 0;
@@ -568,7 +569,7 @@ void Transformer<T>::attn_backward(int l, const T* u, const T* df, T* du, bool a
     scatter_cols(d_qkv_, dk0, N, C, 3 * C, C);
   }
   ops::linear_backward(du, g(s.wqkv), g(s.bqkv), d_qkv_, u, p(s.wqkv), static_cast<int>(N), C,
-                       3 * C, acc_du);
+                       3 * C, acc_du, mm_);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -582,12 +583,12 @@ void Transformer<T>::mlp_forward(int l, const T* u, T* f) {
   MlpActs& a = mlp_acts_[l];
   const bool gl = gated(cfg_.mlp);
   const int F_in = gl ? 2 * F : F;
-  ops::linear_forward(a.h, u, p(s.w_in), p(s.b_in), static_cast<int>(N), C, F_in);
+  ops::linear_forward(a.h, u, p(s.w_in), p(s.b_in), static_cast<int>(N), C, F_in, mm_);
   if (gl)
     ops::glu_forward(activation_of(cfg_.mlp), a.a, a.h, static_cast<int>(N), F);
   else
     ops::activation_forward(activation_of(cfg_.mlp), a.a, a.h, N * F);
-  ops::linear_forward(f, a.a, p(s.w_out), p(s.b_out), static_cast<int>(N), F, C);
+  ops::linear_forward(f, a.a, p(s.w_out), p(s.b_out), static_cast<int>(N), F, C, mm_);
 }
 
 template <class T>
@@ -599,13 +600,13 @@ void Transformer<T>::mlp_backward(int l, const T* u, const T* df, T* du, bool ac
   const bool gl = gated(cfg_.mlp);
   const int F_in = gl ? 2 * F : F;
   ops::linear_backward(d_a_, g(s.w_out), g(s.b_out), df, a.a, p(s.w_out), static_cast<int>(N), F, C,
-                       false);
+                       false, mm_);
   if (gl)
     ops::glu_backward(activation_of(cfg_.mlp), d_h_, d_a_, a.h, static_cast<int>(N), F, false);
   else
     ops::activation_backward_set(activation_of(cfg_.mlp), d_h_, d_a_, a.h, N * F);
   ops::linear_backward(du, g(s.w_in), g(s.b_in), d_h_, u, p(s.w_in), static_cast<int>(N), C, F_in,
-                       acc_du);
+                       acc_du, mm_);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -666,6 +667,15 @@ void Transformer<T>::body_forward(int l_begin, int l_end) {
 }
 
 template <class T>
+void Transformer<T>::set_matmul_precision(GemmPrecision prec) {
+  if constexpr (!std::is_same_v<T, float>) {
+    if (prec != GemmPrecision::float32)
+      throw InputError("matmul precision bf16 is for float models; this model is double");
+  }
+  mm_ = prec;
+}
+
+template <class T>
 const T* Transformer<T>::final_hidden() const {
   return plan_.final_norm ? final_cache_.out : res_[2 * cfg_.n_layer];
 }
@@ -687,7 +697,7 @@ LossStats Transformer<T>::forward(const int* idx, const int* targets, int B, int
   for (long r0 = 0; r0 < N; r0 += head_chunk_) {
     const int rows = static_cast<int>(std::min<long>(head_chunk_, N - r0));
     T* logits = head_logits_;
-    gemm<T>(false, true, rows, V, C, T(1), xf + r0 * C, C, W, C, T(0), logits, V);
+    gemm_p<T>(mm_, false, true, rows, V, C, T(1), xf + r0 * C, C, W, C, T(0), logits, V);
     if (collect_stats_) max_raw = std::fmax(max_raw, max_abs(logits, static_cast<long>(rows) * V));
     if (cap > 0) ops::softcap_forward(logits, logits, static_cast<long>(rows) * V, cap);
     if (collect_stats_) max_capped = std::fmax(max_capped, max_abs(logits, static_cast<long>(rows) * V));
@@ -703,8 +713,8 @@ LossStats Transformer<T>::forward(const int* idx, const int* targets, int B, int
     }
     if (need_grad) {
       if (cap > 0) ops::softcap_backward(dl, dl, logits, static_cast<long>(rows) * V, cap);
-      gemm<T>(false, false, rows, C, V, T(1), dl, V, W, C, T(0), d_final_ + r0 * C, C);
-      gemm<T>(true, false, V, C, rows, T(1), dl, V, xf + r0 * C, C, T(1), g(lm_head_), C);
+      gemm_p<T>(mm_, false, false, rows, C, V, T(1), dl, V, W, C, T(0), d_final_ + r0 * C, C);
+      gemm_p<T>(mm_, true, false, V, C, rows, T(1), dl, V, xf + r0 * C, C, T(1), g(lm_head_), C);
     }
   }
   head_grad_done_ = need_grad;
@@ -757,8 +767,8 @@ void Transformer<T>::forward_logits(const int* idx, int B, int Tn, T* logits) {
   const long N = static_cast<long>(B) * Tn;
   const int C = cfg_.d_model, V = cfg_.vocab_size;
   if (plan_.final_norm) norm_forward(final_cache_, final_norm_, res_[2 * cfg_.n_layer], N, C, false);
-  gemm<T>(false, true, static_cast<int>(N), V, C, T(1), final_hidden(), C, p(lm_head_), C, T(0),
-          logits, V);
+  gemm_p<T>(mm_, false, true, static_cast<int>(N), V, C, T(1), final_hidden(), C, p(lm_head_), C,
+            T(0), logits, V);
   if (cfg_.final_softcap > 0)
     ops::softcap_forward(logits, logits, N * V, static_cast<T>(cfg_.final_softcap));
 }
@@ -819,7 +829,7 @@ void Transformer<T>::forward_cached(const int* idx, int n, KvCache& cache, T* la
     norm_forward(one, final_norm_, last, 1, C, false);
     last = final_cache_.out;
   }
-  gemm<T>(false, true, 1, V, C, T(1), last, C, p(lm_head_), C, T(0), last_logits, V);
+  gemm_p<T>(mm_, false, true, 1, V, C, T(1), last, C, p(lm_head_), C, T(0), last_logits, V);
   if (cfg_.final_softcap > 0)
     ops::softcap_forward(last_logits, last_logits, V, static_cast<T>(cfg_.final_softcap));
 }

@@ -12,6 +12,7 @@
 #include "model/params.h"
 #include "model/plan.h"
 #include "normlab/config.h"
+#include "tensor/gemm_bf16.h"
 
 namespace normlab {
 
@@ -98,6 +99,13 @@ class Transformer {
   void block_backward(int l, const T* dy, T* dx);
 
   void set_collect_stats(bool on) { collect_stats_ = on; }
+
+  // Product used by every linear layer and the LM head, forward and backward (dx and dW):
+  // float32 (the default) or bf16 inputs with fp32 accumulation (gemm_bf16.h). Parameters,
+  // gradients, activations and attention stay in T. Float models only: a double model throws
+  // InputError for bf16 (it exists for gradient checks, where bf16 would defeat the purpose).
+  void set_matmul_precision(GemmPrecision prec);
+  GemmPrecision matmul_precision() const { return mm_; }
   const ForwardStats& stats() const { return stats_; }
 
   // Incremental decoding with a key/value cache (batch 1): appends `n` tokens at positions
@@ -199,6 +207,7 @@ class Transformer {
   const int* idx_ = nullptr;
   bool head_grad_done_ = false;
   bool collect_stats_ = false;
+  GemmPrecision mm_ = GemmPrecision::float32;
   ForwardStats stats_;
   std::vector<T> attn_stat_max_, attn_stat_ent_;  // (L, B*H), used only while collecting
   KvCache* kv_ = nullptr;  // set during forward_cached

@@ -1,30 +1,35 @@
 // Linear layer y = x W^T + b with PyTorch's weight layout (out, in), through the BLAS with
 // transpose flags (no copies). Shapes: x, dx (N, I); w, dw (O, I); b, db (O); y, dy (N, O).
+// `prec` selects the product for all three GEMMs: float32 (gemm) or bf16 inputs with fp32
+// accumulation (gemm_bf16, float only); outputs and accumulations are in T either way.
 #pragma once
 #include "tensor/gemm.h"
+#include "tensor/gemm_bf16.h"
 #include "tensor/threading.h"
 
 namespace normlab::ops {
 
 // y = x w^T + b   (overwrites y; b may be null)
 template <class T>
-void linear_forward(T* y, const T* x, const T* w, const T* b, int N, int I, int O) {
+void linear_forward(T* y, const T* x, const T* w, const T* b, int N, int I, int O,
+                    GemmPrecision prec = GemmPrecision::float32) {
   if (b) {
     parallel_for(N, 16384 / O + 1, [&](long r0, long r1) {
       for (long r = r0; r < r1; ++r)
         for (int o = 0; o < O; ++o) y[r * O + o] = b[o];
     });
   }
-  gemm<T>(false, true, N, O, I, T(1), x, I, w, I, b ? T(1) : T(0), y, O);
+  gemm_p<T>(prec, false, true, N, O, I, T(1), x, I, w, I, b ? T(1) : T(0), y, O);
 }
 
 // dx += dy w;  dw += dy^T x;  db += sum_rows dy   (all accumulate; dx and db may be null)
 // With accumulate_dx = false, dx = dy w is overwritten instead (no zero-fill needed).
 template <class T>
 void linear_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, int N, int I, int O,
-                     bool accumulate_dx = true) {
-  if (dx) gemm<T>(false, false, N, I, O, T(1), dy, O, w, I, accumulate_dx ? T(1) : T(0), dx, I);
-  gemm<T>(true, false, O, I, N, T(1), dy, O, x, I, T(1), dw, I);
+                     bool accumulate_dx = true, GemmPrecision prec = GemmPrecision::float32) {
+  if (dx)
+    gemm_p<T>(prec, false, false, N, I, O, T(1), dy, O, w, I, accumulate_dx ? T(1) : T(0), dx, I);
+  gemm_p<T>(prec, true, false, O, I, N, T(1), dy, O, x, I, T(1), dw, I);
   if (db) {
     const long nblocks = (O + 63) / 64;
     parallel_for(nblocks, static_cast<long>(N) * O > 32768 ? 1 : nblocks, [&](long b0, long b1) {

@@ -70,6 +70,9 @@ struct Trainer::Impl {
       throw InputError(fmt::format("corpus {} has vocabulary {} but model.vocab_size = {}",
                                    corpus.name(), corpus.vocab_size(), cfg.model.vocab_size));
     set_thread_count(cfg.train.threads);
+    model.set_matmul_precision(cfg.train.matmul_precision == MatmulPrecision::bf16
+                                   ? GemmPrecision::bf16
+                                   : GemmPrecision::float32);
     const long n = static_cast<long>(cfg.train.batch_size) * cfg.model.seq_len;
     idx.resize(n);
     tgt.resize(n);

@@ -107,6 +107,7 @@ Config every_key_changed() {
   t.spike_window = 20;
   t.spike_threshold = 4.5;
   t.max_bad_steps = 3;
+  t.matmul_precision = MatmulPrecision::bf16;
   c.data.path = "corpus dir/tiny \"shakespeare\"\\\t.txt";
   c.data.val_fraction = 0.1;
   c.diag.interval = 7;
@@ -320,6 +321,26 @@ TEST(ConfigFile, HugeUnknownKeyIsReportedQuickly) {
   RecordProperty("seconds", std::to_string(s));  // for information; not a threshold
   // Typos still find their key when lengths differ by a little (the shortcut must not hide them).
   EXPECT_TRUE(has_problem(parse_problems("[model]\nn_lay = 2\n"), "(did you mean 'model.n_layer'?)"));
+}
+
+// The opt-in bf16 matmul path's key: default, file, override, round trip, bad value.
+TEST(ConfigFile, MatmulPrecision) {
+  EXPECT_EQ(parse_config("", "t.toml", {}).train.matmul_precision, MatmulPrecision::float32);
+  EXPECT_EQ(parse_config("[train]\nmatmul_precision = \"bf16\"\n", "t.toml", {}).train.matmul_precision,
+            MatmulPrecision::bf16);
+  EXPECT_EQ(parse_config("", "t.toml", {"train.matmul_precision=bf16"}).train.matmul_precision,
+            MatmulPrecision::bf16);
+  const Config c = parse_config("[train]\nmatmul_precision = \"bf16\"\n", "t.toml", {});
+  EXPECT_EQ(parse_config(dump_config_toml(c), "dump", {}), c);
+  try {
+    parse_config("[train]\nmatmul_precision = \"fp16\"\n", "bad.toml", {});
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "bad.toml:2: train.matmul_precision: unknown value \"fp16\" (allowed: float32, bf16)"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(ConfigFile, UnknownSectionSuggestsNearest) {

@@ -1,0 +1,360 @@
+#include "tensor/gemm_bf16.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "tensor/threading.h"
+
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#define NL_BF16_X86 1
+#include <immintrin.h>
+// The AVX512-BF16 code is compiled for that target whatever the build flags; it only runs when
+// the CPU reports the feature (bf16_hardware()).
+#define NL_TARGET_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
+// GCC 12 flags the undefined pass-through operand inside its own AVX-512 intrinsic headers as
+// possibly uninitialised (a false positive, GCC bug 105593), as in gemm.cpp.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace normlab {
+
+namespace {
+
+using u32 = std::uint32_t;
+
+// Blocking as in gemm.cpp (Goto & van de Geijn 2008): MR x NR micro-tiles, KC sums per slice,
+// MC rows per block of A, NC columns and KS sums of op(B) packed at a time. Sums are taken in
+// pairs: a packed "word" holds bf16 of sums k (low half) and k + 1 (high half); an odd last sum is
+// paired with 0 on both sides, so the padding adds 0 * 0.
+constexpr int MR = 6, NR = 64;
+constexpr int KC = 256, MC = 96, NC = 1024;
+constexpr int KS = 16 * KC;
+static_assert(MC % MR == 0 && NC % NR == 0 && KC % 2 == 0);
+
+// Scratch that grows and is then reused: nothing is allocated in steady state.
+struct Scratch {
+  u32* p = nullptr;
+  std::size_t n = 0;
+  u32* get(std::size_t need) {
+    if (need > n) {
+      std::free(p);
+      n = (need + 1023) / 1024 * 1024;
+      p = static_cast<u32*>(std::aligned_alloc(64, n * sizeof(u32)));
+    }
+    return p;
+  }
+  ~Scratch() { std::free(p); }
+};
+thread_local Scratch b_scratch;  // packed op(B): KS / 2 x NC words at most (8 MiB)
+thread_local Scratch a_scratch;  // one packed MC x KC block of op(A) per thread (48 KiB)
+
+// bf16 bits of x in the low half of a word: bf16_bits (gemm_bf16.h) without a branch, so that the
+// packing loops vectorise.
+inline u32 bf16_word(float x) {
+  u32 u;
+  std::memcpy(&u, &x, 4);
+  const u32 rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  const u32 quiet_nan = (u >> 16) | 0x0040u;
+  return (u & 0x7FFFFFFFu) > 0x7F800000u ? quiet_nan : rounded;
+}
+
+// Packs NR-column panel (columns [j0, j0 + nr)) over sums [k0, k0 + kc) of op(B):
+// bp[kp][c] = pair(k0 + 2 kp, k0 + 2 kp + 1) of column j0 + c; zero past N and past the sums.
+void pack_b_panel(u32* __restrict bp, bool tb, const float* B, long ldb, int j0, int nr, int k0,
+                  int kc) {
+  const int kpairs = (kc + 1) / 2;
+  if (!tb) {  // op(B)(k, j) = B[k][j]: two rows give a row of words
+    for (int kp = 0; kp < kpairs; ++kp) {
+      const float* r0 = B + static_cast<long>(k0 + 2 * kp) * ldb + j0;
+      u32* dst = bp + static_cast<long>(kp) * NR;
+      if (2 * kp + 1 < kc) {
+        const float* r1 = r0 + ldb;
+        for (int c = 0; c < nr; ++c) dst[c] = bf16_word(r0[c]) | (bf16_word(r1[c]) << 16);
+      } else {
+        for (int c = 0; c < nr; ++c) dst[c] = bf16_word(r0[c]);
+      }
+      for (int c = nr; c < NR; ++c) dst[c] = 0;
+    }
+    return;
+  }
+  // op(B)(k, j) = B[j][k]: the pairs of a column are adjacent in memory; a word per (kp, column)
+  const int kfull = kc / 2;
+  for (int c = 0; c < nr; ++c) {
+    const float* col = B + static_cast<long>(j0 + c) * ldb + k0;
+    u32* dst = bp + c;
+    for (int kp = 0; kp < kfull; ++kp)
+      dst[static_cast<long>(kp) * NR] = bf16_word(col[2 * kp]) | (bf16_word(col[2 * kp + 1]) << 16);
+    if (kc % 2) dst[static_cast<long>(kfull) * NR] = bf16_word(col[kc - 1]);
+  }
+  if (nr < NR)
+    for (int kp = 0; kp < kpairs; ++kp)
+      std::memset(bp + static_cast<long>(kp) * NR + nr, 0, sizeof(u32) * (NR - nr));
+}
+
+// Packs rows [i0, i0 + mc) x sums [k0, k0 + kc) of op(A). Two layouts, both read by the
+// micro-kernel as a(kp, r) = row[r][kp * step]:
+//   !ta (op(A) = A, rows contiguous in k): ap[i][kp], row stride (kc + 1) / 2, step 1;
+//   ta  (op(A) = A^T, columns contiguous in i): ap[kp][i], step mc ("KMajor").
+void pack_a_block(u32* __restrict ap, bool ta, const float* A, long lda, int i0, int mc, int k0,
+                  int kc) {
+  const int kpairs = (kc + 1) / 2, kfull = kc / 2;
+  if (!ta) {
+    for (int i = 0; i < mc; ++i) {
+      const float* row = A + static_cast<long>(i0 + i) * lda + k0;
+      u32* dst = ap + static_cast<long>(i) * kpairs;
+      for (int kp = 0; kp < kfull; ++kp)
+        dst[kp] = bf16_word(row[2 * kp]) | (bf16_word(row[2 * kp + 1]) << 16);
+      if (kc % 2) dst[kfull] = bf16_word(row[kc - 1]);
+    }
+    return;
+  }
+  for (int kp = 0; kp < kpairs; ++kp) {
+    const float* r0 = A + static_cast<long>(k0 + 2 * kp) * lda + i0;
+    u32* dst = ap + static_cast<long>(kp) * mc;
+    if (2 * kp + 1 < kc) {
+      const float* r1 = r0 + lda;
+      for (int i = 0; i < mc; ++i) dst[i] = bf16_word(r0[i]) | (bf16_word(r1[i]) << 16);
+    } else {
+      for (int i = 0; i < mc; ++i) dst[i] = bf16_word(r0[i]);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Micro-kernels: C[0:mr, 0:nc] = alpha * sum_kp a(kp, r) . bp[kp][0:NR] + beta * C (beta = 0: C
+// is not read), where "." is the two-product dot of the bf16 pairs, in fp32. a(kp, r) =
+// ap[kp * as + r] (KMajor) or ap[r * as + kp]; rows r >= mr read row mr - 1 (never stored).
+
+#if defined(NL_BF16_X86)
+template <int NV, bool KMajor>
+NL_TARGET_BF16 void micro_kernel_avx512(int kpn, const u32* __restrict ap, long as,
+                                        const u32* __restrict bp, float* c, long ldc, int mr,
+                                        int nc, float alpha, float beta) {
+  __m512 acc[MR][NV];
+#pragma GCC unroll 6
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  const u32* arow[MR];
+#pragma GCC unroll 6
+  for (int r = 0; r < MR; ++r) {
+    const int rr = r < mr ? r : mr - 1;
+    arow[r] = KMajor ? ap + rr : ap + static_cast<long>(rr) * as;
+  }
+  const long astep = KMajor ? as : 1;
+#pragma GCC unroll 2
+  for (int kp = 0; kp < kpn; ++kp) {
+    __m512i b[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) b[v] = _mm512_load_si512(bp + kp * NR + 16 * v);
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; ++r) {
+      const __m512i a = _mm512_set1_epi32(static_cast<int>(arow[r][static_cast<long>(kp) * astep]));
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v)
+        acc[r][v] = _mm512_dpbf16_ps(acc[r][v], (__m512bh)a, (__m512bh)b[v]);
+    }
+  }
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  const int tail = nc - 16 * (NV - 1);  // 1..16 columns in the last vector
+  const __mmask16 last = static_cast<__mmask16>(tail >= 16 ? 0xFFFF : (1u << tail) - 1);
+#pragma GCC unroll 6
+  for (int r = 0; r < MR; ++r) {
+    if (r >= mr) break;
+    float* cr = c + r * ldc;
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      const __mmask16 m = v == NV - 1 ? last : static_cast<__mmask16>(0xFFFF);
+      __m512 x = _mm512_mul_ps(va, acc[r][v]);
+      if (beta != 0.f) x = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, cr + 16 * v), x);
+      _mm512_mask_storeu_ps(cr + 16 * v, m, x);
+    }
+  }
+}
+
+template <bool KMajor>
+void micro_avx512(int kpn, const u32* ap, long as, const u32* bp, float* c, long ldc, int mr,
+                  int nc, float alpha, float beta) {
+  switch ((nc + 15) / 16) {
+    case 1:
+      micro_kernel_avx512<1, KMajor>(kpn, ap, as, bp, c, ldc, mr, nc, alpha, beta);
+      break;
+    case 2:
+      micro_kernel_avx512<2, KMajor>(kpn, ap, as, bp, c, ldc, mr, nc, alpha, beta);
+      break;
+    case 3:
+      micro_kernel_avx512<3, KMajor>(kpn, ap, as, bp, c, ldc, mr, nc, alpha, beta);
+      break;
+    default:
+      micro_kernel_avx512<4, KMajor>(kpn, ap, as, bp, c, ldc, mr, nc, alpha, beta);
+      break;
+  }
+}
+#endif
+
+// Portable: the same packed words, products of the bf16 halves (exact in fp32) added in fp32,
+// the low half first.
+template <bool KMajor>
+void micro_portable(int kpn, const u32* ap, long as, const u32* bp, float* c, long ldc, int mr,
+                    int nc, float alpha, float beta) {
+  float acc[MR][NR] = {};
+  for (int kp = 0; kp < kpn; ++kp)
+    for (int r = 0; r < mr; ++r) {
+      const u32 a =
+          KMajor ? ap[static_cast<long>(kp) * as + r] : ap[static_cast<long>(r) * as + kp];
+      const float a0 = bf16_to_float(static_cast<std::uint16_t>(a & 0xFFFFu));
+      const float a1 = bf16_to_float(static_cast<std::uint16_t>(a >> 16));
+      const u32* b = bp + static_cast<long>(kp) * NR;
+      for (int j = 0; j < nc; ++j) {
+        const float b0 = bf16_to_float(static_cast<std::uint16_t>(b[j] & 0xFFFFu));
+        const float b1 = bf16_to_float(static_cast<std::uint16_t>(b[j] >> 16));
+        acc[r][j] += a0 * b0;
+        acc[r][j] += a1 * b1;
+      }
+    }
+  for (int r = 0; r < mr; ++r)
+    for (int j = 0; j < nc; ++j) {
+      float& cv = c[r * ldc + j];
+      cv = beta != 0.f ? alpha * acc[r][j] + beta * cv : alpha * acc[r][j];
+    }
+}
+
+struct Problem {
+  bool ta, tb;
+  int M, N, K;
+  float alpha;
+  const float* A;
+  long lda;
+  const float* B;
+  long ldb;
+  float beta;
+  float* C;
+  long ldc;
+};
+
+void scale_c(const Problem& p) {
+  for (int i = 0; i < p.M; ++i) {
+    float* c = p.C + i * p.ldc;
+    if (p.beta == 0.f)
+      std::memset(c, 0, sizeof(float) * p.N);
+    else
+      for (int j = 0; j < p.N; ++j) c[j] *= p.beta;
+  }
+}
+
+// The loops of sgemm_blocked (gemm.cpp), with A packed per tile and KC-slice as well: a tile is
+// computed by one thread from its first sum to its last in a fixed order, so results do not
+// depend on the number of threads.
+void gemm_bf16_blocked(const Problem& p, bool allow_parallel, bool hardware) {
+  if (p.M <= 0 || p.N <= 0) return;
+  if (p.K <= 0) {
+    scale_c(p);
+    return;
+  }
+  const double flops = 2.0 * p.M * p.N * p.K;
+  const bool par = allow_parallel && !in_parallel() && thread_count() > 1 && flops > 4e6;
+  const int nth = par ? thread_count() : 1;
+  const int kmax = std::min(KS, (p.K + KC - 1) / KC * KC);
+  u32* bpack =
+      b_scratch.get(static_cast<std::size_t>(kmax / 2) * std::min(NC, (p.N + NR - 1) / NR * NR));
+  const int mblocks_max = (p.M + MC - 1) / MC;
+  for (int jc = 0; jc < p.N; jc += NC)
+    for (int ks = 0; ks < p.K; ks += KS) {
+      const int nc = std::min(NC, p.N - jc);
+      const int npanels = (nc + NR - 1) / NR;
+      const int kend = std::min(p.K, ks + KS);
+      const long kslices = (kend - ks + KC - 1) / KC;
+      // Packed B, slice after slice of KC sums: slice pc (relative to ks) holds npanels panels of
+      // (kc + 1) / 2 x NR words and starts at pc / 2 * npanels * NR.
+      auto pack = [&](long w) {
+        const int jp = static_cast<int>(w % npanels), pc = static_cast<int>(w / npanels) * KC;
+        const int kc = std::min(KC, kend - ks - pc);
+        pack_b_panel(bpack + static_cast<long>(pc / 2) * npanels * NR +
+                         static_cast<long>(jp) * NR * ((kc + 1) / 2),
+                     p.tb, p.B, p.ldb, jc + jp * NR, std::min(NR, nc - jp * NR), ks + pc, kc);
+      };
+      const long nwork = npanels * kslices;
+      if (par && static_cast<long>(nc) * (kend - ks) >= (1L << 17))
+        parallel_for(nwork, 1, [&](long b, long e) {
+          for (long w = b; w < e; ++w) pack(w);
+        });
+      else
+        for (long w = 0; w < nwork; ++w) pack(w);
+
+      int mc = MC;
+      if (nth > 1 && mblocks_max < 2 * nth)
+        mc = std::max(MR, ((p.M + 2 * nth - 1) / (2 * nth) + MR - 1) / MR * MR);
+      const int mblocks = (p.M + mc - 1) / mc;
+      int nsplit = 1;
+      while (nth > 1 && mblocks * nsplit < 4 * nth && nsplit * 2 <= npanels) ++nsplit;
+      const long ntiles = static_cast<long>(mblocks) * nsplit;
+      auto tile = [&](long t) {
+        const int mb = static_cast<int>(t / nsplit), ns = static_cast<int>(t % nsplit);
+        const int i0 = mb * mc, mcur = std::min(mc, p.M - i0);
+        const int jp0 = npanels * ns / nsplit, jp1 = npanels * (ns + 1) / nsplit;
+        u32* apack = a_scratch.get(static_cast<std::size_t>(MC) * (KC / 2));
+        for (int pc = ks; pc < kend; pc += KC) {
+          const int kc = std::min(KC, kend - pc), kpn = (kc + 1) / 2;
+          const float beta = pc == 0 ? p.beta : 1.f;
+          pack_a_block(apack, p.ta, p.A, p.lda, i0, mcur, pc, kc);
+          const u32* bslice = bpack + static_cast<long>((pc - ks) / 2) * npanels * NR;
+          for (int jp = jp0; jp < jp1; ++jp) {
+            const int j0 = jp * NR, ncur = std::min(NR, nc - j0);
+            const u32* bp = bslice + static_cast<long>(jp) * NR * kpn;
+            for (int ir = 0; ir < mcur; ir += MR) {
+              float* c = p.C + static_cast<long>(i0 + ir) * p.ldc + jc + j0;
+              const int mr = std::min(MR, mcur - ir);
+              // KMajor (ta): ap[kp][i], stride mcur; else ap[i][kp], stride kpn.
+              const u32* ap = p.ta ? apack + ir : apack + static_cast<long>(ir) * kpn;
+              const long as = p.ta ? mcur : kpn;
+#if defined(NL_BF16_X86)
+              if (hardware) {
+                if (p.ta)
+                  micro_avx512<true>(kpn, ap, as, bp, c, p.ldc, mr, ncur, p.alpha, beta);
+                else
+                  micro_avx512<false>(kpn, ap, as, bp, c, p.ldc, mr, ncur, p.alpha, beta);
+                continue;
+              }
+#endif
+              if (p.ta)
+                micro_portable<true>(kpn, ap, as, bp, c, p.ldc, mr, ncur, p.alpha, beta);
+              else
+                micro_portable<false>(kpn, ap, as, bp, c, p.ldc, mr, ncur, p.alpha, beta);
+            }
+          }
+        }
+      };
+      if (par)
+        parallel_for(ntiles, 1, [&](long b, long e) {
+          for (long t = b; t < e; ++t) tile(t);
+        });
+      else
+        for (long t = 0; t < ntiles; ++t) tile(t);
+    }
+}
+
+}  // namespace
+
+bool bf16_hardware() {
+#if defined(NL_BF16_X86)
+  static const bool has = __builtin_cpu_supports("avx512bf16");
+  return has;
+#else
+  return false;
+#endif
+}
+
+void gemm_bf16(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
+               const float* B, int ldb, float beta, float* C, int ldc) {
+  if (M == 0 || N == 0) return;
+  gemm_bf16_blocked({ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc}, true, bf16_hardware());
+}
+
+void gemm_bf16_portable(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
+                        const float* B, int ldb, float beta, float* C, int ldc) {
+  if (M == 0 || N == 0) return;
+  gemm_bf16_blocked({ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc}, true, false);
+}
+
+}  // namespace normlab

@@ -1,0 +1,80 @@
+// Mixed-precision matrix product: bf16 inputs, fp32 accumulation and output (the "AMP" matmul of
+// Micikevicius et al. 2018 with bfloat16 in place of fp16; Kalamkar et al. 2019, "A Study of
+// BFLOAT16 for Deep Learning Training"). Same contract as gemm<float> (gemm.h):
+//   C(M, N) = alpha * bf16(op(A))(M, K) * bf16(op(B))(K, N) + beta * C
+// where bf16(x) rounds each input element to bfloat16 (round to nearest, ties to even; NaN stays
+// NaN, infinities stay infinite, overflow goes to infinity) while it is packed. Products of two
+// bf16 values are exact in fp32; they are summed in fp32, so the result differs from the exact
+// product of the rounded inputs only by fp32 accumulation error, and from the float32 product of
+// the unrounded inputs by at most about 2^-8 relative per product (|bf16(x) - x| <= 2^-9 |x|).
+// With beta = 0, C is not read (it may hold NaN).
+//
+// Kernel: op(B) is packed into 64-column panels of k-pairs (one 32-bit word holds bf16(b(k, j))
+// in its low half and bf16(b(k + 1, j)) in its high half), each MC x KC block of op(A) into rows
+// of k-pairs, and a 6 x 64 micro-tile is accumulated with AVX512-BF16's vdpbf16ps (two products
+// per fp32 lane per instruction). It runs on normlab's thread pool, parallel over tiles of C,
+// with the same blocking and the same thread-count-independent results as gemm<float>.
+//
+// CPU support: the AVX512-BF16 code is compiled with a function target attribute, whatever the
+// build flags, and chosen at run time when the CPU reports avx512bf16 (bf16_hardware()).
+// Elsewhere a portable fallback packs the same bf16-rounded inputs and accumulates them in fp32
+// with scalar code: the same result up to fp32 summation order, slowly. One difference: vdpbf16ps
+// treats bf16 subnormal inputs (|x| < 2^-126) as zero and flushes subnormal results; the fallback
+// keeps them. Neither matters at the magnitudes of training.
+#pragma once
+#include <cstdint>
+#include <type_traits>
+
+#include "tensor/gemm.h"
+
+namespace normlab {
+
+// Which product a matmul uses; a plain switch for kernels and ops (nothing here knows the config).
+enum class GemmPrecision { float32, bf16 };
+
+// float -> bfloat16 bits: round to nearest, ties to even; NaN -> a quiet NaN with the same sign
+// (and the top payload bits); subnormals are rounded like any other value, not flushed.
+inline std::uint16_t bf16_bits(float x) {
+  std::uint32_t u;
+  __builtin_memcpy(&u, &x, 4);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((u >> 16) | 0x0040u);
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return static_cast<std::uint16_t>(u >> 16);
+}
+inline float bf16_to_float(std::uint16_t h) {
+  const std::uint32_t u = static_cast<std::uint32_t>(h) << 16;
+  float x;
+  __builtin_memcpy(&x, &u, 4);
+  return x;
+}
+// x rounded to the nearest bfloat16, as a float.
+inline float round_to_bf16(float x) { return bf16_to_float(bf16_bits(x)); }
+
+// True when the CPU has AVX512-BF16 (the fast kernel is used); false: the portable fallback.
+bool bf16_hardware();
+
+// Uses the pool's threads when called from serial code and the product is large enough; runs on
+// the calling thread alone when called from inside a pool job.
+void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
+               int lda, const float* B, int ldb, float beta, float* C, int ldc);
+
+// The portable fallback on any CPU (tests compare it with the AVX512-BF16 kernel).
+void gemm_bf16_portable(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                        const float* A, int lda, const float* B, int ldb, float beta, float* C,
+                        int ldc);
+
+// gemm<T> or, for float with GemmPrecision::bf16, gemm_bf16. double always takes gemm<double>
+// (callers refuse bf16 for double models before getting here).
+template <class T>
+void gemm_p(GemmPrecision prec, bool trans_a, bool trans_b, int M, int N, int K, T alpha,
+            const T* A, int lda, const T* B, int ldb, T beta, T* C, int ldc) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (prec == GemmPrecision::bf16) {
+      gemm_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+      return;
+    }
+  }
+  gemm<T>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+}  // namespace normlab

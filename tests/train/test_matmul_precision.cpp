@@ -1,0 +1,165 @@
+// train.matmul_precision: bf16 products in the linear layers and the LM head. A tiny model trains
+// in bf16 with its loss close to the float32 run's; float32 stays bitwise what it was; double
+// models refuse bf16; a bad value is reported by validation.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "model/transformer.h"
+#include "normlab/config.h"
+#include "normlab/errors.h"
+#include "normlab/trainer.h"
+#include "tensor/rng.h"
+
+namespace fs = std::filesystem;
+
+namespace normlab {
+namespace {
+
+Config tiny_config(int steps) {
+  Config c;
+  c.model.n_layer = 2;
+  c.model.d_model = 64;
+  c.model.n_head = 2;
+  c.model.d_ff = 128;
+  c.model.seq_len = 32;
+  c.model.placement = Placement::pre;
+  c.model.mlp = MlpKind::swiglu;
+  c.train.batch_size = 4;
+  c.train.steps = steps;
+  c.train.log_interval = 1;
+  c.train.eval_interval = 0;
+  c.train.checkpoint_interval = 0;
+  c.train.threads = 2;
+  c.optim.lr = 3e-3;
+  c.optim.warmup_steps = 5;
+  return c;
+}
+
+struct RunLog {
+  std::vector<double> losses;
+  std::vector<float> params;
+  TrainResult result;
+};
+
+RunLog train(const Config& c, const std::string& name) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("normlab_test_mp_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  RunLog r;
+  {
+    Trainer t(c, dir.string(), false);
+    TrainHooks h;
+    h.on_log = [&](const StepRecord& s) { r.losses.push_back(s.loss); };
+    r.result = t.run(h);
+    r.params.assign(t.params().begin(), t.params().end());
+  }
+  fs::remove_all(dir);
+  return r;
+}
+
+TEST(MatmulPrecision, Float32KeyIsBitwiseTheDefault) {
+  const Config plain = tiny_config(12);
+  Config keyed = plain;
+  keyed.train.matmul_precision = MatmulPrecision::float32;
+  const RunLog a = train(plain, "plain"), b = train(keyed, "f32");
+  ASSERT_EQ(a.losses.size(), 12u);
+  ASSERT_EQ(a.losses.size(), b.losses.size());
+  for (std::size_t i = 0; i < a.losses.size(); ++i) EXPECT_EQ(a.losses[i], b.losses[i]) << i;
+  ASSERT_EQ(a.params.size(), b.params.size());
+  EXPECT_EQ(0, std::memcmp(a.params.data(), b.params.data(), a.params.size() * sizeof(float)));
+}
+
+// Measured on this model (40 steps, seed 1337, AVX512-BF16 kernel): the loss falls from 5.555 to
+// 3.168 in both runs; the bf16 run's per-step loss differs from the float32 run's by 2.3e-4 at
+// most (mean 8.8e-5; 6.6e-5 at the last step). The tolerance 2e-3 is about 9x the largest
+// difference measured and under 0.1% of the 2.4 nats the loss falls, so a bf16 path that broke
+// training (a wrong operand, a lost gradient term) cannot pass; the summation order of the
+// portable fallback on other CPUs changes the differences by far less than the margin.
+TEST(MatmulPrecision, Bf16TrainsCloseToFloat32) {
+  const Config f32 = tiny_config(40);
+  Config bf = f32;
+  bf.train.matmul_precision = MatmulPrecision::bf16;
+  const RunLog a = train(f32, "ref"), b = train(bf, "bf16");
+  ASSERT_EQ(b.losses.size(), 40u);
+  ASSERT_EQ(a.losses.size(), b.losses.size());
+  EXPECT_FALSE(b.result.diverged);
+  EXPECT_GT(b.losses.front(), 5.0);                        // ~ln(256) at init
+  EXPECT_LT(b.result.final_loss, b.losses.front() - 1.5);  // it learns
+  double worst = 0, sum = 0;
+  bool any_different = false;
+  for (std::size_t i = 0; i < a.losses.size(); ++i) {
+    const double d = std::fabs(a.losses[i] - b.losses[i]);
+    worst = std::max(worst, d);
+    sum += d;
+    any_different = any_different || a.losses[i] != b.losses[i];
+  }
+  EXPECT_LE(worst, 2e-3) << "mean |difference| " << sum / a.losses.size();
+  // The bf16 path is taken: the losses are not bitwise float32's.
+  EXPECT_TRUE(any_different);
+  EXPECT_NEAR(b.result.final_loss, a.result.final_loss, 2e-3);
+}
+
+// One forward with loss and gradients on a fixed model: bf16 against float32. Measured: the loss
+// moves by 8.3e-5 (of 5.53), each parameter's gradient by 0.2% to 0.6% of its norm (bf16 keeps 8
+// significant bits, relative rounding <= 2^-9 = 0.2% per input). Tolerances: 1e-3 on the loss,
+// 2% on each gradient's relative error (norm of the difference over the norm).
+TEST(MatmulPrecision, ModelForwardBackwardCloseToFloat32) {
+  const Config c = tiny_config(1);
+  const int B = 2, T = c.model.seq_len;
+  Transformer<float> m32(c.model, B, T), m16(c.model, B, T);
+  m32.init_params(5);
+  m16.init_params(5);
+  m16.set_matmul_precision(GemmPrecision::bf16);
+  EXPECT_EQ(m16.matmul_precision(), GemmPrecision::bf16);
+  Rng rng(2);
+  std::vector<int> idx(B * T), tgt(B * T);
+  for (auto& x : idx) x = static_cast<int>(rng.below(c.model.vocab_size));
+  for (auto& x : tgt) x = static_cast<int>(rng.below(c.model.vocab_size));
+  m32.zero_grad();
+  m16.zero_grad();
+  const double l32 = m32.forward(idx.data(), tgt.data(), B, T, 0.0, true).loss;
+  const double l16 = m16.forward(idx.data(), tgt.data(), B, T, 0.0, true).loss;
+  m32.backward();
+  m16.backward();
+  EXPECT_NE(l32, l16);
+  EXPECT_NEAR(l16, l32, 1e-3);
+  for (const ParamSpec& s : m32.table().specs()) {
+    const float* g32 = m32.grad(s);
+    const float* g16 = m16.grad(s);
+    double num = 0, den = 0;
+    for (long i = 0; i < s.numel; ++i) {
+      num += (g16[i] - g32[i]) * static_cast<double>(g16[i] - g32[i]);
+      den += static_cast<double>(g32[i]) * g32[i];
+    }
+    EXPECT_LE(std::sqrt(num), 0.02 * std::sqrt(den) + 1e-12) << s.name;
+  }
+}
+
+TEST(MatmulPrecision, DoubleModelRefusesBf16) {
+  const Config c = tiny_config(1);
+  Transformer<double> m(c.model, 1, 4);
+  EXPECT_THROW(m.set_matmul_precision(GemmPrecision::bf16), InputError);
+  EXPECT_NO_THROW(m.set_matmul_precision(GemmPrecision::float32));
+}
+
+TEST(MatmulPrecision, ConfigNamesAndValidation) {
+  EXPECT_EQ(to_string(MatmulPrecision::float32), "float32");
+  EXPECT_EQ(to_string(MatmulPrecision::bf16), "bf16");
+  EXPECT_EQ(enum_from_string<MatmulPrecision>("bf16"), MatmulPrecision::bf16);
+  EXPECT_FALSE(enum_from_string<MatmulPrecision>("fp16").has_value());
+  Config c;
+  EXPECT_TRUE(validation_errors(c).empty());
+  EXPECT_EQ(c.train.matmul_precision, MatmulPrecision::float32);  // the default
+  c.train.matmul_precision = static_cast<MatmulPrecision>(5);
+  const auto errs = validation_errors(c);
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_EQ(errs[0], "train.matmul_precision = 5 is not a valid value (allowed: float32, bf16)");
+}
+
+}  // namespace
+}  // namespace normlab

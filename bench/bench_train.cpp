@@ -203,6 +203,7 @@ json run_train(const BenchConfig& bc, int steps, int warmup, int threads,
   std::vector<int> idx(n), tgt(n);
   std::vector<double> ms, cpu_ms, fwd_ms, bwd_ms, opt_ms, fwd_cpu, bwd_cpu, opt_cpu;
   double loss0 = 0, loss_last = 0;
+  std::vector<double> losses;  // every step's, warm-up included
   for (int s = 0; s < warmup + steps; ++s) {
     for (long i = 0; i < n; ++i) {
       idx[i] = static_cast<int>(rng.below(mc.vocab_size));
@@ -223,6 +224,7 @@ json run_train(const BenchConfig& bc, int steps, int warmup, int threads,
     const double dt = std::chrono::duration<double, std::milli>(t3 - t0).count();
     if (s == 0) loss0 = st.loss;
     loss_last = st.loss;
+    losses.push_back(st.loss);
     if (!std::isfinite(st.loss)) throw std::runtime_error("non-finite loss in the benchmark");
     if (s >= warmup) {
       ms.push_back(dt);
@@ -266,6 +268,7 @@ json run_train(const BenchConfig& bc, int steps, int warmup, int threads,
   j["gflops"] = flops_per_token(mc) * tok_s / 1e9;
   j["loss_first"] = loss0;
   j["loss_last"] = loss_last;
+  j["losses"] = losses;
   j["peak_rss_mb"] = peak_rss_mb();
   j["baseline_rss_mb"] = rss0;
   j["activation_mb"] = model.activation_elements() * 4.0 / (1 << 20);

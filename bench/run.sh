@@ -12,6 +12,7 @@
 #   STEPS=10 WARMUP=3    timed steps (median reported) after warm-up steps
 #   COMPILE=1            also torch.compile (0: skip)
 #   NICE=                e.g. -20 (root): run every benchmark process at that priority, alike
+#   PYTHON=              the interpreter with torch==2.13.0 (default: .venv/bin/python if present, else python3)
 #   OUT=docs/benchmarks.md   the report; RESULTS=$BUILD_DIR/bench-results  the raw JSON
 #
 # normlab also runs with --precision bf16 (bf16 matmul inputs, fp32 accumulation; needs
@@ -32,7 +33,11 @@ COMPILE=${COMPILE:-1}
 NICE=${NICE:-}
 OUT=${OUT:-$ROOT/docs/benchmarks.md}
 RESULTS=${RESULTS:-$BUILD_DIR/bench-results}
-PYTHON=${PYTHON:-python3}
+# The test environment's interpreter (scripts/install-deps.sh puts torch==2.13.0 there), if any.
+if [ -z "${PYTHON:-}" ]; then
+  PYTHON=python3
+  [ -x "$ROOT/.venv/bin/python" ] && PYTHON="$ROOT/.venv/bin/python"
+fi
 
 cmake --build "$BUILD_DIR" --target normlab_bench >/dev/null
 BENCH="$BUILD_DIR/bench/normlab_bench"
@@ -57,6 +62,9 @@ run() {
   fi
 }
 
+# Each round runs one kind of measurement over every configuration before the next kind, so that
+# the configurations' normlab runs (compared with each other: c against a) follow each other within
+# seconds, and each kind sees the machine in the same state for every configuration.
 for r in $(seq 1 "$ROUNDS"); do
   echo "round $r/$ROUNDS" >&2
   for c in $CONFIGS; do
@@ -64,16 +72,24 @@ for r in $(seq 1 "$ROUNDS"); do
     run "sgemm_${c}_r$r" env OMP_WAIT_POLICY=PASSIVE "$BENCH" sgemm "$c" --threads "$THREADS"
     # The BLAS's own AVX-512 kernel, which its CPU detection does not pick on this CPU by itself.
     run "sgemm_skx_${c}_r$r" env OPENBLAS_CORETYPE=SkylakeX "$BENCH" sgemm "$c" --threads "$THREADS"
+  done
+  for c in $CONFIGS; do
     run "normlab_${c}_r$r" "$BENCH" train "$c" --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS"
+  done
+  for c in $CONFIGS; do
     run "normlab_bf16_${c}_r$r" "$BENCH" train "$c" --steps "$STEPS" --warmup "$WARMUP" \
       --threads "$THREADS" --precision bf16
+  done
+  for c in $CONFIGS; do
     run "eager_${c}_r$r" env OMP_WAIT_POLICY=PASSIVE "$PYTHON" "$ROOT/bench/torch_bench.py" "$c" \
       --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS"
-    if [ "$COMPILE" = 1 ]; then
+  done
+  if [ "$COMPILE" = 1 ]; then
+    for c in $CONFIGS; do
       run "compile_${c}_r$r" env OMP_WAIT_POLICY=PASSIVE "$PYTHON" "$ROOT/bench/torch_bench.py" "$c" \
         --compile --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS"
-    fi
-  done
+    done
+  fi
 done
 
 cmd="bench/run.sh"

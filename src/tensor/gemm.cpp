@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "tensor/gemm_loops.h"
 #include "tensor/threading.h"
 
 #if defined(__AVX512F__)
@@ -29,27 +30,11 @@ namespace {
 // tiles (an MC-row block x a range of NR-panels) claimed by the threads; in a tile, pc over the
 // KC-slices, jr over B micro-panels (KC x NR, reused from L1/L2 while ir runs over MR-row
 // micro-panels of the MC x KC block of A, which stays in L2).
-constexpr int MR = 6, NR = 64;
-constexpr int KC = 256, MC = 96, NC = 1024;
-// op(B) is packed KS sums at a time (at most KS x NC floats of scratch, 16 MiB).
-constexpr int KS = 16 * KC;
-static_assert(MC % MR == 0 && NC % NR == 0);
+// The blocking constants, Problem and the loops themselves: gemm_loops.h (shared with the bf16
+// kernel). op(B) is packed KS sums at a time (at most KS x NC floats of scratch, 16 MiB).
+using namespace gemm_detail;
 
-// Scratch that grows and is then reused: nothing is allocated in steady state.
-struct Scratch {
-  float* p = nullptr;
-  std::size_t n = 0;
-  float* get(std::size_t need) {
-    if (need > n) {
-      std::free(p);
-      n = (need + 1023) / 1024 * 1024;
-      p = static_cast<float*>(std::aligned_alloc(64, n * sizeof(float)));
-    }
-    return p;
-  }
-  ~Scratch() { std::free(p); }
-};
-thread_local Scratch b_scratch;
+thread_local Scratch<float> b_scratch;
 
 #if defined(__AVX512F__)
 // 16 x 16 transpose in registers: rows r[0..15] become columns.
@@ -207,109 +192,41 @@ void micro(int kc, const float* ap, long as, const float* bp, float* c, long ldc
   }
 }
 
-struct Problem {
-  bool ta, tb;
-  int M, N, K;
-  float alpha;
-  const float* A;
-  long lda;
-  const float* B;
-  long ldb;
-  float beta;
-  float* C;
-  long ldc;
-};
-
-void scale_c(const Problem& p) {
-  for (int i = 0; i < p.M; ++i) {
-    float* c = p.C + i * p.ldc;
-    if (p.beta == 0.f)
-      std::memset(c, 0, sizeof(float) * p.N);
-    else
-      for (int j = 0; j < p.N; ++j) c[j] *= p.beta;
-  }
-}
-
-// Blocks of NC columns x KS sums one after the other; for each, op(B) is packed first, then the
-// tiles are claimed by the threads from a shared counter (parallel_for), so that a thread the OS
-// has put aside does not hold the others back. A tile is computed by one thread from its first
-// sum to its last, in a fixed order: results do not depend on the number of threads.
+// Packed op(B) of the block being computed: slice after slice of KC sums; slice pc (relative to
+// ks) holds npanels panels of kc x NR and starts at pc * npanels * NR.
 void sgemm_blocked(const Problem& p, bool allow_parallel) {
-  if (p.M <= 0 || p.N <= 0) return;
-  if (p.K <= 0) {
-    scale_c(p);
-    return;
-  }
-  const double flops = 2.0 * p.M * p.N * p.K;
-  const bool par = allow_parallel && !in_parallel() && thread_count() > 1 && flops > 4e6;
-  const int nth = par ? thread_count() : 1;
-  const int kmax = std::min(KS, (p.K + KC - 1) / KC * KC);
+  const int kmax = std::min(KS, (std::max(p.K, 0) + KC - 1) / KC * KC);
   float* bpack =
       b_scratch.get(static_cast<std::size_t>(kmax) * std::min(NC, (p.N + NR - 1) / NR * NR));
-  const int mblocks_max = (p.M + MC - 1) / MC;
-  for (int jc = 0; jc < p.N; jc += NC)
-    for (int ks = 0; ks < p.K; ks += KS) {
-      const int nc = std::min(NC, p.N - jc);
-      const int npanels = (nc + NR - 1) / NR;
-      const int kend = std::min(p.K, ks + KS);
-      const long kslices = (kend - ks + KC - 1) / KC;
-      // Packed B, slice after slice of KC sums: slice pc (relative to ks) holds npanels panels of
-      // kc x NR and starts at pc * npanels * NR.
-      auto pack = [&](long w) {
-        const int jp = static_cast<int>(w % npanels), pc = static_cast<int>(w / npanels) * KC;
-        const int kc = std::min(KC, kend - ks - pc);
-        pack_b_panel(bpack + static_cast<long>(pc) * npanels * NR + static_cast<long>(jp) * NR * kc,
-                     p.tb, p.B, p.ldb, jc + jp * NR, std::min(NR, nc - jp * NR), ks + pc, kc);
-      };
-      const long nwork = npanels * kslices;
-      if (par && static_cast<long>(nc) * (kend - ks) >= (1L << 17))
-        parallel_for(nwork, 1, [&](long b, long e) {
-          for (long w = b; w < e; ++w) pack(w);
-        });
-      else
-        for (long w = 0; w < nwork; ++w) pack(w);
-
-      // Tiles: enough of them to keep every thread busy; few row blocks are shrunk (whole
-      // micro-panels) before the columns are split.
-      int mc = MC;
-      if (nth > 1 && mblocks_max < 2 * nth)
-        mc = std::max(MR, ((p.M + 2 * nth - 1) / (2 * nth) + MR - 1) / MR * MR);
-      const int mblocks = (p.M + mc - 1) / mc;
-      int nsplit = 1;
-      while (nth > 1 && mblocks * nsplit < 4 * nth && nsplit * 2 <= npanels) ++nsplit;
-      const long ntiles = static_cast<long>(mblocks) * nsplit;
-      auto tile = [&](long t) {
-        const int mb = static_cast<int>(t / nsplit), ns = static_cast<int>(t % nsplit);
-        const int i0 = mb * mc, mcur = std::min(mc, p.M - i0);
-        const int jp0 = npanels * ns / nsplit, jp1 = npanels * (ns + 1) / nsplit;
-        for (int pc = ks; pc < kend; pc += KC) {
-          const int kc = std::min(KC, kend - pc);
-          const float beta = pc == 0 ? p.beta : 1.f;
-          const float* bslice = bpack + static_cast<long>(pc - ks) * npanels * NR;
-          for (int jp = jp0; jp < jp1; ++jp) {
-            const int j0 = jp * NR, ncur = std::min(NR, nc - j0);
-            const float* bp = bslice + static_cast<long>(jp) * NR * kc;
-            for (int ir = 0; ir < mcur; ir += MR) {
-              float* c = p.C + static_cast<long>(i0 + ir) * p.ldc + jc + j0;
-              const int mr = std::min(MR, mcur - ir);
-              if (p.ta) {
-                const float* ap = p.A + static_cast<long>(pc) * p.lda + i0 + ir;
-                micro<true>(kc, ap, p.lda, bp, c, p.ldc, mr, ncur, p.alpha, beta);
-              } else {
-                const float* ap = p.A + static_cast<long>(i0 + ir) * p.lda + pc;
-                micro<false>(kc, ap, p.lda, bp, c, p.ldc, mr, ncur, p.alpha, beta);
-              }
-            }
+  auto pack_b = [&](const Block& blk, int jp, int pc) {
+    const int kc = std::min(KC, blk.kend - blk.ks - pc);
+    pack_b_panel(bpack + static_cast<long>(pc) * blk.npanels * NR + static_cast<long>(jp) * NR * kc,
+                 p.tb, p.B, p.ldb, blk.jc + jp * NR, std::min(NR, blk.nc - jp * NR), blk.ks + pc,
+                 kc);
+  };
+  auto tile = [&](const Block& blk, int i0, int mcur, int jp0, int jp1) {
+    for (int pc = blk.ks; pc < blk.kend; pc += KC) {
+      const int kc = std::min(KC, blk.kend - pc);
+      const float beta = pc == 0 ? p.beta : 1.f;
+      const float* bslice = bpack + static_cast<long>(pc - blk.ks) * blk.npanels * NR;
+      for (int jp = jp0; jp < jp1; ++jp) {
+        const int j0 = jp * NR, ncur = std::min(NR, blk.nc - j0);
+        const float* bp = bslice + static_cast<long>(jp) * NR * kc;
+        for (int ir = 0; ir < mcur; ir += MR) {
+          float* c = p.C + static_cast<long>(i0 + ir) * p.ldc + blk.jc + j0;
+          const int mr = std::min(MR, mcur - ir);
+          if (p.ta) {
+            const float* ap = p.A + static_cast<long>(pc) * p.lda + i0 + ir;
+            micro<true>(kc, ap, p.lda, bp, c, p.ldc, mr, ncur, p.alpha, beta);
+          } else {
+            const float* ap = p.A + static_cast<long>(i0 + ir) * p.lda + pc;
+            micro<false>(kc, ap, p.lda, bp, c, p.ldc, mr, ncur, p.alpha, beta);
           }
         }
-      };
-      if (par)
-        parallel_for(ntiles, 1, [&](long b, long e) {
-          for (long t = b; t < e; ++t) tile(t);
-        });
-      else
-        for (long t = 0; t < ntiles; ++t) tile(t);
+      }
     }
+  };
+  blocked_loops(p, allow_parallel, pack_b, tile);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "tensor/gemm_loops.h"
 #include "tensor/threading.h"
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
@@ -23,31 +24,13 @@ namespace {
 
 using u32 = std::uint32_t;
 
-// Blocking as in gemm.cpp (Goto & van de Geijn 2008): MR x NR micro-tiles, KC sums per slice,
-// MC rows per block of A, NC columns and KS sums of op(B) packed at a time. Sums are taken in
-// pairs: a packed "word" holds bf16 of sums k (low half) and k + 1 (high half); an odd last sum is
-// paired with 0 on both sides, so the padding adds 0 * 0.
-constexpr int MR = 6, NR = 64;
-constexpr int KC = 256, MC = 96, NC = 1024;
-constexpr int KS = 16 * KC;
-static_assert(MC % MR == 0 && NC % NR == 0 && KC % 2 == 0);
+// Blocking, Problem and loops as in gemm.cpp (gemm_loops.h). Sums are taken in pairs: a packed
+// "word" holds bf16 of sums k (low half) and k + 1 (high half); an odd last sum is paired with 0
+// on both sides, so the padding adds 0 * 0.
+using namespace gemm_detail;
 
-// Scratch that grows and is then reused: nothing is allocated in steady state.
-struct Scratch {
-  u32* p = nullptr;
-  std::size_t n = 0;
-  u32* get(std::size_t need) {
-    if (need > n) {
-      std::free(p);
-      n = (need + 1023) / 1024 * 1024;
-      p = static_cast<u32*>(std::aligned_alloc(64, n * sizeof(u32)));
-    }
-    return p;
-  }
-  ~Scratch() { std::free(p); }
-};
-thread_local Scratch b_scratch;  // packed op(B): KS / 2 x NC words at most (8 MiB)
-thread_local Scratch a_scratch;  // one packed MC x KC block of op(A) per thread (48 KiB)
+thread_local Scratch<u32> b_scratch;  // packed op(B): KS / 2 x NC words at most (8 MiB)
+thread_local Scratch<u32> a_scratch;  // one packed MC x KC block of op(A) per thread (48 KiB)
 
 // bf16 bits of x in the low half of a word: bf16_bits (gemm_bf16.h) without a branch, so that the
 // packing loops vectorise.
@@ -220,118 +203,54 @@ void micro_portable(int kpn, const u32* ap, long as, const u32* bp, float* c, lo
     }
 }
 
-struct Problem {
-  bool ta, tb;
-  int M, N, K;
-  float alpha;
-  const float* A;
-  long lda;
-  const float* B;
-  long ldb;
-  float beta;
-  float* C;
-  long ldc;
-};
-
-void scale_c(const Problem& p) {
-  for (int i = 0; i < p.M; ++i) {
-    float* c = p.C + i * p.ldc;
-    if (p.beta == 0.f)
-      std::memset(c, 0, sizeof(float) * p.N);
-    else
-      for (int j = 0; j < p.N; ++j) c[j] *= p.beta;
-  }
-}
-
-// The loops of sgemm_blocked (gemm.cpp), with A packed per tile and KC-slice as well: a tile is
-// computed by one thread from its first sum to its last in a fixed order, so results do not
-// depend on the number of threads.
+// As sgemm_blocked (gemm.cpp), with A packed per tile and KC-slice as well. Packed op(B): slice
+// pc (relative to ks) holds npanels panels of (kc + 1) / 2 x NR words and starts at
+// pc / 2 * npanels * NR.
 void gemm_bf16_blocked(const Problem& p, bool allow_parallel, bool hardware) {
-  if (p.M <= 0 || p.N <= 0) return;
-  if (p.K <= 0) {
-    scale_c(p);
-    return;
-  }
-  const double flops = 2.0 * p.M * p.N * p.K;
-  const bool par = allow_parallel && !in_parallel() && thread_count() > 1 && flops > 4e6;
-  const int nth = par ? thread_count() : 1;
-  const int kmax = std::min(KS, (p.K + KC - 1) / KC * KC);
+  const int kmax = std::min(KS, (std::max(p.K, 0) + KC - 1) / KC * KC);
   u32* bpack =
       b_scratch.get(static_cast<std::size_t>(kmax / 2) * std::min(NC, (p.N + NR - 1) / NR * NR));
-  const int mblocks_max = (p.M + MC - 1) / MC;
-  for (int jc = 0; jc < p.N; jc += NC)
-    for (int ks = 0; ks < p.K; ks += KS) {
-      const int nc = std::min(NC, p.N - jc);
-      const int npanels = (nc + NR - 1) / NR;
-      const int kend = std::min(p.K, ks + KS);
-      const long kslices = (kend - ks + KC - 1) / KC;
-      // Packed B, slice after slice of KC sums: slice pc (relative to ks) holds npanels panels of
-      // (kc + 1) / 2 x NR words and starts at pc / 2 * npanels * NR.
-      auto pack = [&](long w) {
-        const int jp = static_cast<int>(w % npanels), pc = static_cast<int>(w / npanels) * KC;
-        const int kc = std::min(KC, kend - ks - pc);
-        pack_b_panel(bpack + static_cast<long>(pc / 2) * npanels * NR +
-                         static_cast<long>(jp) * NR * ((kc + 1) / 2),
-                     p.tb, p.B, p.ldb, jc + jp * NR, std::min(NR, nc - jp * NR), ks + pc, kc);
-      };
-      const long nwork = npanels * kslices;
-      if (par && static_cast<long>(nc) * (kend - ks) >= (1L << 17))
-        parallel_for(nwork, 1, [&](long b, long e) {
-          for (long w = b; w < e; ++w) pack(w);
-        });
-      else
-        for (long w = 0; w < nwork; ++w) pack(w);
-
-      int mc = MC;
-      if (nth > 1 && mblocks_max < 2 * nth)
-        mc = std::max(MR, ((p.M + 2 * nth - 1) / (2 * nth) + MR - 1) / MR * MR);
-      const int mblocks = (p.M + mc - 1) / mc;
-      int nsplit = 1;
-      while (nth > 1 && mblocks * nsplit < 4 * nth && nsplit * 2 <= npanels) ++nsplit;
-      const long ntiles = static_cast<long>(mblocks) * nsplit;
-      auto tile = [&](long t) {
-        const int mb = static_cast<int>(t / nsplit), ns = static_cast<int>(t % nsplit);
-        const int i0 = mb * mc, mcur = std::min(mc, p.M - i0);
-        const int jp0 = npanels * ns / nsplit, jp1 = npanels * (ns + 1) / nsplit;
-        u32* apack = a_scratch.get(static_cast<std::size_t>(MC) * (KC / 2));
-        for (int pc = ks; pc < kend; pc += KC) {
-          const int kc = std::min(KC, kend - pc), kpn = (kc + 1) / 2;
-          const float beta = pc == 0 ? p.beta : 1.f;
-          pack_a_block(apack, p.ta, p.A, p.lda, i0, mcur, pc, kc);
-          const u32* bslice = bpack + static_cast<long>((pc - ks) / 2) * npanels * NR;
-          for (int jp = jp0; jp < jp1; ++jp) {
-            const int j0 = jp * NR, ncur = std::min(NR, nc - j0);
-            const u32* bp = bslice + static_cast<long>(jp) * NR * kpn;
-            for (int ir = 0; ir < mcur; ir += MR) {
-              float* c = p.C + static_cast<long>(i0 + ir) * p.ldc + jc + j0;
-              const int mr = std::min(MR, mcur - ir);
-              // KMajor (ta): ap[kp][i], stride mcur; else ap[i][kp], stride kpn.
-              const u32* ap = p.ta ? apack + ir : apack + static_cast<long>(ir) * kpn;
-              const long as = p.ta ? mcur : kpn;
+  auto pack_b = [&](const Block& blk, int jp, int pc) {
+    const int kc = std::min(KC, blk.kend - blk.ks - pc);
+    pack_b_panel(bpack + static_cast<long>(pc / 2) * blk.npanels * NR +
+                     static_cast<long>(jp) * NR * ((kc + 1) / 2),
+                 p.tb, p.B, p.ldb, blk.jc + jp * NR, std::min(NR, blk.nc - jp * NR), blk.ks + pc,
+                 kc);
+  };
+  auto tile = [&](const Block& blk, int i0, int mcur, int jp0, int jp1) {
+    u32* apack = a_scratch.get(static_cast<std::size_t>(MC) * (KC / 2));
+    for (int pc = blk.ks; pc < blk.kend; pc += KC) {
+      const int kc = std::min(KC, blk.kend - pc), kpn = (kc + 1) / 2;
+      const float beta = pc == 0 ? p.beta : 1.f;
+      pack_a_block(apack, p.ta, p.A, p.lda, i0, mcur, pc, kc);
+      const u32* bslice = bpack + static_cast<long>((pc - blk.ks) / 2) * blk.npanels * NR;
+      for (int jp = jp0; jp < jp1; ++jp) {
+        const int j0 = jp * NR, ncur = std::min(NR, blk.nc - j0);
+        const u32* bp = bslice + static_cast<long>(jp) * NR * kpn;
+        for (int ir = 0; ir < mcur; ir += MR) {
+          float* c = p.C + static_cast<long>(i0 + ir) * p.ldc + blk.jc + j0;
+          const int mr = std::min(MR, mcur - ir);
+          // KMajor (ta): ap[kp][i], stride mcur; else ap[i][kp], stride kpn.
+          const u32* ap = p.ta ? apack + ir : apack + static_cast<long>(ir) * kpn;
+          const long as = p.ta ? mcur : kpn;
 #if defined(NL_BF16_X86)
-              if (hardware) {
-                if (p.ta)
-                  micro_avx512<true>(kpn, ap, as, bp, c, p.ldc, mr, ncur, p.alpha, beta);
-                else
-                  micro_avx512<false>(kpn, ap, as, bp, c, p.ldc, mr, ncur, p.alpha, beta);
-                continue;
-              }
-#endif
-              if (p.ta)
-                micro_portable<true>(kpn, ap, as, bp, c, p.ldc, mr, ncur, p.alpha, beta);
-              else
-                micro_portable<false>(kpn, ap, as, bp, c, p.ldc, mr, ncur, p.alpha, beta);
-            }
+          if (hardware) {
+            if (p.ta)
+              micro_avx512<true>(kpn, ap, as, bp, c, p.ldc, mr, ncur, p.alpha, beta);
+            else
+              micro_avx512<false>(kpn, ap, as, bp, c, p.ldc, mr, ncur, p.alpha, beta);
+            continue;
           }
+#endif
+          if (p.ta)
+            micro_portable<true>(kpn, ap, as, bp, c, p.ldc, mr, ncur, p.alpha, beta);
+          else
+            micro_portable<false>(kpn, ap, as, bp, c, p.ldc, mr, ncur, p.alpha, beta);
         }
-      };
-      if (par)
-        parallel_for(ntiles, 1, [&](long b, long e) {
-          for (long t = b; t < e; ++t) tile(t);
-        });
-      else
-        for (long t = 0; t < ntiles; ++t) tile(t);
+      }
     }
+  };
+  blocked_loops(p, allow_parallel, pack_b, tile);
 }
 
 }  // namespace

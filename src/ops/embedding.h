@@ -30,23 +30,17 @@ void embedding_forward(T* out, const int* idx, const T* tok, const T* pos, int B
 template <class T>
 void embedding_backward(T* dtok, T* dpos, const T* dout, const int* idx, int B, int Tn, int C,
                         T scale) {
-  const long nblocks = (C + 31) / 32;
-  parallel_for(nblocks, static_cast<long>(B) * Tn * C > 32768 ? 1 : nblocks,
-               [&](long cb0, long cb1) {
-                 for (long cb = cb0; cb < cb1; ++cb) {
-                   const int c0 = static_cast<int>(cb * 32);
-                   const int c1 = c0 + 32 < C ? c0 + 32 : C;
-                   for (long r = 0; r < static_cast<long>(B) * Tn; ++r) {
-                     const T* d = dout + r * C;
-                     T* e = dtok + static_cast<long>(idx[r]) * C;
-                     for (int c = c0; c < c1; ++c) e[c] += scale * d[c];
-                     if (dpos) {
-                       T* p = dpos + (r % Tn) * C;
-                       for (int c = c0; c < c1; ++c) p[c] += d[c];
-                     }
-                   }
-                 }
-               });
+  parallel_column_blocks(static_cast<long>(B) * Tn, C, 32, [&](int c0, int c1) {
+    for (long r = 0; r < static_cast<long>(B) * Tn; ++r) {
+      const T* d = dout + r * C;
+      T* e = dtok + static_cast<long>(idx[r]) * C;
+      for (int c = c0; c < c1; ++c) e[c] += scale * d[c];
+      if (dpos) {
+        T* p = dpos + (r % Tn) * C;
+        for (int c = c0; c < c1; ++c) p[c] += d[c];
+      }
+    }
+  });
 }
 
 }  // namespace normlab::ops

@@ -31,13 +31,9 @@ void linear_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, i
     gemm_p<T>(prec, false, false, N, I, O, T(1), dy, O, w, I, accumulate_dx ? T(1) : T(0), dx, I);
   gemm_p<T>(prec, true, false, O, I, N, T(1), dy, O, x, I, T(1), dw, I);
   if (db) {
-    const long nblocks = (O + 63) / 64;
-    parallel_for(nblocks, static_cast<long>(N) * O > 32768 ? 1 : nblocks, [&](long b0, long b1) {
-      for (long ob = b0; ob < b1; ++ob) {
-        const int o0 = static_cast<int>(ob * 64), o1 = o0 + 64 < O ? o0 + 64 : O;
-        for (int r = 0; r < N; ++r)
-          for (int o = o0; o < o1; ++o) db[o] += dy[static_cast<long>(r) * O + o];
-      }
+    parallel_column_blocks(N, O, 64, [&](int o0, int o1) {
+      for (int r = 0; r < N; ++r)
+        for (int o = o0; o < o1; ++o) db[o] += dy[static_cast<long>(r) * O + o];
     });
   }
 }

@@ -49,16 +49,11 @@ void rmsnorm_backward(T* dx, T* dw, const T* dout, const T* x, const T* rstd, co
       }
     }
   });
-  const long nblocks = (C + 63) / 64;
-  parallel_for(nblocks, static_cast<long>(N) * C > 32768 ? 1 : nblocks, [&](long cb0, long cb1) {
-    for (long cb = cb0; cb < cb1; ++cb) {
-      const int c0 = static_cast<int>(cb * 64);
-      const int c1 = c0 + 64 < C ? c0 + 64 : C;
-      for (int r = 0; r < N; ++r) {
-        const long off = static_cast<long>(r) * C;
-        const T s = rstd[r];
-        for (int c = c0; c < c1; ++c) dw[c] += dout[off + c] * x[off + c] * s;
-      }
+  parallel_column_blocks(N, C, 64, [&](int c0, int c1) {
+    for (int r = 0; r < N; ++r) {
+      const long off = static_cast<long>(r) * C;
+      const T s = rstd[r];
+      for (int c = c0; c < c1; ++c) dw[c] += dout[off + c] * x[off + c] * s;
     }
   });
 }

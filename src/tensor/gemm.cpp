@@ -176,20 +176,9 @@ void micro_kernel(int kc, const float* __restrict ap, long as, const float* __re
 template <bool KMajor>
 void micro(int kc, const float* ap, long as, const float* bp, float* c, long ldc, int mr, int nc,
            float alpha, float beta) {
-  switch ((nc + 15) / 16) {
-    case 1:
-      micro_kernel<1, KMajor>(kc, ap, as, bp, c, ldc, mr, nc, alpha, beta);
-      break;
-    case 2:
-      micro_kernel<2, KMajor>(kc, ap, as, bp, c, ldc, mr, nc, alpha, beta);
-      break;
-    case 3:
-      micro_kernel<3, KMajor>(kc, ap, as, bp, c, ldc, mr, nc, alpha, beta);
-      break;
-    default:
-      micro_kernel<4, KMajor>(kc, ap, as, bp, c, ldc, mr, nc, alpha, beta);
-      break;
-  }
+  with_vectors(nc, [&](auto nv) {
+    micro_kernel<decltype(nv)::value, KMajor>(kc, ap, as, bp, c, ldc, mr, nc, alpha, beta);
+  });
 }
 
 // Packed op(B) of the block being computed: slice after slice of KC sums; slice pc (relative to

@@ -159,20 +159,9 @@ NL_TARGET_BF16 void micro_kernel_avx512(int kpn, const u32* __restrict ap, long 
 template <bool KMajor>
 void micro_avx512(int kpn, const u32* ap, long as, const u32* bp, float* c, long ldc, int mr,
                   int nc, float alpha, float beta) {
-  switch ((nc + 15) / 16) {
-    case 1:
-      micro_kernel_avx512<1, KMajor>(kpn, ap, as, bp, c, ldc, mr, nc, alpha, beta);
-      break;
-    case 2:
-      micro_kernel_avx512<2, KMajor>(kpn, ap, as, bp, c, ldc, mr, nc, alpha, beta);
-      break;
-    case 3:
-      micro_kernel_avx512<3, KMajor>(kpn, ap, as, bp, c, ldc, mr, nc, alpha, beta);
-      break;
-    default:
-      micro_kernel_avx512<4, KMajor>(kpn, ap, as, bp, c, ldc, mr, nc, alpha, beta);
-      break;
-  }
+  with_vectors(nc, [&](auto nv) {
+    micro_kernel_avx512<decltype(nv)::value, KMajor>(kpn, ap, as, bp, c, ldc, mr, nc, alpha, beta);
+  });
 }
 #endif
 

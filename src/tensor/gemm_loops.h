@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "tensor/threading.h"
 
@@ -45,6 +46,27 @@ struct Scratch {
   }
   ~Scratch() { std::free(p); }
 };
+
+// f(std::integral_constant<int, NV>()) with NV = the 16-wide vectors that nc (1..NR) columns
+// need: micro-kernels are instantiated per width.
+template <class F>
+void with_vectors(int nc, F&& f) {
+  static_assert(NR == 64);
+  switch ((nc + 15) / 16) {
+    case 1:
+      f(std::integral_constant<int, 1>());
+      break;
+    case 2:
+      f(std::integral_constant<int, 2>());
+      break;
+    case 3:
+      f(std::integral_constant<int, 3>());
+      break;
+    default:
+      f(std::integral_constant<int, 4>());
+      break;
+  }
+}
 
 // C = beta C (K = 0: no products).
 inline void scale_c(const Problem& p) {

@@ -73,4 +73,19 @@ void parallel_for(long n, long grain, F&& body) {
   parallel_chunks_indexed(Chunks(n, grain), [&](long, long b, long e) { body(b, e); });
 }
 
+// body(c0, c1) over blocks of `block` columns of [0, C), in parallel when the reduction over
+// `rows` rows is large enough (rows x C > 32768). Each block belongs to one task, so per-column
+// sums over rows (parameter gradients) never race, and each column's sum runs over the rows in
+// order whatever the thread count.
+template <class F>
+void parallel_column_blocks(long rows, int C, int block, F&& body) {
+  const long nblocks = (C + block - 1) / block;
+  parallel_for(nblocks, rows * C > 32768 ? 1 : nblocks, [&](long b0, long b1) {
+    for (long cb = b0; cb < b1; ++cb) {
+      const int c0 = static_cast<int>(cb * block);
+      body(c0, c0 + block < C ? c0 + block : C);
+    }
+  });
+}
+
 }  // namespace normlab

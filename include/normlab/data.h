@@ -99,6 +99,9 @@ class TokenCorpus {
   static TokenCorpus from_token_file(const std::string& path);
   // embedded_corpus() without copying; name "embedded:wordnet_glosses".
   static TokenCorpus embedded();
+  // What data.path names: empty, the embedded corpus; a token file (recognised by its magic),
+  // memory-mapped; otherwise a text file or folder (from_text_path).
+  static TokenCorpus from_path(const std::string& path);
 
   long size() const { return view_.size(); }
   int vocab_size() const { return view_.vocab_size(); }

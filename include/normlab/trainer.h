@@ -13,22 +13,11 @@
 
 #include "normlab/checkpoint.h"
 #include "normlab/config.h"
+#include "normlab/metrics.h"
 
 namespace normlab {
 
-class TokenCorpus;
-
-struct StepRecord {
-  long step = 0;         // optimizer steps completed
-  long total_steps = 0;
-  long tokens = 0;       // tokens seen
-  double loss = 0, ce = 0, z_loss = 0, lse_mean = 0;
-  double lr = 0, grad_norm = 0, tokens_per_s = 0;
-  double elapsed_s = 0;
-  std::optional<double> val_loss;
-  bool skipped = false;  // the update was skipped (non-finite loss or gradient)
-  nlohmann::json diag;   // extra diagnostics, merged into metrics.jsonl
-};
+class Communicator;
 
 struct TrainResult {
   long steps = 0;
@@ -56,7 +45,10 @@ class Trainer {
  public:
   // Starts a new run in run_dir (which must not hold a checkpoint) or, with resume, continues
   // the latest checkpoint of run_dir (its saved config wins; `cfg` is ignored then).
+  // Data-parallel over the process's world communicator (MPI when launched by mpirun).
   Trainer(const Config& cfg, const std::string& run_dir, bool resume);
+  // The same over a given communicator (which must outlive the trainer).
+  Trainer(Communicator& comm, const Config& cfg, const std::string& run_dir, bool resume);
   ~Trainer();
   const Config& config() const;
   long step() const;
@@ -77,8 +69,5 @@ class Trainer {
 // The seed of the training batch sampler, derived from train.seed (also used by tools that
 // write a step-0 checkpoint, so that resuming it draws the batches a fresh run would).
 inline std::uint64_t sampler_seed(const TrainConfig& t) { return t.seed ^ 0x5eedda7aull; }
-
-// Loads the corpus named by cfg.data.path (empty: the embedded one).
-TokenCorpus load_corpus(const DataConfig& d);
 
 }  // namespace normlab

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <system_error>
 
 #include "data/text_check.h"
@@ -146,6 +147,17 @@ TokenCorpus TokenCorpus::from_text(std::string_view text, std::string name) {
   store->data = reinterpret_cast<const unsigned char*>(store->owned.data());
   store->count = static_cast<long>(store->owned.size());
   return TokenCorpus(std::move(store));
+}
+
+TokenCorpus TokenCorpus::from_path(const std::string& path) {
+  if (path.empty()) return embedded();
+  if (fs::is_regular_file(path)) {
+    std::ifstream f(path, std::ios::binary);
+    char magic[8] = {};
+    f.read(magic, 8);
+    if (f.gcount() == 8 && std::string(magic, 8) == "NLTOKENS") return from_token_file(path);
+  }
+  return from_text_path(path);
 }
 
 TokenCorpus TokenCorpus::from_text_path(const std::string& path) {

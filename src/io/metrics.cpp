@@ -1,5 +1,6 @@
 #include "io/metrics.h"
 
+#include <cmath>
 #include <filesystem>
 #include <sstream>
 #include <vector>
@@ -13,8 +14,57 @@ namespace fs = std::filesystem;
 namespace normlab {
 
 namespace {
-const char* const kColumns[] = {"step", "tokens", "loss", "ce", "z_loss", "lr", "grad_norm",
-                                "tokens_per_s", "val_loss", nullptr};
+const char* const kColumns[] = {metric::step,      metric::tokens,       metric::loss,
+                                metric::ce,        metric::z_loss,       metric::lr,
+                                metric::grad_norm, metric::tokens_per_s, metric::val_loss,
+                                nullptr};
+
+constexpr MetricField kFields[] = {
+    {metric::step, "step", "optimizer steps completed (the step this record closes)"},
+    {metric::tokens, "step", "tokens seen so far, over all ranks and micro-batches"},
+    {metric::loss, "step", "training loss of this step's global batch: ce + z_loss"},
+    {metric::ce, "step", "mean cross-entropy of this step's global batch (nats per token)"},
+    {metric::z_loss, "step", "train.z_loss * mean(log^2 Z) of this step's batch"},
+    {metric::log_z_mean, "step", "mean log Z of the output softmax over this step's batch"},
+    {metric::lr, "step", "learning rate used by this step"},
+    {metric::grad_norm, "step", "global L2 norm of the gradient before clipping"},
+    {metric::tokens_per_s, "step", "tokens per second since the previous logged record"},
+    {metric::skipped, "step", "the update of this step was skipped by the guards"},
+    {metric::spike, "step", "the spike guard flagged this step's loss or gradient norm"},
+    {metric::nonfinite, "step", "this step's loss or gradient norm was not finite"},
+    {metric::skipped_total, "step", "skipped updates so far in the run"},
+    {metric::val_loss, "step", "mean validation cross-entropy over train.eval_batches batches"},
+    {metric::comm_ms_per_step, "step", "gradient all-reduce milliseconds per step (MPI only)"},
+    {metric::grad_norm_block, "diagnostic", "gradient L2 norm of each block's parameters"},
+    {metric::grad_norm_attn, "diagnostic", "gradient L2 norm of each block's attention"},
+    {metric::grad_norm_mlp, "diagnostic", "gradient L2 norm of each block's MLP"},
+    {metric::grad_norm_group, "diagnostic", "gradient L2 norm per parameter group"},
+    {metric::resid_rms, "diagnostic",
+     "RMS of the residual stream at each boundary: 0 embedding, 2l+1 after block l's attention, "
+     "2l+2 after block l"},
+    {metric::resid_max, "diagnostic", "max |x| of the residual stream at each boundary"},
+    {metric::attn_max_logit, "diagnostic", "per layer: max |attention score| before the cap"},
+    {metric::attn_max_logit_head, "diagnostic", "the same per layer and head (diag.per_head)"},
+    {metric::attn_entropy, "diagnostic", "per layer: mean entropy of the attention rows (nats)"},
+    {metric::log_z_std, "diagnostic", "standard deviation of log Z over the batch"},
+    {metric::log_z_max, "diagnostic", "max log Z over the batch"},
+    {metric::max_logit, "diagnostic", "max |output logit| after the final soft-cap"},
+    {metric::max_logit_raw, "diagnostic", "max |output logit| before the final soft-cap"},
+    {metric::update_ratio, "diagnostic",
+     "per group: ||w_after - w_before|| / ||w_before|| of the step's update"},
+    {metric::event, "event", "the kind of event: \"rollback\""},
+    {metric::to_step, "event", "the step of the checkpoint rolled back to"},
+    {metric::checkpoint, "event", "the checkpoint folder rolled back to"},
+    {metric::rollbacks_total, "event", "rollbacks so far in the run"},
+};
+
+nlohmann::json finite_or_null(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+}
+double number_or_nan(const nlohmann::json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : std::nan("");
+}
 
 void truncate_after(const fs::path& path, long resume_step, bool csv) {
   if (!fs::exists(path)) return;
@@ -44,6 +94,58 @@ void truncate_after(const fs::path& path, long resume_step, bool csv) {
 }  // namespace
 
 const char* const* MetricsWriter::csv_columns() { return kColumns; }
+
+std::span<const MetricField> metric_fields() { return kFields; }
+
+nlohmann::json to_json(const StepRecord& r) {
+  nlohmann::json j = {{metric::step, r.step},
+                      {metric::tokens, r.tokens},
+                      {metric::loss, finite_or_null(r.loss)},
+                      {metric::ce, finite_or_null(r.ce)},
+                      {metric::z_loss, finite_or_null(r.z_loss)},
+                      {metric::log_z_mean, finite_or_null(r.lse_mean)},
+                      {metric::lr, r.lr},
+                      {metric::grad_norm, finite_or_null(r.grad_norm)},
+                      {metric::tokens_per_s, r.tokens_per_s},
+                      {metric::skipped, r.skipped},
+                      {metric::spike, r.spike},
+                      {metric::nonfinite, r.nonfinite},
+                      {metric::skipped_total, r.skipped_total}};
+  if (r.val_loss) j[metric::val_loss] = *r.val_loss;
+  if (r.comm_ms_per_step) j[metric::comm_ms_per_step] = *r.comm_ms_per_step;
+  if (!r.diag.is_null()) j.update(r.diag);
+  return j;
+}
+
+StepRecord step_record_from_json(const nlohmann::json& j) {
+  StepRecord r;
+  r.step = j.value(metric::step, 0L);
+  r.tokens = j.value(metric::tokens, 0L);
+  r.loss = number_or_nan(j, metric::loss);
+  r.ce = number_or_nan(j, metric::ce);
+  r.z_loss = number_or_nan(j, metric::z_loss);
+  r.lse_mean = number_or_nan(j, metric::log_z_mean);
+  r.lr = number_or_nan(j, metric::lr);
+  r.grad_norm = number_or_nan(j, metric::grad_norm);
+  r.tokens_per_s = number_or_nan(j, metric::tokens_per_s);
+  r.skipped = j.value(metric::skipped, false);
+  r.spike = j.value(metric::spike, false);
+  r.nonfinite = j.value(metric::nonfinite, false);
+  r.skipped_total = j.value(metric::skipped_total, 0L);
+  if (j.contains(metric::val_loss)) r.val_loss = number_or_nan(j, metric::val_loss);
+  if (j.contains(metric::comm_ms_per_step))
+    r.comm_ms_per_step = number_or_nan(j, metric::comm_ms_per_step);
+  for (const MetricField& f : kFields)
+    if (f.kind == "diagnostic" && j.contains(std::string(f.key))) r.diag[std::string(f.key)] = j.at(std::string(f.key));
+  return r;
+}
+
+nlohmann::json to_json(const RollbackEvent& e) {
+  return {{metric::step, e.step},           {metric::event, "rollback"},
+          {metric::to_step, e.to_step},     {metric::checkpoint, e.checkpoint},
+          {metric::loss, e.loss},           {metric::grad_norm, e.grad_norm},
+          {metric::rollbacks_total, e.rollbacks_total}};
+}
 
 MetricsWriter::MetricsWriter(const std::string& run_dir, long resume_step) {
   const fs::path dir(run_dir);

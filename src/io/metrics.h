@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "normlab/metrics.h"
+
 namespace normlab {
 
 class MetricsWriter {

@@ -12,6 +12,8 @@
 #include "tensor/threading.h"
 #include "train/optimizer.h"
 #include "train/schedule.h"
+#include "train/step.h"
+#include "dist/communicator.h"
 
 namespace normlab {
 
@@ -22,9 +24,10 @@ std::string GradflowResult::label() const {
 std::vector<GradflowResult> run_gradflow(const Config& base, const GradflowSettings& s,
                                          const std::function<void(const GradflowResult&)>& on_result) {
   set_thread_count(base.train.threads);
-  const TokenCorpus corpus = load_corpus(base.data);
+  const TokenCorpus corpus = TokenCorpus::from_path(base.data.path);
   const CorpusSplit split = corpus.split(base.data.val_fraction, base.model.seq_len);
   std::vector<GradflowResult> out;
+  const auto single = make_single_process_communicator();
   for (InitKind init : s.inits)
     for (int L : s.depths)
       for (Placement p : s.placements) {
@@ -37,25 +40,20 @@ std::vector<GradflowResult> run_gradflow(const Config& base, const GradflowSetti
         Transformer<float> model(cfg.model, B, T);
         model.init_params(cfg.train.seed);
         BatchSampler sampler(split.train, B, T, sampler_seed(cfg.train));
-        std::vector<int> idx(static_cast<long>(B) * T), tgt(idx.size());
+        const NextBatch next_batch = [&](int* idx, int* tgt) { sampler.next(idx, tgt); };
+        TrainStep step(model, *single, {B, T, 1, cfg.train.z_loss});
         if (s.train_steps > 0) {
           AdamW<float> opt(model.table(), cfg.optim);
           for (int k = 0; k < s.train_steps; ++k) {
-            sampler.next(idx.data(), tgt.data());
-            model.zero_grad();
-            model.forward(idx.data(), tgt.data(), B, T, cfg.train.z_loss, true);
-            model.backward();
-            opt.step(model.params(), model.grads(), learning_rate(cfg.optim, k, s.train_steps));
+            const StepResult sr = step.run(next_batch);
+            opt.step(model.params(), model.grads(), learning_rate(cfg.optim, k, s.train_steps),
+                     sr.grad_norm);
           }
         }
         GradflowResult r{p, L, init, std::vector<double>(L, 0.0), std::vector<double>(L, 0.0),
                          std::vector<double>(L, 0.0), std::vector<double>(L + 1, 0.0), 0.0};
-        model.set_collect_stats(true);
         for (int b = 0; b < s.batches; ++b) {
-          sampler.next(idx.data(), tgt.data());
-          model.zero_grad();
-          r.final_loss += model.forward(idx.data(), tgt.data(), B, T, cfg.train.z_loss, true).loss / s.batches;
-          model.backward();
+          r.final_loss += step.run(next_batch, /*collect_stats=*/true).loss.loss / s.batches;
           const GradNorms g = grad_norms(model.table(), L, model.grads());
           for (int l = 0; l < L; ++l) {
             r.grad_norm_layer[l] += g.block[l] / s.batches;

@@ -6,7 +6,7 @@
 #include "normlab/checkpoint.h"
 #include "normlab/data.h"
 #include "normlab/errors.h"
-#include "normlab/trainer.h"
+#include "train/step.h"
 
 namespace normlab {
 
@@ -18,7 +18,7 @@ EvalResult evaluate_checkpoint(const std::string& checkpoint, const std::string&
   const int n = batches > 0 ? batches : std::max(1, cfg.train.eval_batches);
   DataConfig d = cfg.data;
   if (!data_path.empty()) d.path = data_path;
-  const TokenCorpus corpus = load_corpus(d);
+  const TokenCorpus corpus = TokenCorpus::from_path(d.path);
   if (corpus.vocab_size() > cfg.model.vocab_size)
     throw InputError("the evaluation corpus's vocabulary is larger than the model's");
   const CorpusView view =
@@ -26,14 +26,9 @@ EvalResult evaluate_checkpoint(const std::string& checkpoint, const std::string&
   Transformer<float> model(cfg.model, B, T);
   load_checkpoint(dir, model, nullptr, nullptr);
   EvalBatches ev(view, B, T, n);
-  std::vector<int> idx(static_cast<long>(B) * T), tgt(idx.size());
-  double sum = 0;
-  for (int k = 0; k < ev.num_batches(); ++k) {
-    ev.fill(k, idx.data(), tgt.data());
-    sum += model.forward(idx.data(), tgt.data(), B, T, 0.0, false).ce;
-  }
+  const double loss = mean_loss(model, ev);
   EvalResult r;
-  r.loss = sum / ev.num_batches();
+  r.loss = loss;
   r.perplexity = std::exp(r.loss);
   r.bits_per_byte = r.loss / std::log(2.0);  // byte-level tokens: one token per byte
   r.tokens = static_cast<long>(ev.num_batches()) * B * T;

@@ -18,6 +18,23 @@ bool SpikeGuard::is_spike(double loss, double grad_norm) const {
   return zscore(loss_, loss) > threshold_ || zscore(grad_, grad_norm) > threshold_;
 }
 
+StepDecision SpikeGuard::decide(double loss, double grad_norm, SpikePolicy policy,
+                                bool can_rollback) {
+  StepDecision d;
+  d.finite = std::isfinite(loss) && std::isfinite(grad_norm);
+  d.spike = d.finite && is_spike(loss, grad_norm);
+  if (!d.finite)
+    d.action = StepAction::skip;
+  else if (d.spike && policy == SpikePolicy::skip)
+    d.action = StepAction::skip;
+  else if (d.spike && policy == SpikePolicy::rollback)
+    d.action = can_rollback ? StepAction::rollback : StepAction::skip;
+  bad_run_ = d.action == StepAction::update ? 0 : bad_run_ + 1;
+  d.bad_run = bad_run_;
+  if (d.finite && d.action != StepAction::rollback) record(loss, grad_norm);
+  return d;
+}
+
 void SpikeGuard::record(double loss, double grad_norm) {
   loss_.push_back(loss);
   grad_.push_back(grad_norm);

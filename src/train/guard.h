@@ -6,11 +6,30 @@
 
 #include <nlohmann/json.hpp>
 
+#include "normlab/config.h"
+
 namespace normlab {
+
+// What the guards do with a step: apply its update, skip it (no parameter or moment touched),
+// or roll back to the last checkpoint.
+enum class StepAction { update, skip, rollback };
+
+struct StepDecision {
+  StepAction action = StepAction::update;
+  bool finite = true;  // loss and gradient norm finite
+  bool spike = false;  // flagged by the z-score test
+  int bad_run = 0;     // consecutive steps not updated, this one included
+};
 
 class SpikeGuard {
  public:
   SpikeGuard(int window, double threshold) : window_(window), threshold_(threshold) {}
+  // The guards' decision for a step with this loss and gradient norm. A non-finite step is always
+  // skipped; a spike is skipped, rolled back (only when `can_rollback`: else skipped) or let
+  // through, by `policy`. Records every finite step that is not rolled back into the window
+  // (skipped or not: a lasting shift of the loss level becomes the new normal after a few steps
+  // instead of freezing training) and counts consecutive bad steps.
+  StepDecision decide(double loss, double grad_norm, SpikePolicy policy, bool can_rollback);
   // True when the window is full and the loss or the gradient norm lies more than `threshold`
   // standard deviations above the window's mean.
   bool is_spike(double loss, double grad_norm) const;
@@ -24,6 +43,7 @@ class SpikeGuard {
   int window_;
   double threshold_;
   std::deque<double> loss_, grad_;
+  int bad_run_ = 0;  // consecutive steps not updated (not part of the saved state)
 };
 
 }  // namespace normlab

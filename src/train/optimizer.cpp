@@ -19,10 +19,17 @@ bool AdamW<T>::decayed(const ParamSpec& s) const {
 }
 
 template <class T>
-double AdamW<T>::grad_norm(std::span<const T> grads) const {
+double gradient_norm(const ParamTable& table, std::span<const T> grads) {
   double ss = 0;
-  for (const ParamSpec& s : table_.specs()) ss += sum_squares(grads.data() + s.offset, s.numel);
+  for (const ParamSpec& s : table.specs()) ss += sum_squares(grads.data() + s.offset, s.numel);
   return std::sqrt(ss);
+}
+template double gradient_norm<float>(const ParamTable&, std::span<const float>);
+template double gradient_norm<double>(const ParamTable&, std::span<const double>);
+
+template <class T>
+double AdamW<T>::grad_norm(std::span<const T> grads) const {
+  return gradient_norm(table_, grads);
 }
 
 template <class T>

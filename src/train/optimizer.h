@@ -9,6 +9,10 @@
 
 namespace normlab {
 
+// Global L2 norm of a gradient arena, summed tensor by tensor over the parameter table.
+template <class T>
+double gradient_norm(const ParamTable& table, std::span<const T> grads);
+
 template <class T>
 class AdamW {
  public:

@@ -3,8 +3,6 @@
 #include <omp.h>
 
 #include <chrono>
-#include <deque>
-#include <numeric>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -22,21 +20,11 @@
 #include "train/guard.h"
 #include "train/optimizer.h"
 #include "train/schedule.h"
+#include "train/step.h"
 
 namespace fs = std::filesystem;
 
 namespace normlab {
-
-TokenCorpus load_corpus(const DataConfig& d) {
-  if (d.path.empty()) return TokenCorpus::embedded();
-  if (fs::is_regular_file(d.path)) {
-    std::ifstream f(d.path, std::ios::binary);
-    char magic[8] = {};
-    f.read(magic, 8);
-    if (f.gcount() == 8 && std::string(magic, 8) == "NLTOKENS") return TokenCorpus::from_token_file(d.path);
-  }
-  return TokenCorpus::from_text_path(d.path);
-}
 
 struct Trainer::Impl {
   Communicator& comm;
@@ -47,24 +35,26 @@ struct Trainer::Impl {
   Transformer<float> model;
   AdamW<float> opt;
   BatchSampler sampler;
+  TrainStep train_step;
   TrainingState state;
-  std::vector<int> idx, tgt;
-  std::vector<float> before;  // parameters before the step, on diagnostic steps only
-  std::vector<float> grad_total;  // deterministic gradient accumulation (dist.deterministic)
+  std::vector<float> before;  // (P) parameters before the step, on diagnostic steps only
   std::unique_ptr<MetricsWriter> metrics;
   SpikeGuard guard;
 
-  Impl(const Config& c, const std::string& dir, bool resume)
-      : comm(world_communicator()),
+  Impl(Communicator& cm, const Config& c, const std::string& dir, bool resume)
+      : comm(cm),
         cfg(resume ? checkpoint_config(latest_checkpoint(dir)) : c),
         run_dir(dir),
-        corpus(load_corpus(cfg.data)),
+        corpus(TokenCorpus::from_path(cfg.data.path)),
         split(corpus.split(cfg.data.val_fraction, cfg.model.seq_len)),
         model(cfg.model, cfg.train.batch_size, cfg.model.seq_len),
         opt(model.table(), cfg.optim),
         // train.batch_size rows per rank: every rank takes its slice of one global draw.
         sampler(split.train, cfg.train.batch_size * comm.world(), cfg.model.seq_len,
                 sampler_seed(cfg.train), comm.rank(), comm.world()),
+        train_step(model, comm,
+                   {cfg.train.batch_size, cfg.model.seq_len, cfg.train.grad_accum,
+                    cfg.train.z_loss, cfg.dist.bucket_size, cfg.dist.deterministic}),
         guard(cfg.train.spike_window, cfg.train.spike_threshold) {
     if (corpus.vocab_size() > cfg.model.vocab_size)
       throw InputError(fmt::format("corpus {} has vocabulary {} but model.vocab_size = {}",
@@ -73,11 +63,7 @@ struct Trainer::Impl {
     model.set_matmul_precision(cfg.train.matmul_precision == MatmulPrecision::bf16
                                    ? GemmPrecision::bf16
                                    : GemmPrecision::float32);
-    const long n = static_cast<long>(cfg.train.batch_size) * cfg.model.seq_len;
-    idx.resize(n);
-    tgt.resize(n);
     if (cfg.diag.interval > 0) before.resize(model.params().size());
-    if (cfg.dist.deterministic && cfg.train.grad_accum > 1) grad_total.resize(model.params().size());
     if (resume) {
       const std::string ckpt = latest_checkpoint(dir);
       load_checkpoint(ckpt, model, &opt, &state);
@@ -135,22 +121,122 @@ struct Trainer::Impl {
     return ckpt;
   }
 
-  double evaluate() {
-    const int B = cfg.train.batch_size, T = cfg.model.seq_len;
-    EvalBatches ev(split.validation, B * comm.world(), T, std::max(1, cfg.train.eval_batches),
-                   comm.rank(), comm.world());
-    double sum = 0;
-    for (int k = 0; k < ev.num_batches(); ++k) {
-      ev.fill(k, idx.data(), tgt.data());
-      sum += model.forward(idx.data(), tgt.data(), B, T, 0.0, false).ce;
+  // The log window: what happened since the last logged record.
+  struct Window {
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+    long tokens = 0;
+    double loss_sum = 0;  // finite losses
+    int losses = 0;
+    int steps = 0;        // steps computed, rolled back ones included
+    double comm_s = 0;
+  };
+
+  long tokens_per_step() const {
+    return static_cast<long>(cfg.train.batch_size) * cfg.model.seq_len * cfg.train.grad_accum *
+           comm.world();
+  }
+
+  bool diagnostics_due() const {
+    return cfg.diag.interval > 0 && (state.step == 0 || (state.step + 1) % cfg.diag.interval == 0);
+  }
+
+  bool log_due(const StepRecord& r, bool diag_step, const StepDecision& d) const {
+    const long s = r.step;
+    return s == 1 || s == cfg.train.steps ||
+           (cfg.train.log_interval > 0 && s % cfg.train.log_interval == 0) || r.val_loss ||
+           diag_step || d.action != StepAction::update || d.spike;
+  }
+
+  bool checkpoint_due(long s) const {
+    return s == cfg.train.steps ||
+           (cfg.train.checkpoint_interval > 0 && s % cfg.train.checkpoint_interval == 0);
+  }
+
+  // PaLM's remedy for a spike: back to the last good checkpoint, keeping the data position, so
+  // the batches drawn since that checkpoint (the offending ones among them) are skipped. Returns
+  // the stop reason when the run has now been bad for too long.
+  std::optional<std::string> roll_back(const StepResult& sr, const StepDecision& d,
+                                       const TrainHooks& hooks) {
+    RollbackEvent ev;
+    ev.step = state.step + 1;
+    ev.checkpoint = rollback();
+    ev.to_step = state.step;
+    ev.loss = sr.loss.loss;
+    ev.grad_norm = sr.grad_norm;
+    ev.rollbacks_total = state.extra.value("rollbacks", 0);
+    const nlohmann::json j = to_json(ev);
+    write_metrics(j);
+    if (hooks.on_event && comm.is_root()) hooks.on_event(j);
+    if (d.bad_run < cfg.train.max_bad_steps) return std::nullopt;
+    return fmt::format("diverged: {} consecutive bad steps (last at step {}); last good checkpoint: {}",
+                       d.bad_run, ev.step, ev.checkpoint);
+  }
+
+  // Applies (or skips) the step's update and advances the training state. Returns the step's
+  // record with everything but the log window's rates.
+  StepRecord advance(const StepResult& sr, const StepDecision& d, double lr, bool diag_step) {
+    if (diag_step) std::copy(model.params().begin(), model.params().end(), before.begin());
+    const bool update = d.action == StepAction::update;
+    if (update)
+      opt.step(model.params(), model.grads(), lr, sr.grad_norm);
+    else
+      ++state.skipped_steps;  // no parameter or moment is touched
+    ++state.step;
+    state.tokens_seen += tokens_per_step();
+    StepRecord r;
+    r.step = state.step;
+    r.total_steps = cfg.train.steps;
+    r.tokens = state.tokens_seen;
+    r.loss = sr.loss.loss;
+    r.ce = sr.loss.ce;
+    r.z_loss = sr.loss.z_loss;
+    r.lse_mean = sr.loss.lse_mean;
+    r.lr = lr;
+    r.grad_norm = sr.grad_norm;
+    r.skipped = d.action == StepAction::skip;
+    r.spike = d.spike;
+    r.nonfinite = !d.finite;
+    r.skipped_total = state.skipped_steps;
+    if (diag_step) {
+      r.diag = diagnostics_json(model, model.grads(),
+                                update ? std::span<const float>(before) : std::span<const float>(),
+                                cfg.diag.per_head);
+      r.diag[metric::spike] = d.spike;
+      r.diag[metric::nonfinite] = !d.finite;
     }
-    comm.allreduce_sum(&sum, 1);
-    return sum / (static_cast<double>(ev.num_batches()) * comm.world());
+    if (cfg.train.eval_interval > 0 &&
+        (r.step % cfg.train.eval_interval == 0 || r.step == cfg.train.steps))
+      r.val_loss = evaluate();
+    return r;
+  }
+
+  // Writes the record with the window's rates, tells the hook, and starts a new window.
+  void log(StepRecord& r, Window& w, std::chrono::steady_clock::time_point t_start,
+           const TrainHooks& hooks, TrainResult& res) {
+    const auto now = std::chrono::steady_clock::now();
+    const double dt = std::chrono::duration<double>(now - w.start).count();
+    r.tokens_per_s = dt > 0 ? w.tokens / dt : 0;
+    r.elapsed_s = std::chrono::duration<double>(now - t_start).count();
+    if (comm.world() > 1) r.comm_ms_per_step = 1e3 * w.comm_s / std::max(1, w.steps);
+    write_metrics(to_json(r));
+    if (hooks.on_log && comm.is_root()) hooks.on_log(r);
+    res.final_loss = w.losses ? w.loss_sum / w.losses : r.loss;
+    res.tokens_per_s = r.tokens_per_s;
+    if (r.val_loss) res.val_loss = r.val_loss;
+    w = Window{now};
+  }
+
+  double evaluate() {
+    EvalBatches ev(split.validation, cfg.train.batch_size * comm.world(), cfg.model.seq_len,
+                   std::max(1, cfg.train.eval_batches), comm.rank(), comm.world());
+    return mean_loss(model, ev, &comm);
   }
 };
 
 Trainer::Trainer(const Config& cfg, const std::string& run_dir, bool resume)
-    : impl_(std::make_unique<Impl>(cfg, run_dir, resume)) {}
+    : Trainer(world_communicator(), cfg, run_dir, resume) {}
+Trainer::Trainer(Communicator& comm, const Config& cfg, const std::string& run_dir, bool resume)
+    : impl_(std::make_unique<Impl>(comm, cfg, run_dir, resume)) {}
 Trainer::~Trainer() = default;
 const Config& Trainer::config() const { return impl_->cfg; }
 long Trainer::step() const { return impl_->state.step; }
@@ -162,18 +248,12 @@ const TrainingState& Trainer::state() const { return impl_->state; }
 
 TrainResult Trainer::run(const TrainHooks& hooks) {
   Impl& I = *impl_;
-  const Config& cfg = I.cfg;
-  const int B = cfg.train.batch_size, T = cfg.model.seq_len, accum = cfg.train.grad_accum;
-  const long total = cfg.train.steps;
-  using clock = std::chrono::steady_clock;
-  const auto t_start = clock::now();
-  auto t_window = t_start;
-  long tokens_window = 0;
-  double loss_window = 0;
-  int n_window = 0, bad_run = 0, steps_window = 0;
-  double comm_s_window = 0;  // time in gradient all-reduce since the last log
+  const TrainConfig& tc = I.cfg.train;
+  const auto t_start = std::chrono::steady_clock::now();
+  Impl::Window window{t_start};
   TrainResult res;
-  while (I.state.step < total) {
+  const NextBatch next_batch = [&](int* idx, int* tgt) { I.sampler.next(idx, tgt); };
+  while (I.state.step < tc.steps) {
     // Every rank must agree to stop: a signal on any of them stops all.
     double stop = hooks.stop_requested && hooks.stop_requested() ? 1.0 : 0.0;
     I.comm.allreduce_sum(&stop, 1);
@@ -182,152 +262,27 @@ TrainResult Trainer::run(const TrainHooks& hooks) {
       res.stop_reason = "interrupted";
       break;
     }
-    const bool diag_step = cfg.diag.interval > 0 &&
-                           (I.state.step == 0 || (I.state.step + 1) % cfg.diag.interval == 0);
-    // Gradients are scaled by 1 / (accum * world) in the loss, so that summing the micro-batches
-    // and the ranks gives the mean over the global batch.
-    const int world = I.comm.world();
-    const double scale = 1.0 / (static_cast<double>(accum) * world);
-    const bool det_accum = !I.grad_total.empty();
-    I.model.zero_grad();
-    if (det_accum) std::fill(I.grad_total.begin(), I.grad_total.end(), 0.0f);
-    double stats[4] = {0, 0, 0, 0};  // loss, ce, z_loss, log Z: summed, then reduced
-    for (int a = 0; a < accum; ++a) {
-      I.sampler.next(I.idx.data(), I.tgt.data());
-      I.model.set_collect_stats(diag_step && a == accum - 1);
-      if (det_accum) I.model.zero_grad();
-      const LossStats st = I.model.forward(I.idx.data(), I.tgt.data(), B, T, cfg.train.z_loss,
-                                           true, scale);
-      I.model.backward();
-      if (det_accum) {
-        // Each micro-batch's gradient from zero, added in order: the same sums, in the same
-        // order, as the rank-ordered reduction of dist.deterministic.
-        auto g = I.model.grads();
-        for (std::size_t i = 0; i < g.size(); ++i) I.grad_total[i] += g[i];
-      }
-      stats[0] += st.loss * scale;
-      stats[1] += st.ce * scale;
-      stats[2] += st.z_loss * scale;
-      stats[3] += st.lse_mean * scale;
-    }
-    if (det_accum) std::copy(I.grad_total.begin(), I.grad_total.end(), I.model.grads().begin());
-    I.model.set_collect_stats(false);
-    if (world > 1) {
-      const auto c0 = clock::now();
-      I.comm.allreduce_sum(I.model.grads().data(), static_cast<long>(I.model.grads().size()),
-                           cfg.dist.bucket_size, cfg.dist.deterministic);
-      I.comm.allreduce_sum(stats, 4);
-      comm_s_window += std::chrono::duration<double>(clock::now() - c0).count();
-    }
-    ++steps_window;
-    LossStats sum;
-    sum.loss = stats[0];
-    sum.ce = stats[1];
-    sum.z_loss = stats[2];
-    sum.lse_mean = stats[3];
-    if (hooks.inject) hooks.inject(I.state.step, I.model.grads(), sum.loss);
-    const double lr = learning_rate(cfg.optim, I.state.step, total);
-    const double gnorm = I.opt.grad_norm(I.model.grads());
-
-    // Guards. Non-finite: always skipped. Spike: by policy.
-    const bool finite = std::isfinite(sum.loss) && std::isfinite(gnorm);
-    const bool spike = finite && I.guard.is_spike(sum.loss, gnorm);
-    enum class Action { update, skip, rollback } act = Action::update;
-    if (!finite)
-      act = Action::skip;
-    else if (spike && cfg.train.spike_policy == SpikePolicy::skip)
-      act = Action::skip;
-    else if (spike && cfg.train.spike_policy == SpikePolicy::rollback)
-      act = I.has_checkpoint() ? Action::rollback : Action::skip;
-    bad_run = act == Action::update ? 0 : bad_run + 1;
-
-    if (act == Action::rollback) {
-      // PaLM's remedy: back to the last good checkpoint, keeping the data position, so the
-      // batches drawn since that checkpoint (the offending ones among them) are skipped.
-      const long from = I.state.step + 1;
-      const std::string ckpt = I.rollback();
-      nlohmann::json ev = {{"step", from}, {"event", "rollback"}, {"to_step", I.state.step},
-                           {"checkpoint", ckpt}, {"loss", sum.loss}, {"grad_norm", gnorm},
-                           {"rollbacks_total", I.state.extra.value("rollbacks", 0)}};
-      I.write_metrics(ev);
-      if (hooks.on_event && I.comm.is_root()) hooks.on_event(ev);
-      if (bad_run >= cfg.train.max_bad_steps) {
+    const long step0 = I.state.step;  // 0-based index of this step
+    const bool diag_step = I.diagnostics_due();
+    const StepResult sr = I.train_step.run(next_batch, diag_step, [&](std::span<float> g, double& loss) {
+      if (hooks.inject) hooks.inject(step0, g, loss);
+    });
+    ++window.steps;
+    window.comm_s += sr.comm_s;
+    const double lr = learning_rate(I.cfg.optim, step0, tc.steps);
+    const StepDecision d = I.guard.decide(sr.loss.loss, sr.grad_norm, tc.spike_policy, I.has_checkpoint());
+    if (d.action == StepAction::rollback) {
+      if (auto why = I.roll_back(sr, d, hooks)) {
         res.diverged = true;
-        res.stop_reason = fmt::format("diverged: {} consecutive bad steps (last at step {}); last "
-                                      "good checkpoint: {}", bad_run, from, ckpt);
+        res.stop_reason = *why;
         break;
       }
       continue;
     }
-    if (diag_step) std::copy(I.model.params().begin(), I.model.params().end(), I.before.begin());
-    // Every finite step enters the guard's window, skipped or not: a lasting shift of the loss
-    // level becomes the new normal after a few steps instead of freezing training (a window of
-    // accepted steps only would reject every step after a level shift, forever).
-    if (finite) I.guard.record(sum.loss, gnorm);
-    if (act == Action::update) {
-      I.opt.step(I.model.params(), I.model.grads(), lr, gnorm);
-    } else {
-      ++I.state.skipped_steps;  // no parameter or moment is touched
-    }
-    ++I.state.step;
-    I.state.tokens_seen += static_cast<long>(B) * T * accum * world;
-    tokens_window += static_cast<long>(B) * T * accum * world;
-    if (finite) {
-      loss_window += sum.loss;
-      ++n_window;
-    }
-    const long s = I.state.step;
-    const bool last = s == total;
-    StepRecord rec;
-    rec.step = s;
-    rec.loss = sum.loss;
-    rec.skipped = act == Action::skip;
-    if (diag_step) {
-      rec.diag = diagnostics_json(I.model, I.model.grads(),
-                                  act == Action::update ? std::span<const float>(I.before)
-                                                        : std::span<const float>(),
-                                  cfg.diag.per_head);
-      rec.diag["spike"] = spike;
-      rec.diag["nonfinite"] = !finite;
-    }
-    if (cfg.train.eval_interval > 0 && (s % cfg.train.eval_interval == 0 || last))
-      rec.val_loss = I.evaluate();
-    if (s == 1 || last || (cfg.train.log_interval > 0 && s % cfg.train.log_interval == 0) ||
-        rec.val_loss || diag_step || act != Action::update || spike) {
-      const auto now = clock::now();
-      const double dt = std::chrono::duration<double>(now - t_window).count();
-      rec.total_steps = total;
-      rec.tokens = I.state.tokens_seen;
-      rec.ce = sum.ce;
-      rec.z_loss = sum.z_loss;
-      rec.lse_mean = sum.lse_mean;
-      rec.lr = lr;
-      rec.grad_norm = gnorm;
-      rec.tokens_per_s = dt > 0 ? tokens_window / dt : 0;
-      rec.elapsed_s = std::chrono::duration<double>(now - t_start).count();
-      auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
-      nlohmann::json j = {{"step", rec.step},           {"tokens", rec.tokens},
-                          {"loss", num(rec.loss)},      {"ce", num(rec.ce)},
-                          {"z_loss", num(rec.z_loss)},  {"log_z_mean", num(rec.lse_mean)},
-                          {"lr", rec.lr},               {"grad_norm", num(rec.grad_norm)},
-                          {"tokens_per_s", rec.tokens_per_s}, {"skipped", rec.skipped},
-                          {"spike", spike},             {"nonfinite", !finite},
-                          {"skipped_total", I.state.skipped_steps}};
-      if (rec.val_loss) j["val_loss"] = *rec.val_loss;
-      if (world > 1) j["comm_ms_per_step"] = 1e3 * comm_s_window / std::max(1, steps_window);
-      if (!rec.diag.is_null()) j.update(rec.diag);
-      I.write_metrics(j);
-      if (hooks.on_log && I.comm.is_root()) hooks.on_log(rec);
-      res.final_loss = n_window ? loss_window / n_window : rec.loss;
-      res.tokens_per_s = rec.tokens_per_s;
-      if (rec.val_loss) res.val_loss = rec.val_loss;
-      t_window = now;
-      comm_s_window = 0;
-      steps_window = 0;
-      tokens_window = 0;
-      loss_window = 0;
-      n_window = 0;
-    }
+    StepRecord rec = I.advance(sr, d, lr, diag_step);
+    window.tokens += I.tokens_per_step();
+    if (d.finite) window.loss_sum += rec.loss, ++window.losses;
+    if (I.log_due(rec, diag_step, d)) I.log(rec, window, t_start, hooks, res);
     if (hooks.check_divergence) {
       if (auto why = hooks.check_divergence(rec)) {
         res.diverged = true;
@@ -336,19 +291,18 @@ TrainResult Trainer::run(const TrainHooks& hooks) {
         break;
       }
     }
-    if (bad_run >= cfg.train.max_bad_steps) {
+    if (d.bad_run >= tc.max_bad_steps) {
       res.diverged = true;
       res.stop_reason = fmt::format(
           "diverged: {} consecutive skipped steps (non-finite or spiking loss/gradient), last at "
-          "step {}; last good checkpoint: {}", bad_run, s,
+          "step {}; last good checkpoint: {}", d.bad_run, rec.step,
           I.has_checkpoint() ? latest_checkpoint(I.run_dir) : std::string("none"));
       break;
     }
-    if (last || (cfg.train.checkpoint_interval > 0 && s % cfg.train.checkpoint_interval == 0))
-      I.checkpoint();
+    if (I.checkpoint_due(rec.step)) I.checkpoint();
   }
   res.steps = I.state.step;
-  res.wall_s = std::chrono::duration<double>(clock::now() - t_start).count();
+  res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   return res;
 }
 

@@ -1,0 +1,98 @@
+// The metrics schema: every field a run writes to RUN_DIR/metrics.jsonl, named once.
+//
+// Writers (the trainer, the diagnostics) and readers (report, sweep, compare) use the constants in
+// `normlab::metric` rather than string literals, and `metric_fields()` lists every field with its
+// meaning, so that documentation and tests can check what a run writes. A step record is the
+// struct StepRecord; `to_json` writes it exactly as metrics.jsonl holds it (non-finite numbers
+// as null) and `step_record_from_json` reads one back.
+#pragma once
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace normlab {
+
+namespace metric {
+// Every step record.
+inline constexpr const char* step = "step";                    // optimizer steps completed
+inline constexpr const char* tokens = "tokens";                // tokens seen, all ranks
+inline constexpr const char* loss = "loss";                    // ce + z_loss of the step
+inline constexpr const char* ce = "ce";
+inline constexpr const char* z_loss = "z_loss";
+inline constexpr const char* log_z_mean = "log_z_mean";
+inline constexpr const char* lr = "lr";
+inline constexpr const char* grad_norm = "grad_norm";
+inline constexpr const char* tokens_per_s = "tokens_per_s";
+inline constexpr const char* skipped = "skipped";
+inline constexpr const char* spike = "spike";
+inline constexpr const char* nonfinite = "nonfinite";
+inline constexpr const char* skipped_total = "skipped_total";
+inline constexpr const char* val_loss = "val_loss";
+inline constexpr const char* comm_ms_per_step = "comm_ms_per_step";
+// Diagnostics (diag.interval > 0), merged into the step record.
+inline constexpr const char* grad_norm_block = "grad_norm_block";
+inline constexpr const char* grad_norm_attn = "grad_norm_attn";
+inline constexpr const char* grad_norm_mlp = "grad_norm_mlp";
+inline constexpr const char* grad_norm_group = "grad_norm_group";
+inline constexpr const char* resid_rms = "resid_rms";
+inline constexpr const char* resid_max = "resid_max";
+inline constexpr const char* attn_max_logit = "attn_max_logit";
+inline constexpr const char* attn_max_logit_head = "attn_max_logit_head";
+inline constexpr const char* attn_entropy = "attn_entropy";
+inline constexpr const char* log_z_std = "log_z_std";
+inline constexpr const char* log_z_max = "log_z_max";
+inline constexpr const char* max_logit = "max_logit";
+inline constexpr const char* max_logit_raw = "max_logit_raw";
+inline constexpr const char* update_ratio = "update_ratio";
+// Event records (not steps): a rollback to the last checkpoint.
+inline constexpr const char* event = "event";
+inline constexpr const char* to_step = "to_step";
+inline constexpr const char* checkpoint = "checkpoint";
+inline constexpr const char* rollbacks_total = "rollbacks_total";
+}  // namespace metric
+
+// One field of metrics.jsonl and what it means.
+struct MetricField {
+  std::string_view key;
+  std::string_view kind;  // "step", "diagnostic" or "event"
+  std::string_view meaning;
+};
+// Every field a run may write, in the order above.
+std::span<const MetricField> metric_fields();
+
+// One logged training step, as the trainer reports it to hooks and writes it to metrics.jsonl.
+struct StepRecord {
+  long step = 0;         // optimizer steps completed
+  long total_steps = 0;  // train.steps (not written)
+  long tokens = 0;       // tokens seen
+  double loss = 0, ce = 0, z_loss = 0, lse_mean = 0;
+  double lr = 0, grad_norm = 0, tokens_per_s = 0;
+  double elapsed_s = 0;  // since this process started training (not written)
+  std::optional<double> val_loss;
+  bool skipped = false;   // the update was skipped (non-finite or spiking loss or gradient)
+  bool spike = false;     // the spike guard flagged the step
+  bool nonfinite = false; // the loss or the gradient norm was not finite
+  long skipped_total = 0; // skipped updates so far in the run
+  std::optional<double> comm_ms_per_step;  // gradient all-reduce time, with more than one rank
+  nlohmann::json diag;    // diagnostics fields, merged into the record
+};
+
+nlohmann::json to_json(const StepRecord& r);
+// Reads the step fields of a metrics.jsonl record (diagnostics stay in `diag`); missing fields
+// keep their defaults, nulls (non-finite values when written) read as NaN.
+StepRecord step_record_from_json(const nlohmann::json& j);
+
+// A rollback event record.
+struct RollbackEvent {
+  long step = 0;      // the step that was rolled back
+  long to_step = 0;   // the checkpoint's step
+  std::string checkpoint;
+  double loss = 0, grad_norm = 0;
+  long rollbacks_total = 0;
+};
+nlohmann::json to_json(const RollbackEvent& e);
+
+}  // namespace normlab

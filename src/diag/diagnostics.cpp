@@ -1,5 +1,7 @@
 #include "diag/diagnostics.h"
 
+#include "normlab/metrics.h"
+
 #include <cmath>
 
 namespace normlab {
@@ -52,15 +54,15 @@ nlohmann::json diagnostics_json(const Transformer<float>& model, std::span<const
   const int L = model.config().n_layer, H = model.config().n_head;
   nlohmann::json j;
   const GradNorms g = grad_norms(model.table(), L, grads);
-  j["grad_norm_block"] = vec_json(g.block);
-  j["grad_norm_attn"] = vec_json(g.attn);
-  j["grad_norm_mlp"] = vec_json(g.mlp);
-  for (const auto& [k, v] : g.group) j["grad_norm_group"][k] = finite_or_null(v);
+  j[metric::grad_norm_block] = vec_json(g.block);
+  j[metric::grad_norm_attn] = vec_json(g.attn);
+  j[metric::grad_norm_mlp] = vec_json(g.mlp);
+  for (const auto& [k, v] : g.group) j[metric::grad_norm_group][k] = finite_or_null(v);
   const ForwardStats& st = model.stats();
-  j["resid_rms"] = vec_json(st.resid_rms);
-  j["resid_max"] = vec_json(st.resid_max);
-  j["attn_max_logit"] = vec_json(st.attn_max_logit);
-  j["attn_entropy"] = vec_json(st.attn_entropy);
+  j[metric::resid_rms] = vec_json(st.resid_rms);
+  j[metric::resid_max] = vec_json(st.resid_max);
+  j[metric::attn_max_logit] = vec_json(st.attn_max_logit);
+  j[metric::attn_entropy] = vec_json(st.attn_entropy);
   if (per_head) {
     nlohmann::json heads = nlohmann::json::array();
     for (int l = 0; l < L; ++l) {
@@ -68,13 +70,13 @@ nlohmann::json diagnostics_json(const Transformer<float>& model, std::span<const
                               st.attn_max_logit_head.begin() + static_cast<long>(l + 1) * H);
       heads.push_back(vec_json(row));
     }
-    j["attn_max_logit_head"] = heads;
+    j[metric::attn_max_logit_head] = heads;
   }
-  j["log_z_mean"] = finite_or_null(st.log_z_mean);
-  j["log_z_std"] = finite_or_null(st.log_z_std);
-  j["log_z_max"] = finite_or_null(st.log_z_max);
-  j["max_logit"] = finite_or_null(st.max_logit);
-  j["max_logit_raw"] = finite_or_null(st.max_logit_raw);
+  j[metric::log_z_mean] = finite_or_null(st.log_z_mean);
+  j[metric::log_z_std] = finite_or_null(st.log_z_std);
+  j[metric::log_z_max] = finite_or_null(st.log_z_max);
+  j[metric::max_logit] = finite_or_null(st.max_logit);
+  j[metric::max_logit_raw] = finite_or_null(st.max_logit_raw);
   if (!before.empty()) {
     std::map<std::string, std::pair<double, double>> acc;  // group -> (|dw|^2, |w|^2)
     const auto after = model.params();
@@ -90,7 +92,7 @@ nlohmann::json diagnostics_json(const Transformer<float>& model, std::span<const
       e.second += w;
     }
     for (const auto& [k, e] : acc)
-      j["update_ratio"][k] = finite_or_null(e.second > 0 ? std::sqrt(e.first / e.second) : 0.0);
+      j[metric::update_ratio][k] = finite_or_null(e.second > 0 ? std::sqrt(e.first / e.second) : 0.0);
   }
   return j;
 }

@@ -9,6 +9,7 @@
 
 #include "io/metrics.h"
 #include "normlab/errors.h"
+#include "normlab/metrics.h"
 
 namespace fs = std::filesystem;
 
@@ -98,7 +99,7 @@ std::string run_sweep_point(const Config& cfg, const std::string& dir, const Tra
   double initial = NAN;
   if (resume) {
     const auto m = read_metrics(dir);
-    if (!m.empty() && m.front()["loss"].is_number()) initial = m.front()["loss"].get<double>();
+    if (!m.empty() && m.front()[metric::loss].is_number()) initial = m.front()[metric::loss].get<double>();
   }
   TrainHooks h = hooks;
   h.check_divergence = [&](const StepRecord& r) -> std::optional<std::string> {
@@ -129,19 +130,19 @@ SweepRun read_sweep_run(const std::string& dir, const SweepPoint& p) {
   r.message = sj.value("message", "");
   try {
     const auto m = read_metrics(dir);
-    if (!m.empty() && m.front()["loss"].is_number()) r.initial_loss = m.front()["loss"].get<double>();
+    if (!m.empty() && m.front()[metric::loss].is_number()) r.initial_loss = m.front()[metric::loss].get<double>();
     // Final loss: the last validation loss, else the last training loss.
     for (auto it = m.rbegin(); it != m.rend(); ++it) {
-      if (!r.final_val_loss && it->contains("val_loss") && (*it)["val_loss"].is_number())
-        r.final_val_loss = (*it)["val_loss"].get<double>();
-      if (!r.max_attn_logit && it->contains("attn_max_logit")) {
+      if (!r.final_val_loss && it->contains(metric::val_loss) && (*it)[metric::val_loss].is_number())
+        r.final_val_loss = (*it)[metric::val_loss].get<double>();
+      if (!r.max_attn_logit && it->contains(metric::attn_max_logit)) {
         double mx = 0;
-        for (const auto& v : (*it)["attn_max_logit"])
+        for (const auto& v : (*it)[metric::attn_max_logit])
           if (v.is_number()) mx = std::fmax(mx, v.get<double>());
         r.max_attn_logit = mx;
       }
     }
-    if (!m.empty() && m.back()["loss"].is_number()) r.final_loss = m.back()["loss"].get<double>();
+    if (!m.empty() && m.back()[metric::loss].is_number()) r.final_loss = m.back()[metric::loss].get<double>();
   } catch (const std::exception& e) {
     r.status = "failed";
     r.message = e.what();

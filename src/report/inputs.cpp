@@ -13,6 +13,7 @@
 #include "io/metrics.h"
 #include "normlab/config_file.h"
 #include "normlab/errors.h"
+#include "normlab/metrics.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -94,8 +95,8 @@ std::vector<json> read_metrics_lenient(const fs::path& dir, std::vector<std::str
 std::string derive_status(const RunInput& r) {
   if (r.metrics.empty()) return "";
   const json& last = r.metrics.back();
-  if (!std::isfinite(number_or_nan(last, "loss"))) return "diverged";
-  if (r.config && number_or_nan(last, "step") < r.config->train.steps) return "incomplete";
+  if (!std::isfinite(number_or_nan(last, metric::loss))) return "diverged";
+  if (r.config && number_or_nan(last, metric::step) < r.config->train.steps) return "incomplete";
   return r.config ? "done" : "";
 }
 

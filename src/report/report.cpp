@@ -13,6 +13,7 @@
 
 #include "normlab/config_file.h"
 #include "normlab/errors.h"
+#include "normlab/metrics.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -66,7 +67,7 @@ struct Context {
   std::vector<std::string> keys;       // every config key, in the order of the structs
   std::vector<std::string> differing;  // keys with at least two distinct values among the runs
   std::vector<RunView> runs;
-  std::string xkey = "step";           // "tokens" when the runs differ in tokens per step
+  std::string xkey = metric::step;           // "tokens" when the runs differ in tokens per step
 };
 
 std::string label_from(const std::map<std::string, json>& cfg, const std::vector<std::string>& keys) {
@@ -126,7 +127,7 @@ Context make_context(const ReportInputs& in) {
   for (auto& v : cx.runs)
     if (count[v.label] > 1 && v.label != v.run->name) v.label = v.run->name + " (" + v.label + ")";
   for (const char* k : {"train.batch_size", "train.grad_accum", "model.seq_len"})
-    if (std::find(cx.differing.begin(), cx.differing.end(), k) != cx.differing.end()) cx.xkey = "tokens";
+    if (std::find(cx.differing.begin(), cx.differing.end(), k) != cx.differing.end()) cx.xkey = metric::tokens;
   return cx;
 }
 
@@ -203,7 +204,7 @@ struct Builder {
   std::vector<Figure> figures;
   std::vector<std::string> not_shown;
 
-  std::string xlabel() const { return cx.xkey == "tokens" ? "tokens" : "step"; }
+  std::string xlabel() const { return cx.xkey == metric::tokens ? "tokens" : "step"; }
 
   void add(Figure f, const std::string& missing_reason) {
     if (svg::drawable_points(f.chart) == 0) {
@@ -222,7 +223,7 @@ struct Builder {
     f.chart.y = axis("loss", true);
     bool val = false, marked = false;
     for (const auto& v : cx.runs) {
-      auto [x, y] = curve(*v.run, cx.xkey, "loss");
+      auto [x, y] = curve(*v.run, cx.xkey, metric::loss);
       if (x.empty()) continue;
       svg::Series s = line(v.label, x, y, v.color);
       if (failed_status(v.run->status)) {
@@ -234,7 +235,7 @@ struct Builder {
         marked = true;
       }
       f.chart.series.push_back(std::move(s));
-      auto [vx, vy] = curve(*v.run, cx.xkey, "val_loss");
+      auto [vx, vy] = curve(*v.run, cx.xkey, metric::val_loss);
       if (any_finite(vy)) {
         svg::Series sv = line(v.label + " (validation)", vx, vy, v.color);
         sv.dashed = true;
@@ -416,7 +417,7 @@ struct Builder {
         it = groups.end() - 1;
       }
       const double lr = v->cfg.at("optim.lr").get<double>();
-      const double final_loss = number_or_nan(v->run->metrics.back(), "loss");
+      const double final_loss = number_or_nan(v->run->metrics.back(), metric::loss);
       it->points.emplace_back(lr, failed_status(v->run->status) ? kNaN : final_loss);
       if (failed_status(v->run->status)) it->failures.emplace_back(lr, v->run->status);
     }
@@ -454,7 +455,7 @@ struct Builder {
       svg::Series s = line(v.label, {}, array_values(rec->at(key)), v.color);
       for (std::size_t i = 0; i < s.y.size(); ++i) s.x.push_back(i * x_per_index);
       s.markers = s.y.size() <= 24;
-      steps.insert(number_or_nan(*rec, "step"));
+      steps.insert(number_or_nan(*rec, metric::step));
       f.chart.series.push_back(std::move(s));
     }
     f.chart.subtitle = steps.size() == 1 ? fmt::format("last diagnostics record (step {})", value_text(*steps.begin()))
@@ -500,7 +501,7 @@ struct Builder {
                       &GradflowResult::grad_norm_layer, "layer", "gradient norm",
                       "L2 norm of the loss gradient with respect to each block's parameters, per layer, at "
                       "initialization or after the study's training steps (gradflow.json).");
-    by_depth_runs("grad_norm_layers_runs", "Gradient norm by layer (runs)", "grad_norm_block", "layer",
+    by_depth_runs("grad_norm_layers_runs", "Gradient norm by layer (runs)", metric::grad_norm_block, "layer",
                   "gradient norm", 1.0,
                   "L2 norm of the gradient of each block's parameters (grad_norm_block) in the last "
                   "diagnostics record of each run.");
@@ -508,21 +509,21 @@ struct Builder {
                       "depth (0 = embedding, l = after block l)", "hidden-state RMS",
                       "Root mean square of the hidden state after the embedding and after each block, at "
                       "initialization (gradflow.json).");
-    by_depth_runs("resid_rms_runs", "Residual RMS by depth (runs)", "resid_rms",
+    by_depth_runs("resid_rms_runs", "Residual RMS by depth (runs)", metric::resid_rms,
                   "depth in blocks (0 = embedding, l - 0.5 = after block l's attention, l = after block l)",
                   "residual RMS", 0.5,
                   "Root mean square of the residual stream at each sublayer boundary (resid_rms) in the last "
                   "diagnostics record of each run.");
-    over_training("grad_norm", "Gradient norm over training", "grad_norm", "global gradient norm", true, as_number,
+    over_training("grad_norm", "Gradient norm over training", metric::grad_norm, "global gradient norm", true, as_number,
                   "Global L2 norm of the gradient before clipping, at each logged step.",
                   "no run has metrics with grad_norm");
-    over_training("attn_max_logit", "Max attention logit over training", "attn_max_logit",
+    over_training("attn_max_logit", "Max attention logit over training", metric::attn_max_logit,
                   "max attention logit (over layers)", true, finite_max,
                   "Largest pre-softmax attention logit over all layers and heads (max of attn_max_logit) at "
                   "each diagnostics step. Growth without bound is the attention-logit instability that "
                   "QK-Norm and soft-capping address.",
                   "no run has diagnostics (train with --set diag.interval=N)");
-    over_training("log_z", "Output log Z over training", "log_z_mean", "mean log Z", false, as_number,
+    over_training("log_z", "Output log Z over training", metric::log_z_mean, "mean log Z", false, as_number,
                   "Mean log-partition function log Z = logsumexp(logits) of the output softmax (log_z_mean). "
                   "z-loss pushes it toward 0; drift signals output-logit growth.",
                   "no run has metrics with log_z_mean");
@@ -556,13 +557,13 @@ std::string runs_table(const Context& cx) {
   o += "</tr></thead><tbody>\n";
   for (const auto& v : cx.runs) {
     const RunInput& r = *v.run;
-    const std::string steps = r.metrics.empty() ? "\u2014" : value_text(r.metrics.back().value("step", json()));
+    const std::string steps = r.metrics.empty() ? "\u2014" : value_text(r.metrics.back().value(metric::step, json()));
     o += fmt::format(
         "<tr><td title=\"{}\"><span class=\"sw\" style=\"background:{}\"></span>{}</td><td class=\"st {}\">{}</td>"
         "<td>{}</td><td>{}</td><td>{}</td>",
         h(r.dir), v.color, h(r.name), h(r.status), r.status.empty() ? "\u2014" : h(r.status), h(steps),
-        r.metrics.empty() ? "\u2014" : number_cell(number_or_nan(r.metrics.back(), "loss")),
-        last_number(r, "val_loss"));
+        r.metrics.empty() ? "\u2014" : number_cell(number_or_nan(r.metrics.back(), metric::loss)),
+        last_number(r, metric::val_loss));
     for (const auto& k : cols) {
       const auto it = v.cfg.find(k);
       o += fmt::format("<td{}>{}</td>", diff.contains(k) ? " class=\"diff\"" : "",
@@ -598,7 +599,7 @@ std::string inputs_table(const ReportInputs& in) {
   for (const auto& r : in.runs) {
     if (!r.sweep.empty()) continue;
     std::size_t diag = 0;
-    for (const auto& rec : r.metrics) diag += rec.contains("grad_norm_block");
+    for (const auto& rec : r.metrics) diag += rec.contains(metric::grad_norm_block);
     o += fmt::format("<tr><td>{}</td><td>run</td><td>{} records{}{}</td></tr>\n", h(r.dir), r.metrics.size(),
                      diag ? fmt::format(", {} with diagnostics", diag) : "", r.config ? "" : ", no usable config");
   }

@@ -6,18 +6,12 @@
 #pragma once
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "normlab/config.h"
 
 namespace normlab {
-
-template <class T>
-class Transformer;
-template <class T>
-class AdamW;
 
 // Everything besides weights and moments that an exact resume needs.
 struct TrainingState {
@@ -32,12 +26,6 @@ struct TrainingState {
 nlohmann::json to_json(const TrainingState& s);
 TrainingState training_state_from_json(const nlohmann::json& j);
 
-// Writes checkpoints/step_<step>/ atomically, moves `latest`, keeps the newest `keep` folders.
-// Returns the folder written.
-std::string save_checkpoint(const std::string& run_dir, const Config& cfg,
-                            const Transformer<float>& model, const AdamW<float>& opt,
-                            const TrainingState& state, int keep);
-
 // The folder `latest` points to. Throws FormatError when the run has no complete checkpoint.
 std::string latest_checkpoint(const std::string& run_dir);
 
@@ -47,10 +35,5 @@ std::string resolve_checkpoint(const std::string& path);
 
 // The config stored in a checkpoint's model.safetensors metadata.
 Config checkpoint_config(const std::string& ckpt_dir);
-
-// Loads weights (and, when given, moments and state) from a checkpoint folder. All-or-nothing:
-// throws FormatError naming the tensor or field that does not match, leaving the model as it was.
-void load_checkpoint(const std::string& ckpt_dir, Transformer<float>& model, AdamW<float>* opt,
-                     TrainingState* state);
 
 }  // namespace normlab

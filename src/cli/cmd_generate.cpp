@@ -8,6 +8,7 @@
 #include "normlab/checkpoint.h"
 #include "normlab/data.h"
 #include "normlab/errors.h"
+#include "train/checkpoint.h"
 
 namespace normlab::cli {
 

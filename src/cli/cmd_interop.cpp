@@ -12,6 +12,7 @@
 #include "normlab/config_file.h"
 #include "normlab/errors.h"
 #include "normlab/trainer.h"
+#include "train/checkpoint.h"
 #include "train/optimizer.h"
 
 namespace fs = std::filesystem;

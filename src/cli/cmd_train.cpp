@@ -11,7 +11,7 @@
 #include "normlab/config_file.h"
 #include "normlab/errors.h"
 #include "normlab/trainer.h"
-#include "dist/communicator.h"
+#include "normlab/communicator.h"
 
 namespace normlab::cli {
 

@@ -1,4 +1,4 @@
-#include "dist/communicator.h"
+#include "normlab/communicator.h"
 
 #include <cstdlib>
 #include <cstring>

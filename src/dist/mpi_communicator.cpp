@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "dist/communicator.h"
+#include "normlab/communicator.h"
 #include "normlab/errors.h"
 
 namespace normlab {

@@ -13,7 +13,7 @@
 #include "train/optimizer.h"
 #include "train/schedule.h"
 #include "train/step.h"
-#include "dist/communicator.h"
+#include "normlab/communicator.h"
 
 namespace normlab {
 

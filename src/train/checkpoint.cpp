@@ -15,6 +15,7 @@
 #include "normlab/config_file.h"
 #include "normlab/errors.h"
 #include "normlab/safetensors.h"
+#include "train/checkpoint.h"
 #include "train/optimizer.h"
 
 namespace fs = std::filesystem;

@@ -6,6 +6,7 @@
 #include "normlab/checkpoint.h"
 #include "normlab/data.h"
 #include "normlab/errors.h"
+#include "train/checkpoint.h"
 #include "train/step.h"
 
 namespace normlab {

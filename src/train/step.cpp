@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "dist/communicator.h"
+#include "normlab/communicator.h"
 #include "normlab/data.h"
 #include "train/optimizer.h"
 

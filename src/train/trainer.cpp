@@ -10,13 +10,14 @@
 #include <fmt/format.h>
 
 #include "diag/diagnostics.h"
-#include "dist/communicator.h"
+#include "normlab/communicator.h"
 #include "io/metrics.h"
 #include "model/transformer.h"
 #include "normlab/config_file.h"
 #include "normlab/data.h"
 #include "normlab/errors.h"
 #include "tensor/threading.h"
+#include "train/checkpoint.h"
 #include "train/guard.h"
 #include "train/optimizer.h"
 #include "train/schedule.h"

@@ -6,6 +6,7 @@
 
 #include "model/transformer.h"
 #include "normlab/checkpoint.h"
+#include "train/checkpoint.h"
 #include "train/optimizer.h"
 
 using namespace normlab;

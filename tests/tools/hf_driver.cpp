@@ -16,6 +16,7 @@
 #include "normlab/checkpoint.h"
 #include "normlab/errors.h"
 #include "normlab/safetensors.h"
+#include "train/checkpoint.h"
 
 using namespace normlab;
 

@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-#include "dist/communicator.h"
+#include "normlab/communicator.h"
 #include "model/transformer.h"
 #include "normlab/data.h"
 #include "train/guard.h"

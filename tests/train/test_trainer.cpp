@@ -13,6 +13,7 @@
 #include "normlab/evaluate.h"
 #include "normlab/safetensors.h"
 #include "normlab/trainer.h"
+#include "train/checkpoint.h"
 #include "train/schedule.h"
 
 namespace fs = std::filesystem;

@@ -1,6 +1,6 @@
 // The data-parallel communicator: a small interface with a single-process implementation (always
 // built) and an MPI one (built with -DNORMLAB_MPI=ON, used when the process was started by
-// mpirun). The trainer sees only this interface.
+// mpirun). The trainer sees only this interface; a Trainer can be given one (tests inject theirs).
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -1,0 +1,291 @@
+// TOML, JSON and `section.key=value` front ends of the typed configuration (see config_file.h).
+//
+// Everything here is driven by one table of keys, `key_table()`: each entry names a field once (the
+// section and key names are the stringified member names, so they cannot drift) and knows how to
+// read it into a neutral `Scalar` and write a `Scalar` back with type checks. Parsing, overrides,
+// the TOML dump, JSON, the key list and the "did you mean" suggestions all iterate that table.
+#include "normlab/config_file.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <system_error>
+#include <variant>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <toml++/toml.h>
+
+#include "config/keys.h"
+#include "data/text_check.h"
+#include "normlab/errors.h"
+
+namespace normlab {
+
+using namespace keytab;
+
+namespace {
+
+// ---- Reading ----------------------------------------------------------------------------------
+
+// Accumulates a config and every problem met while reading it.
+struct Reader {
+  Config cfg;
+  std::vector<std::string> problems;
+
+  void problem(std::string_view where, std::string message) {
+    problems.push_back(fmt::format("{}{}", where, message));
+  }
+  void unknown_section(std::string_view where, std::string_view name) {
+    problem(where,
+            fmt::format("unknown section '{}'{}", name, did_you_mean(nearest_section(name))));
+  }
+  void unknown_key(std::string_view where, std::string_view section, std::string_view name) {
+    const std::string full =
+        section.empty() ? std::string(name) : fmt::format("{}.{}", section, name);
+    problem(where,
+            fmt::format("unknown key '{}'{}", full, did_you_mean(nearest_key(section, name))));
+  }
+  // `v` empty: the value is not a scalar, `got` says what it is instead.
+  void set(std::string_view where, const KeySpec& k, const std::optional<Scalar>& v,
+           std::string_view got = {}) {
+    if (!v) return problem(where, fmt::format("{}: expected {}, got {}", k.full, expected(k), got));
+    if (const auto err = k.set(cfg, *v)) problem(where, fmt::format("{}: {}", k.full, *err));
+  }
+  // Adds the validation errors of what was read and throws if anything at all went wrong.
+  Config finish() {
+    auto invalid = validation_errors(cfg);
+    problems.insert(problems.end(), invalid.begin(), invalid.end());
+    if (!problems.empty()) throw ConfigError(std::move(problems));
+    return std::move(cfg);
+  }
+};
+
+std::optional<Scalar> scalar_from_toml(const toml::node& n) {
+  if (const auto* p = n.as_integer()) return Scalar(p->get());
+  if (const auto* p = n.as_floating_point()) return Scalar(p->get());
+  if (const auto* p = n.as_boolean()) return Scalar(p->get());
+  if (const auto* p = n.as_string()) return Scalar(p->get());
+  return std::nullopt;
+}
+
+std::string_view toml_type_name(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::table: return "a table";
+    case toml::node_type::array: return "an array";
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a float";
+    case toml::node_type::boolean: return "a boolean";
+    case toml::node_type::date: return "a date";
+    case toml::node_type::time: return "a time";
+    case toml::node_type::date_time: return "a date-time";
+    case toml::node_type::none: break;
+  }
+  return "nothing";
+}
+
+toml::source_index line_of(const toml::key& key, const toml::node& node) {
+  return key.source().begin.line != 0 ? key.source().begin.line : node.source().begin.line;
+}
+
+void read_toml(Reader& r, const toml::table& root, std::string_view source) {
+  // toml++ tables are ordered by key name; visit entries in document order so that the problems
+  // come out in the order of the file's lines.
+  struct Entry {
+    toml::source_index line;
+    std::string_view section;
+    const toml::key* key;  // null: the section entry itself
+    const toml::node* node;
+  };
+  std::vector<Entry> entries;
+  for (const auto& [section_key, section_node] : root) {
+    const std::string_view section = section_key.str();
+    const auto* table = section_node.as_table();
+    if (is_section(section) && table != nullptr) {
+      for (const auto& [key, node] : *table)
+        entries.push_back({line_of(key, node), section, &key, &node});
+    } else {
+      entries.push_back({line_of(section_key, section_node), section, nullptr, &section_node});
+    }
+  }
+  std::stable_sort(entries.begin(), entries.end(),
+                   [](const Entry& a, const Entry& b) { return a.line < b.line; });
+
+  for (const Entry& e : entries) {
+    const std::string where = fmt::format("{}:{}: ", source, e.line);
+    if (e.key != nullptr) {
+      if (const KeySpec* k = find_key(e.section, e.key->str()))
+        r.set(where, *k, scalar_from_toml(*e.node), toml_type_name(*e.node));
+      else
+        r.unknown_key(where, e.section, e.key->str());
+    } else if (is_section(e.section)) {
+      r.problem(where, fmt::format("'{}' must be a table of keys ([{}]), got {}", e.section,
+                                   e.section, toml_type_name(*e.node)));
+    } else if (e.node->is_table()) {
+      r.unknown_section(where, e.section);
+    } else {
+      // A bare `n_layer = 2` outside any section reads as a misplaced key.
+      r.unknown_key(where, "", e.section);
+    }
+  }
+}
+
+std::string_view trim(std::string_view s) {
+  const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  while (!s.empty() && space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// An override value is read as a TOML value (so `1e-3`, `true`, `"a b"` mean what they mean in a
+// file); text that is not one (`peri`, `/data/corpus.txt`) is taken as a bare string. For string
+// and enum keys only quoted text goes through TOML, so a path such as `123` stays a string.
+Scalar scalar_from_override(const KeySpec& k, std::string_view text) {
+  const bool textual = k.kind == Kind::string || k.kind == Kind::enumeration;
+  if (textual && (text.empty() || (text.front() != '"' && text.front() != '\'')))
+    return std::string(text);
+  try {
+    const toml::table t = toml::parse(fmt::format("v = {}", text), std::string_view("override"));
+    if (t.size() == 1)
+      if (const toml::node* n = t.get("v"))
+        if (auto s = scalar_from_toml(*n)) return *s;
+  } catch (const toml::parse_error&) {
+  }
+  return std::string(text);
+}
+
+void read_override(Reader& r, std::string_view text) {
+  const std::string where = fmt::format("override '{}': ", text);
+  const auto eq = text.find('=');
+  if (eq == std::string_view::npos)
+    return r.problem(where, "expected section.key=value (no '=')");
+  const std::string_view key = trim(text.substr(0, eq));
+  const std::string_view value = trim(text.substr(eq + 1));
+  if (key.empty()) return r.problem(where, "expected section.key=value (empty key)");
+  const auto dot = key.find('.');
+  if (dot == std::string_view::npos) return r.unknown_key(where, "", key);
+  const std::string_view section = key.substr(0, dot), name = key.substr(dot + 1);
+  if (!is_section(section)) return r.unknown_section(where, section);
+  const KeySpec* k = find_key(section, name);
+  if (k == nullptr) return r.unknown_key(where, section, name);
+  if (value.empty() && k->kind != Kind::string)
+    return r.problem(where, fmt::format("{}: missing value, expected {}", k->full, expected(*k)));
+  r.set(where, *k, scalar_from_override(*k, value));
+}
+
+void read_overrides(Reader& r, const std::vector<std::string>& overrides) {
+  for (const auto& o : overrides) read_override(r, o);
+}
+
+std::optional<Scalar> scalar_from_json(const nlohmann::json& j) {
+  if (j.is_boolean()) return Scalar(j.get<bool>());
+  if (j.is_number_unsigned()) return Scalar(j.get<std::uint64_t>());
+  if (j.is_number_integer()) return Scalar(j.get<std::int64_t>());
+  if (j.is_number_float()) return Scalar(j.get<double>());
+  if (j.is_string()) return Scalar(j.get<std::string>());
+  return std::nullopt;
+}
+
+std::string json_type_name(const nlohmann::json& j) {
+  if (j.is_null()) return "null";
+  if (j.is_array()) return "an array";
+  if (j.is_object()) return "an object";
+  return j.type_name();
+}
+
+}  // namespace
+
+Config parse_config(std::string_view toml_text, std::string_view source_name,
+                    const std::vector<std::string>& overrides) {
+  Reader r;
+  try {
+    const toml::table root = toml::parse(toml_text, source_name);
+    read_toml(r, root, source_name);
+  } catch (const toml::parse_error& e) {
+    // The document is unusable; still report the overrides' and defaults' problems with it.
+    const auto& at = e.source().begin;
+    r.problem(fmt::format("{}:{}:{}: ", source_name, at.line, at.column),
+              fmt::format("TOML syntax error: {}", e.description()));
+  }
+  read_overrides(r, overrides);
+  return r.finish();
+}
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  if (path.empty()) return parse_config("", "<defaults>", overrides);
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw ConfigError({fmt::format("cannot read config file '{}': it is a directory", path)});
+  errno = 0;
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  if (in) text << in.rdbuf();
+  if (!in || in.bad())
+    throw ConfigError({fmt::format("cannot read config file '{}': {}", path,
+                                   errno != 0 ? std::generic_category().message(errno)
+                                              : std::string("read failed"))});
+  return parse_config(text.str(), path, overrides);
+}
+
+std::string dump_config_toml(const Config& c) {
+  std::string out = "# normlab configuration, fully resolved: every key with its value.\n";
+  std::string_view section;
+  for (const auto& k : key_table()) {
+    if (k.section != section) {
+      section = k.section;
+      out += fmt::format("\n[{}]\n", section);
+    }
+    out += fmt::format("{} = {}", k.name, toml_text(k.get(c)));
+    if (k.kind == Kind::enumeration) out += fmt::format("  # {}", fmt::join(k.allowed, " | "));
+    out += '\n';
+  }
+  return out;
+}
+
+nlohmann::json config_to_json(const Config& c) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& k : key_table()) {
+    std::visit([&](const auto& x) { j[k.section][k.name] = x; }, k.get(c));
+  }
+  return j;
+}
+
+Config config_from_json(const nlohmann::json& j) {
+  Reader r;
+  const std::string_view where = "json: ";
+  if (!j.is_object()) {
+    r.problem(where, fmt::format("expected an object of sections, got {}", json_type_name(j)));
+    throw ConfigError(std::move(r.problems));
+  }
+  for (const auto& [section, body] : j.items()) {
+    if (!is_section(section)) {
+      if (body.is_object()) r.unknown_section(where, section);
+      else r.unknown_key(where, "", section);
+      continue;
+    }
+    if (!body.is_object()) {
+      r.problem(where, fmt::format("'{}' must be an object of keys, got {}", section,
+                                   json_type_name(body)));
+      continue;
+    }
+    for (const auto& [name, value] : body.items()) {
+      if (const KeySpec* k = find_key(section, name))
+        r.set(where, *k, scalar_from_json(value), json_type_name(value));
+      else
+        r.unknown_key(where, section, name);
+    }
+  }
+  return r.finish();
+}
+
+std::vector<std::string> config_keys() {
+  std::vector<std::string> out;
+  for (const auto& k : key_table()) out.push_back(k.full);
+  return out;
+}
+
+}  // namespace normlab

@@ -1,0 +1,53 @@
+// The configuration's key table (private to src/config): one entry per `section.key`, bound to its
+// field of Config, with the conversions the TOML, JSON and override front ends share, and the
+// suggestions for unknown names. See keys.cpp.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "normlab/config.h"
+
+namespace normlab::keytab {
+
+// A value as it arrives from TOML, JSON or an override, before it is checked against its key.
+using Scalar = std::variant<bool, std::int64_t, std::uint64_t, double, std::string>;
+
+enum class Kind { integer, unsigned_integer, floating, boolean, string, enumeration };
+
+struct KeySpec {
+  std::string section;  // "model"
+  std::string name;     // "n_layer"
+  std::string full;     // "model.n_layer"
+  Kind kind;
+  std::span<const std::string_view> allowed;  // enum names; empty unless kind == enumeration
+  std::function<Scalar(const Config&)> get;
+  // Stores `v` into the field, or leaves the config untouched and says what is wrong with `v`.
+  std::function<std::optional<std::string>(Config&, const Scalar&)> set;
+};
+
+// TOML text of a value ("2.0", "\"peri\"", "true").
+std::string toml_text(const Scalar& v);
+// What a key accepts, for messages ("a positive integer", "one of: post, pre, ...").
+std::string expected(const KeySpec& k);
+
+// Every key, in the order of the structs.
+const std::vector<KeySpec>& key_table();
+std::vector<std::string_view> section_names();
+bool is_section(std::string_view name);
+const KeySpec* find_key(std::string_view section, std::string_view name);
+
+// Suggestions: optimal string alignment distance, whether it is close enough to suggest, and
+// " (did you mean 'x'?)" or nothing.
+std::size_t edit_distance(std::string_view a, std::string_view b);
+bool close_enough(std::size_t distance, std::string_view query);
+std::string did_you_mean(const std::optional<std::string>& s);
+std::optional<std::string> nearest_key(std::string_view section, std::string_view name);
+std::optional<std::string> nearest_section(std::string_view name);
+
+}  // namespace normlab::keytab

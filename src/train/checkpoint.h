@@ -1,0 +1,23 @@
+// Saving and loading checkpoints of the model and optimizer (the layout and the guarantees are in
+// include/normlab/checkpoint.h; this is the part that needs the engine's types).
+#pragma once
+#include <string>
+
+#include "model/transformer.h"
+#include "normlab/checkpoint.h"
+#include "train/optimizer.h"
+
+namespace normlab {
+
+// Writes checkpoints/step_<step>/ atomically, moves `latest`, keeps the newest `keep` folders.
+// Returns the folder written.
+std::string save_checkpoint(const std::string& run_dir, const Config& cfg,
+                            const Transformer<float>& model, const AdamW<float>& opt,
+                            const TrainingState& state, int keep);
+
+// Loads weights (and, when given, moments and state) from a checkpoint folder. All-or-nothing:
+// throws FormatError naming the tensor or field that does not match, leaving the model as it was.
+void load_checkpoint(const std::string& ckpt_dir, Transformer<float>& model, AdamW<float>* opt,
+                     TrainingState* state);
+
+}  // namespace normlab

@@ -26,12 +26,11 @@ void add_compare(CLI::App& app, Action& action) {
   cmd->add_option("--out,-o", o->out, "Directory for the runs and summary.{json,md}")->capture_default_str();
   cmd->add_option("--placements", o->placements, "Placements to compare")
       ->delimiter(',')
-      ->check(CLI::IsMember({"post", "pre", "peri", "reordered", "deepnorm", "mix"}));
+      ->check(one_of<Placement>());
   cmd->callback([&action, o] {
     action = [o] {
       const Config cfg = o->cfg.load();
-      std::vector<Placement> ps;
-      for (const auto& s : o->placements) ps.push_back(*enum_from_string<Placement>(s));
+      const std::vector<Placement> ps = parse_enums<Placement>(o->placements);
       install_stop_signals();
       StatusLine status(stdout);
       TrainHooks hooks;

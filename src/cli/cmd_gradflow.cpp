@@ -25,12 +25,12 @@ void add_gradflow(CLI::App& app, Action& action) {
   auto o = std::make_shared<Opts>();
   o->cfg.add_to(cmd);
   cmd->add_option("--placements", o->placements, "Placements")->delimiter(',')
-      ->check(CLI::IsMember({"post", "pre", "peri", "reordered", "deepnorm", "mix"}))->capture_default_str();
+      ->check(one_of<Placement>())->capture_default_str();
   cmd->add_option("--layers", o->depths, "Depths L")->delimiter(',')->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--init", o->inits,
                   "Initialisations: gpt2 = normal(0, model.init_std) with 1/sqrt(2L) residual "
                   "scaling, normal = without it, xavier = Xavier uniform (original Transformer)")
-      ->delimiter(',')->check(CLI::IsMember({"gpt2", "normal", "xavier"}))->capture_default_str();
+      ->delimiter(',')->check(one_of<InitKind>())->capture_default_str();
   cmd->add_option("--batches", o->batches, "Batches averaged over")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--steps", o->steps, "Train this many steps first (0 = at initialisation)")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
@@ -41,8 +41,8 @@ void add_gradflow(CLI::App& app, Action& action) {
     action = [o] {
       const Config base = o->cfg.load();
       GradflowSettings s;
-      for (const auto& p : o->placements) s.placements.push_back(*enum_from_string<Placement>(p));
-      for (const auto& i : o->inits) s.inits.push_back(*enum_from_string<InitKind>(i));
+      s.placements = parse_enums<Placement>(o->placements);
+      s.inits = parse_enums<InitKind>(o->inits);
       s.depths = o->depths;
       s.batches = o->batches;
       s.train_steps = o->steps;

@@ -33,6 +33,22 @@ struct ConfigOptions {
   Config load() const;  // throws ConfigError
 };
 
+// A validator accepting exactly the names of enum E (enum_names<E>()), so that help texts and
+// checks follow the enum's name table.
+template <class E>
+CLI::IsMember one_of() {
+  const auto names = enum_names<E>();
+  return CLI::IsMember(std::vector<std::string>(names.begin(), names.end()));
+}
+
+// Parses names already checked by one_of<E>().
+template <class E>
+std::vector<E> parse_enums(const std::vector<std::string>& names) {
+  std::vector<E> out;
+  for (const auto& n : names) out.push_back(*enum_from_string<E>(n));
+  return out;
+}
+
 // Exit codes.
 constexpr int kExitOk = 0;
 constexpr int kExitUsage = 2;     // bad command line or config

@@ -17,9 +17,7 @@ class TableBuilder {
   // A (out, in) matrix, init scaled by `scale` (and rows of it by `rows`).
   long weight(std::string name, std::int64_t out, std::int64_t in, ParamGroup grp, int l, int sub,
               double scale, RowScale rows = {}) {
-    ParamSpec s;
-    s.name = std::move(name);
-    s.shape = {out, in};
+    ParamSpec s = spec(std::move(name), {out, in}, grp, l, sub);
     if (cfg_.init == InitKind::xavier) {
       s.init = ParamInit::uniform;
       s.init_scale = scale * std::sqrt(6.0 / static_cast<double>(in + out));
@@ -29,23 +27,16 @@ class TableBuilder {
     }
     s.row_scale = rows;
     s.decay = true;
-    s.group = grp;
-    s.layer = l;
-    s.sublayer = sub;
     return table_.add(std::move(s));
   }
+  // A vector starting at `value` (norm gains, biases), not decayed.
   long vec(std::string name, std::int64_t n, double value, ParamGroup grp, int l, int sub,
            bool bias) {
-    ParamSpec s;
-    s.name = std::move(name);
-    s.shape = {n};
+    ParamSpec s = spec(std::move(name), {n}, grp, l, sub);
     s.init = ParamInit::constant;
     s.init_scale = value;
     s.decay = false;
     s.is_bias = bias;
-    s.group = grp;
-    s.layer = l;
-    s.sublayer = sub;
     return table_.add(std::move(s));
   }
   NormSlots norm(const std::string& name, std::int64_t n, bool layernorm, int l, int sub) {
@@ -58,17 +49,24 @@ class TableBuilder {
   }
   // An embedding-like (rows, C) matrix drawn from normal(init_std).
   long embedding(std::string name, std::int64_t rows, ParamGroup grp) {
-    ParamSpec s;
-    s.name = std::move(name);
-    s.shape = {rows, cfg_.d_model};
+    ParamSpec s = spec(std::move(name), {rows, cfg_.d_model}, grp, -1, -1);
     s.init = ParamInit::normal;
     s.init_scale = cfg_.init_std;
     s.decay = true;
-    s.group = grp;
     return table_.add(std::move(s));
   }
 
  private:
+  static ParamSpec spec(std::string name, std::vector<std::int64_t> shape, ParamGroup grp, int l,
+                        int sub) {
+    ParamSpec s;
+    s.name = std::move(name);
+    s.shape = std::move(shape);
+    s.group = grp;
+    s.layer = l;
+    s.sublayer = sub;
+    return s;
+  }
   const ModelConfig& cfg_;
   ParamTable& table_;
 };

@@ -1,12 +1,12 @@
 // `normlab import --from hf DIR --out RUN_DIR` and `normlab export --to hf RUN_DIR --out DIR`:
-// exact conversion between Hugging Face transformers checkpoints and normlab runs (src/io/hf.h).
+// exact conversion between Hugging Face transformers checkpoints and normlab runs (src/interop/hf.h).
 #include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
 
 #include "cli/commands.h"
-#include "io/hf.h"
+#include "interop/hf.h"
 #include "model/transformer.h"
 #include "normlab/checkpoint.h"
 #include "normlab/config_file.h"

@@ -11,6 +11,12 @@
 namespace normlab {
 
 enum class ParamInit { normal, uniform, constant };
+// Rows [row0, row0 + rows) of a matrix have their drawn initial values multiplied by `scale`
+// (DeepNorm's value rows of the fused wqkv, Wang et al. 2022, "DeepNet", sec. 3.2); rows = 0: none.
+struct RowScale {
+  long row0 = 0, rows = 0;
+  double scale = 1.0;
+};
 // Coarse groups for diagnostics (update ratios, grad norms) and optimizer settings.
 enum class ParamGroup { embedding, attention, mlp, norm, head };
 std::string_view to_string(ParamGroup g);
@@ -22,6 +28,7 @@ struct ParamSpec {
   long offset = 0;          // into every arena (params, grads, optimizer moments)
   ParamInit init = ParamInit::normal;
   double init_scale = 0;    // std (normal), bound (uniform) or the value (constant)
+  RowScale row_scale;       // applied after the draw, in the arena's precision
   bool decay = false;       // decoupled weight decay applies
   bool is_bias = false;
   ParamGroup group = ParamGroup::attention;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "model/param_table.h"
 #include "model/plan.h"
 #include "model/transformer.h"
 
@@ -9,8 +10,9 @@ namespace normlab {
 
 ModelSummary summarize(const ModelConfig& m, int batch_size) {
   ModelSummary s;
-  const Transformer<float> shape_only(m, batch_size, m.seq_len, /*allocate=*/false);
-  for (const ParamSpec& p : shape_only.table().specs()) {
+  const ModelPlan plan = build_plan(m);
+  const ParamLayout layout = build_param_table(m, plan);
+  for (const ParamSpec& p : layout.table.specs()) {
     s.params += p.numel;
     s.params_by_group[std::string(to_string(p.group))] += p.numel;
     if (p.shape.size() == 2 && p.name != "pos_emb.weight" &&
@@ -19,9 +21,9 @@ ModelSummary summarize(const ModelConfig& m, int batch_size) {
   }
   s.train_flops_per_token =
       6.0 * s.matmul_params + 12.0 * m.n_layer * static_cast<double>(m.seq_len) * m.d_model;
-  s.activation_bytes = shape_only.activation_elements() * static_cast<long>(sizeof(float));
+  s.activation_bytes = Transformer<float>::activation_elements(m, batch_size, m.seq_len) *
+                       static_cast<long>(sizeof(float));
   s.param_state_bytes = 4L * s.params * static_cast<long>(sizeof(float));
-  const ModelPlan& plan = shape_only.plan();
   for (std::size_t l = 0; l < plan.blocks.size(); ++l)
     s.plan.push_back(fmt::format("block {:>3}: attn  {}   |   mlp  {}", l,
                                  describe(plan.blocks[l].attn), describe(plan.blocks[l].mlp)));

@@ -89,7 +89,15 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
     : cfg_(cfg), plan_(build_plan(cfg)), maxB_(max_batch), maxT_(max_seq) {
   NL_CHECK(max_batch > 0 && max_seq > 0 && max_seq <= cfg.seq_len,
            "batch {} x seq {} does not fit model.seq_len = {}", max_batch, max_seq, cfg.seq_len);
-  build_table();
+  {
+    ParamLayout layout = build_param_table(cfg_, plan_);
+    table_ = std::move(layout.table);
+    tok_emb_ = layout.slots.tok_emb;
+    pos_emb_ = layout.slots.pos_emb;
+    lm_head_ = layout.slots.lm_head;
+    final_norm_ = layout.slots.final_norm;
+    blocks_ = std::move(layout.slots.blocks);
+  }
   if (allocate) {
     params_.assign(table_.total(), T(0));
     grads_.assign(table_.total(), T(0));
@@ -207,132 +215,10 @@ void Transformer<T>::alloc_norm(NormCache& c, bool present, long rows, int width
   c.rstd = alloc(rows);
 }
 
-// ---------------------------------------------------------------------------------------------
-// Parameter table
-
-template <class T>
-void Transformer<T>::build_table() {
-  const int C = cfg_.d_model, D = cfg_.head_dim(), F = cfg_.d_ff, V = cfg_.vocab_size,
-            L = cfg_.n_layer;
-  const double std0 = cfg_.init_std;
-  const bool xavier = cfg_.init == InitKind::xavier;
-  // Residual output projections: GPT-2 scales by 1/sqrt(2L); DeepNorm by beta instead.
-  double out_scale = 1.0;
-  if (plan_.deepnorm_beta > 0)
-    out_scale = plan_.deepnorm_beta;
-  else if (cfg_.init == InitKind::gpt2)
-    out_scale = 1.0 / std::sqrt(2.0 * L);
-
-  auto weight = [&](std::string name, std::int64_t out, std::int64_t in, ParamGroup grp, int l,
-                    int sub, double scale) {
-    ParamSpec s;
-    s.name = std::move(name);
-    s.shape = {out, in};
-    if (xavier) {
-      s.init = ParamInit::uniform;
-      s.init_scale = scale * std::sqrt(6.0 / static_cast<double>(in + out));
-    } else {
-      s.init = ParamInit::normal;
-      s.init_scale = scale * std0;
-    }
-    s.decay = true;
-    s.group = grp;
-    s.layer = l;
-    s.sublayer = sub;
-    return table_.add(std::move(s));
-  };
-  auto vec = [&](std::string name, std::int64_t n, double value, ParamGroup grp, int l, int sub,
-                 bool bias) {
-    ParamSpec s;
-    s.name = std::move(name);
-    s.shape = {n};
-    s.init = ParamInit::constant;
-    s.init_scale = value;
-    s.decay = false;
-    s.is_bias = bias;
-    s.group = grp;
-    s.layer = l;
-    s.sublayer = sub;
-    return table_.add(std::move(s));
-  };
-  const double gain0 = 1.0 - cfg_.norm_gain_offset;  // so that (offset + w) starts at 1
-  auto norm = [&](const std::string& name, std::int64_t n, bool layernorm, int l, int sub) {
-    NormSlots ns;
-    ns.w = vec(name + ".weight", n, gain0, ParamGroup::norm, l, sub, false);
-    if (layernorm && cfg_.norm_bias) ns.b = vec(name + ".bias", n, 0.0, ParamGroup::norm, l, sub, true);
-    return ns;
-  };
-  const bool ln = cfg_.norm == NormKind::layernorm;
-
-  {
-    ParamSpec s;
-    s.name = "tok_emb.weight";
-    s.shape = {V, C};
-    s.init = ParamInit::normal;
-    s.init_scale = std0;
-    s.decay = true;
-    s.group = ParamGroup::embedding;
-    tok_emb_ = table_.add(s);
-    if (cfg_.pos == PosKind::learned) {
-      s.name = "pos_emb.weight";
-      s.shape = {cfg_.seq_len, C};
-      pos_emb_ = table_.add(s);
-    }
-  }
-  blocks_.assign(L, {});
-  for (int l = 0; l < L; ++l) {
-    const std::string pre = fmt::format("blocks.{}.", l);
-    const BlockPlan& bp = plan_.blocks[l];
-    auto res_norms = [&](SublayerSlots& rs, const SublayerPlan& pl, const std::string& base, int sub) {
-      if (pl.norm_in) rs.norm_in = norm(base + "norm_in", C, ln, l, sub);
-      if (pl.norm_out) rs.norm_out = norm(base + "norm_out", C, ln, l, sub);
-      if (pl.norm_after_add) rs.norm_post = norm(base + "norm_post", C, ln, l, sub);
-    };
-    AttnSlots& at = blocks_[l].attn;
-    const std::string ab = pre + "attn.";
-    res_norms(at.res, bp.attn, ab, 0);
-    at.wqkv = weight(ab + "wqkv.weight", 3 * C, C, ParamGroup::attention, l, 0, 1.0);
-    if (cfg_.bias) at.bqkv = vec(ab + "wqkv.bias", 3 * C, 0.0, ParamGroup::attention, l, 0, true);
-    if (cfg_.qk_norm != QKNormKind::none) {
-      const int n = cfg_.qk_norm_scope == QKNormScope::head ? D : C;
-      const bool qln = cfg_.qk_norm == QKNormKind::layernorm;
-      at.q_norm = norm(ab + "q_norm", n, qln, l, 0);
-      at.k_norm = norm(ab + "k_norm", n, qln, l, 0);
-    }
-    at.wo = weight(ab + "wo.weight", C, C, ParamGroup::attention, l, 0, out_scale);
-    if (cfg_.bias) at.bo = vec(ab + "wo.bias", C, 0.0, ParamGroup::attention, l, 0, true);
-
-    MlpSlots& ml = blocks_[l].mlp;
-    const std::string mb = pre + "mlp.";
-    res_norms(ml.res, bp.mlp, mb, 1);
-    const int F_in = gated(cfg_.mlp) ? 2 * F : F;
-    // DeepNorm scales the MLP input projection by beta too (it is a "value-like" projection).
-    const double in_scale = plan_.deepnorm_beta > 0 ? plan_.deepnorm_beta : 1.0;
-    ml.w_in = weight(mb + "w_in.weight", F_in, C, ParamGroup::mlp, l, 1, in_scale);
-    if (cfg_.bias) ml.b_in = vec(mb + "w_in.bias", F_in, 0.0, ParamGroup::mlp, l, 1, true);
-    ml.w_out = weight(mb + "w_out.weight", C, F, ParamGroup::mlp, l, 1, out_scale);
-    if (cfg_.bias) ml.b_out = vec(mb + "w_out.bias", C, 0.0, ParamGroup::mlp, l, 1, true);
-  }
-  if (plan_.final_norm) final_norm_ = norm("final_norm", C, ln, -1, -1);
-  if (cfg_.tie_embeddings) {
-    lm_head_ = tok_emb_;
-  } else {
-    ParamSpec s;
-    s.name = "lm_head.weight";
-    s.shape = {V, C};
-    s.init = xavier ? ParamInit::uniform : ParamInit::normal;
-    s.init_scale = xavier ? std::sqrt(6.0 / (V + C)) : std0;
-    s.decay = true;
-    s.group = ParamGroup::head;
-    lm_head_ = table_.add(s);
-  }
-}
-
 template <class T>
 void Transformer<T>::init_params(std::uint64_t seed) {
   Rng rng(seed);
   std::fill(params_.begin(), params_.end(), T(0));
-  const int C = cfg_.d_model;
   for (const ParamSpec& s : table_.specs()) {
     T* w = params_.data() + s.offset;
     for (long i = 0; i < s.numel; ++i) {
@@ -342,13 +228,13 @@ void Transformer<T>::init_params(std::uint64_t seed) {
         case ParamInit::constant: w[i] = static_cast<T>(s.init_scale); break;
       }
     }
-  }
-  // DeepNorm: the value rows of wqkv get beta as well (queries and keys keep scale 1).
-  if (plan_.deepnorm_beta > 0)
-    for (auto& b : blocks_) {
-      T* wv = params_.data() + b.attn.wqkv + 2L * C * C;
-      for (long i = 0; i < static_cast<long>(C) * C; ++i) wv[i] *= static_cast<T>(plan_.deepnorm_beta);
+    const RowScale& rs = s.row_scale;
+    if (rs.rows > 0) {
+      const long cols = s.numel / s.shape[0];
+      T* r = w + rs.row0 * cols;
+      for (long i = 0; i < rs.rows * cols; ++i) r[i] *= static_cast<T>(rs.scale);
     }
+  }
 }
 
 template <class T>

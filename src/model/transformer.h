@@ -3,13 +3,14 @@
 // Dimensions, declared once: B batch, T sequence, C d_model, H heads, D = C / H head dim, F d_ff,
 // V vocab, L layers, N = B * T rows. Activations are row-major (N, C) unless noted.
 // Norm placement is interpreted from the ModelPlan (plan.h) by one residual-update routine; the
-// parameter table (params.h) is the single list of parameters.
+// parameter table (param_table.h, a function of the config and the plan) is the single list of
+// parameters.
 #pragma once
 #include <cstdint>
 #include <span>
 #include <vector>
 
-#include "model/params.h"
+#include "model/param_table.h"
 #include "model/plan.h"
 #include "normlab/config.h"
 #include "tensor/gemm_bf16.h"
@@ -39,33 +40,24 @@ struct ForwardStats {
 template <class T>
 class Transformer {
  public:
-  static constexpr long kNone = -1;
-  struct NormSlots {
-    long w = kNone, b = kNone;
-    bool present() const { return w != kNone; }
-  };
-  struct SublayerSlots {
-    NormSlots norm_in, norm_out, norm_post;
-  };
-  struct AttnSlots {
-    SublayerSlots res;
-    long wqkv = kNone, bqkv = kNone, wo = kNone, bo = kNone;
-    NormSlots q_norm, k_norm;
-  };
-  struct MlpSlots {
-    SublayerSlots res;
-    long w_in = kNone, b_in = kNone, w_out = kNone, b_out = kNone;
-  };
-  struct BlockSlots {
-    AttnSlots attn;
-    MlpSlots mlp;
-  };
+  static constexpr long kNone = kNoSlot;
+  // Arena offsets of the weights, from the parameter table (param_table.h).
+  using NormSlots = normlab::NormSlots;
+  using SublayerSlots = normlab::SublayerSlots;
+  using AttnSlots = normlab::AttnSlots;
+  using MlpSlots = normlab::MlpSlots;
+  using BlockSlots = normlab::BlockSlots;
 
   // Allocates parameters, gradients and activations for batches of up to max_batch x max_seq.
-  // With allocate = false only the sizes are computed (for `normlab info`); nothing may run.
+  // With allocate = false only the sizes are computed; nothing may run (use
+  // activation_elements(cfg, ...) rather than such an object).
   Transformer(const ModelConfig& cfg, int max_batch, int max_seq, bool allocate = true);
   // Elements of the activation arena (activations, backward scratch, head chunk buffers).
   long activation_elements() const { return arena_used_; }
+  // The same for a model of config `cfg`, without allocating anything (`normlab info`).
+  static long activation_elements(const ModelConfig& cfg, int max_batch, int max_seq) {
+    return Transformer(cfg, max_batch, max_seq, /*allocate=*/false).activation_elements();
+  }
 
   const ModelConfig& config() const { return cfg_; }
   const ModelPlan& plan() const { return plan_; }
@@ -155,7 +147,6 @@ class Transformer {
   T* alloc(long n);
   void alloc_norm(NormCache& c, bool present, long rows, int width);
 
-  void build_table();
   void embed(const int* idx, int B, int Tn);
   void body_forward(int l_begin, int l_end);
   void sublayer_forward(const SublayerPlan& pl, const SublayerSlots& sl, SublayerActs& a,

@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "io/weights.h"
+#include "interop/weights.h"
 #include "model/transformer.h"
 #include "normlab/config_file.h"
 #include "normlab/errors.h"

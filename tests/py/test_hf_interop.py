@@ -1,4 +1,4 @@
-"""normlab against Hugging Face transformers' own models (src/io/hf.h, docs/interop.md).
+"""normlab against Hugging Face transformers' own models (src/interop/hf.h, docs/interop.md).
 
 For GPT-2, Llama, Gemma 2, Gemma 3 (text) and OLMo 2: a tiny random model built from a transformers
 config (no download; norm gains randomised so they matter), saved with save_pretrained, imported

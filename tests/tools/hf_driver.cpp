@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "io/hf.h"
+#include "interop/hf.h"
 #include "model/transformer.h"
 #include "normlab/checkpoint.h"
 #include "normlab/errors.h"

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "io/weights.h"
+#include "interop/weights.h"
 #include "model/transformer.h"
 #include "normlab/config_file.h"
 #include "normlab/errors.h"

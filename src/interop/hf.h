@@ -2,8 +2,8 @@
 // (config.json + safetensors) into a normlab config and parameter arena, and export a normlab
 // model as a directory that `transformers.AutoModelForCausalLM.from_pretrained` loads.
 //
-// Only exact mappings are made. Each supported family is a fixed point in normlab's option space
-// (docs/interop.md has the table):
+// Only exact mappings are made. Each supported family is a fixed point in normlab's option space,
+// described by one data record in hf_families.cpp (docs/interop.md has the table):
 //   gpt2        pre,       layernorm + bias, gelu_tanh (gelu_new) or gelu, learned positions
 //   llama       pre,       rmsnorm, swiglu (silu) or geglu (gelu_pytorch_tanh), rope
 //   gemma2      peri,      rmsnorm with gain (1 + w), geglu, rope, embeddings * sqrt(C),

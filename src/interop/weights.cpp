@@ -1,4 +1,4 @@
-#include "io/weights.h"
+#include "interop/weights.h"
 
 #include <algorithm>
 #include <set>

@@ -1,0 +1,147 @@
+#include "model/param_table.h"
+
+#include <cmath>
+#include <string>
+
+#include <fmt/format.h>
+
+namespace normlab {
+
+namespace {
+
+// Declares the parameters of one model into a table, returning their slots.
+class TableBuilder {
+ public:
+  TableBuilder(const ModelConfig& cfg, ParamTable& table) : cfg_(cfg), table_(table) {}
+
+  // A (out, in) matrix, init scaled by `scale` (and rows of it by `rows`).
+  long weight(std::string name, std::int64_t out, std::int64_t in, ParamGroup grp, int l, int sub,
+              double scale, RowScale rows = {}) {
+    ParamSpec s = spec(std::move(name), {out, in}, grp, l, sub);
+    if (cfg_.init == InitKind::xavier) {
+      s.init = ParamInit::uniform;
+      s.init_scale = scale * std::sqrt(6.0 / static_cast<double>(in + out));
+    } else {
+      s.init = ParamInit::normal;
+      s.init_scale = scale * cfg_.init_std;
+    }
+    s.row_scale = rows;
+    s.decay = true;
+    return table_.add(std::move(s));
+  }
+  // A vector starting at `value` (norm gains, biases), not decayed.
+  long vec(std::string name, std::int64_t n, double value, ParamGroup grp, int l, int sub,
+           bool bias) {
+    ParamSpec s = spec(std::move(name), {n}, grp, l, sub);
+    s.init = ParamInit::constant;
+    s.init_scale = value;
+    s.decay = false;
+    s.is_bias = bias;
+    return table_.add(std::move(s));
+  }
+  NormSlots norm(const std::string& name, std::int64_t n, bool layernorm, int l, int sub) {
+    NormSlots ns;
+    const double gain0 = 1.0 - cfg_.norm_gain_offset;  // so that (offset + w) starts at 1
+    ns.w = vec(name + ".weight", n, gain0, ParamGroup::norm, l, sub, false);
+    if (layernorm && cfg_.norm_bias)
+      ns.b = vec(name + ".bias", n, 0.0, ParamGroup::norm, l, sub, true);
+    return ns;
+  }
+  // An embedding-like (rows, C) matrix drawn from normal(init_std).
+  long embedding(std::string name, std::int64_t rows, ParamGroup grp) {
+    ParamSpec s = spec(std::move(name), {rows, cfg_.d_model}, grp, -1, -1);
+    s.init = ParamInit::normal;
+    s.init_scale = cfg_.init_std;
+    s.decay = true;
+    return table_.add(std::move(s));
+  }
+
+ private:
+  static ParamSpec spec(std::string name, std::vector<std::int64_t> shape, ParamGroup grp, int l,
+                        int sub) {
+    ParamSpec s;
+    s.name = std::move(name);
+    s.shape = std::move(shape);
+    s.group = grp;
+    s.layer = l;
+    s.sublayer = sub;
+    return s;
+  }
+  const ModelConfig& cfg_;
+  ParamTable& table_;
+};
+
+BlockSlots block_params(TableBuilder& tb, const ModelConfig& cfg, const BlockPlan& bp, int l,
+                        double beta, double out_scale) {
+  const int C = cfg.d_model, D = cfg.head_dim(), F = cfg.d_ff;
+  const bool ln = cfg.norm == NormKind::layernorm;
+  const std::string pre = fmt::format("blocks.{}.", l);
+  auto res_norms = [&](SublayerSlots& rs, const SublayerPlan& pl, const std::string& base,
+                       int sub) {
+    if (pl.norm_in) rs.norm_in = tb.norm(base + "norm_in", C, ln, l, sub);
+    if (pl.norm_out) rs.norm_out = tb.norm(base + "norm_out", C, ln, l, sub);
+    if (pl.norm_after_add) rs.norm_post = tb.norm(base + "norm_post", C, ln, l, sub);
+  };
+  BlockSlots b;
+  AttnSlots& at = b.attn;
+  const std::string ab = pre + "attn.";
+  res_norms(at.res, bp.attn, ab, 0);
+  // DeepNorm: the value rows of wqkv get beta (queries and keys keep scale 1).
+  const RowScale value_rows = beta > 0 ? RowScale{2L * C, C, beta} : RowScale{};
+  at.wqkv = tb.weight(ab + "wqkv.weight", 3 * C, C, ParamGroup::attention, l, 0, 1.0, value_rows);
+  if (cfg.bias) at.bqkv = tb.vec(ab + "wqkv.bias", 3 * C, 0.0, ParamGroup::attention, l, 0, true);
+  if (cfg.qk_norm != QKNormKind::none) {
+    const int n = cfg.qk_norm_scope == QKNormScope::head ? D : C;
+    const bool qln = cfg.qk_norm == QKNormKind::layernorm;
+    at.q_norm = tb.norm(ab + "q_norm", n, qln, l, 0);
+    at.k_norm = tb.norm(ab + "k_norm", n, qln, l, 0);
+  }
+  at.wo = tb.weight(ab + "wo.weight", C, C, ParamGroup::attention, l, 0, out_scale);
+  if (cfg.bias) at.bo = tb.vec(ab + "wo.bias", C, 0.0, ParamGroup::attention, l, 0, true);
+
+  MlpSlots& ml = b.mlp;
+  const std::string mb = pre + "mlp.";
+  res_norms(ml.res, bp.mlp, mb, 1);
+  const bool gated = cfg.mlp == MlpKind::swiglu || cfg.mlp == MlpKind::geglu;
+  const int F_in = gated ? 2 * F : F;
+  // DeepNorm scales the MLP input projection by beta too (it is a "value-like" projection).
+  const double in_scale = beta > 0 ? beta : 1.0;
+  ml.w_in = tb.weight(mb + "w_in.weight", F_in, C, ParamGroup::mlp, l, 1, in_scale);
+  if (cfg.bias) ml.b_in = tb.vec(mb + "w_in.bias", F_in, 0.0, ParamGroup::mlp, l, 1, true);
+  ml.w_out = tb.weight(mb + "w_out.weight", C, F, ParamGroup::mlp, l, 1, out_scale);
+  if (cfg.bias) ml.b_out = tb.vec(mb + "w_out.bias", C, 0.0, ParamGroup::mlp, l, 1, true);
+  return b;
+}
+
+}  // namespace
+
+ParamLayout build_param_table(const ModelConfig& cfg, const ModelPlan& plan) {
+  ParamLayout out;
+  ModelSlots& sl = out.slots;
+  TableBuilder tb(cfg, out.table);
+  const int C = cfg.d_model, V = cfg.vocab_size, L = cfg.n_layer;
+  // Residual output projections: GPT-2 scales by 1/sqrt(2L); DeepNorm by beta instead.
+  double out_scale = 1.0;
+  if (plan.deepnorm_beta > 0)
+    out_scale = plan.deepnorm_beta;
+  else if (cfg.init == InitKind::gpt2)
+    out_scale = 1.0 / std::sqrt(2.0 * L);
+
+  sl.tok_emb = tb.embedding("tok_emb.weight", V, ParamGroup::embedding);
+  if (cfg.pos == PosKind::learned)
+    sl.pos_emb = tb.embedding("pos_emb.weight", cfg.seq_len, ParamGroup::embedding);
+  for (int l = 0; l < L; ++l)
+    sl.blocks.push_back(block_params(tb, cfg, plan.blocks[l], l, plan.deepnorm_beta, out_scale));
+  if (plan.final_norm)
+    sl.final_norm = tb.norm("final_norm", C, cfg.norm == NormKind::layernorm, -1, -1);
+  if (cfg.tie_embeddings) {
+    sl.lm_head = sl.tok_emb;
+  } else if (cfg.init == InitKind::xavier) {
+    sl.lm_head = tb.weight("lm_head.weight", V, C, ParamGroup::head, -1, -1, 1.0);
+  } else {
+    sl.lm_head = tb.embedding("lm_head.weight", V, ParamGroup::head);
+  }
+  return out;
+}
+
+}  // namespace normlab

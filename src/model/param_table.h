@@ -1,0 +1,53 @@
+// The parameter table of a model as a function of its config and block plan: every parameter
+// declared once (name, shape, init rule, group, decay), plus the arena offsets ("slots") the
+// Transformer reads its weights from. `normlab info`, Hugging Face interop and the Transformer all
+// call build_param_table; none needs a model to know the table.
+#pragma once
+#include <vector>
+
+#include "model/params.h"
+#include "model/plan.h"
+#include "normlab/config.h"
+
+namespace normlab {
+
+inline constexpr long kNoSlot = -1;  // an absent parameter
+
+struct NormSlots {
+  long w = kNoSlot, b = kNoSlot;
+  bool present() const { return w != kNoSlot; }
+};
+struct SublayerSlots {
+  NormSlots norm_in, norm_out, norm_post;
+};
+struct AttnSlots {
+  SublayerSlots res;
+  long wqkv = kNoSlot, bqkv = kNoSlot, wo = kNoSlot, bo = kNoSlot;
+  NormSlots q_norm, k_norm;
+};
+struct MlpSlots {
+  SublayerSlots res;
+  long w_in = kNoSlot, b_in = kNoSlot, w_out = kNoSlot, b_out = kNoSlot;
+};
+struct BlockSlots {
+  AttnSlots attn;
+  MlpSlots mlp;
+};
+struct ModelSlots {
+  long tok_emb = kNoSlot, pos_emb = kNoSlot, lm_head = kNoSlot;  // lm_head = tok_emb when tied
+  NormSlots final_norm;
+  std::vector<BlockSlots> blocks;  // L
+};
+
+struct ParamLayout {
+  ParamTable table;
+  ModelSlots slots;
+};
+
+// Init rules (cfg.init): normal(init_std) or Xavier-uniform for matrices; the residual output
+// projections (wo, w_out) scaled by 1/sqrt(2L) (gpt2) or by DeepNorm's beta; with DeepNorm the
+// MLP input projection and the value rows of wqkv scaled by beta too; norm gains start so that
+// (norm_gain_offset + w) = 1, biases at 0.
+ParamLayout build_param_table(const ModelConfig& cfg, const ModelPlan& plan);
+
+}  // namespace normlab

@@ -41,6 +41,8 @@ struct Trainer::Impl {
   std::vector<float> before;  // (P) parameters before the step, on diagnostic steps only
   std::unique_ptr<MetricsWriter> metrics;
   SpikeGuard guard;
+  std::string last_rollback_ckpt;  // the checkpoint of the last rollback, and how many in a row
+  int rollbacks_to_ckpt = 0;       // went back to it
 
   Impl(Communicator& cm, const Config& c, const std::string& dir, bool resume)
       : comm(cm),
@@ -168,9 +170,17 @@ struct Trainer::Impl {
     const nlohmann::json j = to_json(ev);
     write_metrics(j);
     if (hooks.on_event && comm.is_root()) hooks.on_event(j);
-    if (d.bad_run < cfg.train.max_bad_steps) return std::nullopt;
-    return fmt::format("diverged: {} consecutive bad steps (last at step {}); last good checkpoint: {}",
-                       d.bad_run, ev.step, ev.checkpoint);
+    // Rollbacks to one checkpoint count together, good steps between them or not: a spike that
+    // comes back every time the run replays from that checkpoint would otherwise loop forever.
+    rollbacks_to_ckpt = ev.checkpoint == last_rollback_ckpt ? rollbacks_to_ckpt + 1 : 1;
+    last_rollback_ckpt = ev.checkpoint;
+    if (d.bad_run >= cfg.train.max_bad_steps)
+      return fmt::format("diverged: {} consecutive bad steps (last at step {}); last good checkpoint: {}",
+                         d.bad_run, ev.step, ev.checkpoint);
+    if (rollbacks_to_ckpt >= cfg.train.max_bad_steps)
+      return fmt::format("diverged: {} rollbacks to the same checkpoint (last at step {}); last good "
+                         "checkpoint: {}", rollbacks_to_ckpt, ev.step, ev.checkpoint);
+    return std::nullopt;
   }
 
   // Applies (or skips) the step's update and advances the training state. Returns the step's

@@ -35,7 +35,7 @@ void StatusLine::update(const StepRecord& r) {
       "step {:>6}/{} | loss {:.4f} | lr {:.2e} | grad {:.3f} | {:>7.0f} tok/s | ETA {}{}{}", r.step,
       r.total_steps, r.loss, r.lr, r.grad_norm, r.tokens_per_s, eta(per_step * (r.total_steps - r.step)),
       r.val_loss ? fmt::format(" | val {:.4f}", *r.val_loss) : std::string(),
-      r.skipped ? " | SKIPPED (non-finite)" : "");
+      !r.skipped ? "" : r.nonfinite ? " | SKIPPED (non-finite)" : " | SKIPPED (spike)");
   if (tty_) {
     fmt::print(out_, "\r\033[2K{}", line);
     dirty_ = true;

@@ -351,9 +351,13 @@ TEST_F(AtomicWrite, ChildKilledInsideTheWriteLeavesPreviousFile) {
     ASSERT_TRUE(stopped) << stop.op << " " << stop.at << ": the child never reached the stop";
     EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
     const Bytes now = read_file(path);
+    const char* found = now == old.bytes()    ? "the previous file"
+                        : now == next.bytes() ? "the new file"
+                                              : "neither the previous file nor the new one";
     EXPECT_TRUE(now == (stop.renamed ? next.bytes() : old.bytes()))
-        << "killed at " << stop.op << " " << stop.at << ": " << path << " holds " << now.size()
-        << " bytes, neither the previous file (" << old.bytes().size() << ") nor the new one";
+        << "killed at " << stop.op << " " << stop.at << ": " << path << " should hold "
+        << (stop.renamed ? "the new file" : "the previous file") << " but holds " << found << " ("
+        << now.size() << " bytes)";
     // And it reads as the file it should be.
     std::vector<float> back(1 << 16);
     SafetensorsFile::open(path).read_f32("t3", back, {{1 << 16}});

@@ -16,7 +16,8 @@
 // the tensor and the field; nothing is read out of bounds.
 //
 // The writer is atomic: it writes "<path>.tmp.<pid>", fsyncs it, renames it over the target and
-// fsyncs the directory, so `path` holds either the old file or the complete new one.
+// fsyncs the directory, so `path` holds either the old file or the complete new one
+// (src/io/atomic_file.h).
 #pragma once
 #include <cstdint>
 #include <map>

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "io/atomic_file.h"
 #include "normlab/errors.h"
 
 namespace normlab {
@@ -120,13 +121,6 @@ template <class... Args>
                               fmt::format_string<Args...> f, Args&&... args) {
   throw FormatError(fmt::format("[safetensors] {}: tensor {}: {}", file, show(tensor),
                                 fmt::format(f, std::forward<Args>(args)...)));
-}
-
-template <class... Args>
-[[noreturn]] void fail_io(std::string_view file, fmt::format_string<Args...> f, Args&&... args) {
-  const int err = errno;
-  throw Error(fmt::format("[safetensors] {}: {}: {}", file,
-                          fmt::format(f, std::forward<Args>(args)...), std::strerror(err)));
 }
 
 // Offset of the first byte that is not well-formed UTF-8 (RFC 3629: no overlong forms, no
@@ -470,19 +464,6 @@ std::vector<std::uint8_t> build_header(const std::vector<TensorToWrite>& tensors
   return out;
 }
 
-void write_all(int fd, std::span<const std::uint8_t> bytes, const std::string& path,
-               const std::string& tmp) {
-  while (!bytes.empty()) {
-    const std::size_t chunk = std::min<std::size_t>(bytes.size(), std::size_t{1} << 30);
-    const ssize_t n = ::write(fd, bytes.data(), chunk);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      fail_io(path, "cannot write '{}'", tmp);
-    }
-    bytes = bytes.subspan(static_cast<std::size_t>(n));
-  }
-}
-
 }  // namespace
 
 std::size_t dtype_bits(DType dtype) { return dtype_row(dtype).bits; }
@@ -703,34 +684,9 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
                        const std::map<std::string, std::string>& metadata) {
   // Validate everything before touching the file system.
   const std::vector<std::uint8_t> head = build_header(tensors, metadata, path);
-
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail_io(path, "cannot create '{}'", tmp);
-  try {
-    write_all(fd, head, path, tmp);
-    for (const TensorToWrite& t : tensors) write_all(fd, t.bytes, path, tmp);
-    if (::fsync(fd) != 0) fail_io(path, "cannot fsync '{}'", tmp);
-    const int rc = ::close(fd);
-    fd = -1;
-    if (rc != 0) fail_io(path, "cannot close '{}'", tmp);
-    if (::rename(tmp.c_str(), path.c_str()) != 0) fail_io(path, "cannot rename '{}' over it", tmp);
-  } catch (...) {
-    if (fd >= 0) ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-
-  // Make the rename itself durable.
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) fail_io(path, "written, but cannot open its directory '{}' to fsync it", dir);
-  const int rc = ::fsync(dfd);
-  const int err = errno;
-  ::close(dfd);
-  errno = err;
-  if (rc != 0) fail_io(path, "written, but cannot fsync its directory '{}'", dir);
+  std::vector<std::span<const std::uint8_t>> parts = {head};
+  for (const TensorToWrite& t : tensors) parts.push_back(t.bytes);
+  write_file_atomic(path, parts, "[safetensors]");
 }
 
 }  // namespace normlab

@@ -261,15 +261,16 @@ void Transformer<T>::norm_forward(NormCache& c, const NormSlots& s, const T* x, 
 
 template <class T>
 void Transformer<T>::norm_backward(const NormCache& c, const NormSlots& s, const T* x,
-                                   const T* dout, T* dx, long rows, int width, bool qk, bool acc) {
+                                   const T* dout, T* dx, long rows, int width, bool qk,
+                                   ops::Accum accum) {
   const bool rms = qk ? cfg_.qk_norm == QKNormKind::rmsnorm : cfg_.norm == NormKind::rmsnorm;
   const T g0 = static_cast<T>(cfg_.norm_gain_offset);
   if (rms)
     ops::rmsnorm_backward(dx, g(s.w), dout, x, c.rstd, p(s.w), static_cast<int>(rows), width, g0,
-                          acc);
+                          accum);
   else
     ops::layernorm_backward(dx, g(s.w), g(s.b), dout, x, c.mean, c.rstd, p(s.w),
-                            static_cast<int>(rows), width, g0, acc);
+                            static_cast<int>(rows), width, g0, accum);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -314,25 +315,26 @@ void Transformer<T>::sublayer_backward(const SublayerPlan& pl, const SublayerSlo
   const T* ds = dy;
   if (pl.norm_after_add) {
     NormCache post{nullptr, a.post.mean, a.post.rstd};
-    norm_backward(post, sl.norm_post, a.s, dy, d_tmp1_, N, C, false, false);
+    norm_backward(post, sl.norm_post, a.s, dy, d_tmp1_, N, C, false, ops::Accum::overwrite);
     ds = d_tmp1_;
   }
   const T alpha = static_cast<T>(pl.alpha);
   scaled_add<T>(dx, alpha, ds, nullptr, N * C);
   const T* df = ds;
   if (pl.norm_out) {
-    norm_backward(a.out, sl.norm_out, a.f, ds, d_tmp2_, N, C, false, false);
+    norm_backward(a.out, sl.norm_out, a.f, ds, d_tmp2_, N, C, false, ops::Accum::overwrite);
     df = d_tmp2_;
   }
   const T* u = pl.norm_in ? a.in.out : x;
   // Without norm_in the branch gradient lands on the residual stream directly (accumulating);
   // with it, it goes to d_u_ (overwritten) and from there through the norm onto dx.
   T* du = pl.norm_in ? d_u_ : dx;
+  const ops::Accum du_accum = pl.norm_in ? ops::Accum::overwrite : ops::Accum::add;
   if (attn)
-    attn_backward(l, u, df, du, !pl.norm_in);
+    attn_backward(l, u, df, du, du_accum);
   else
-    mlp_backward(l, u, df, du, !pl.norm_in);
-  if (pl.norm_in) norm_backward(a.in, sl.norm_in, x, d_u_, dx, N, C, false, true);
+    mlp_backward(l, u, df, du, du_accum);
+  if (pl.norm_in) norm_backward(a.in, sl.norm_in, x, d_u_, dx, N, C, false, ops::Accum::add);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -414,13 +416,13 @@ typename Transformer<T>::QkView Transformer<T>::qk_view(int l) const {
 }
 
 template <class T>
-void Transformer<T>::attn_backward(int l, const T* u, const T* df, T* du, bool acc_du) {
+void Transformer<T>::attn_backward(int l, const T* u, const T* df, T* du, ops::Accum du_accum) {
   const long N = static_cast<long>(B_) * T_;
   const int C = cfg_.d_model, H = cfg_.n_head, D = cfg_.head_dim();
   const AttnSlots& s = blocks_[l].attn;
   AttnActs& a = attn_acts_[l];
   ops::linear_backward(d_o_, g(s.wo), g(s.bo), df, a.o, p(s.wo), static_cast<int>(N), C, C,
-                       false, mm_);
+                       ops::Accum::overwrite, mm_);
   // Gradients of q, k, v land in d_qkv_ (stride 3C) directly, unless QK stages sit in between.
   const std::size_t last = qk_stages_.size();
   const bool staged = last > 0;
@@ -442,9 +444,10 @@ void Transformer<T>::attn_backward(int l, const T* u, const T* df, T* du, bool a
       for (std::size_t st = last; st-- > 0;) {
         T* dprev = scratch[st % 2];
         if (qk_stages_[st] == QkStage::norm)
-          norm_backward(nc, ns, stages[st], dcur, dprev, rows, width, true, false);
+          norm_backward(nc, ns, stages[st], dcur, dprev, rows, width, true, ops::Accum::overwrite);
         else
-          ops::rope_backward(dprev, dcur, rope_cos_, rope_sin_, B_, T_, H, D, false);
+          ops::rope_backward(dprev, dcur, rope_cos_, rope_sin_, B_, T_, H, D,
+                             ops::Accum::overwrite);
         dcur = dprev;
       }
       return dcur;
@@ -455,7 +458,7 @@ void Transformer<T>::attn_backward(int l, const T* u, const T* df, T* du, bool a
     scatter_cols(d_qkv_, dk0, N, C, 3 * C, C);
   }
   ops::linear_backward(du, g(s.wqkv), g(s.bqkv), d_qkv_, u, p(s.wqkv), static_cast<int>(N), C,
-                       3 * C, acc_du, mm_);
+                       3 * C, du_accum, mm_);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -478,7 +481,7 @@ void Transformer<T>::mlp_forward(int l, const T* u, T* f) {
 }
 
 template <class T>
-void Transformer<T>::mlp_backward(int l, const T* u, const T* df, T* du, bool acc_du) {
+void Transformer<T>::mlp_backward(int l, const T* u, const T* df, T* du, ops::Accum du_accum) {
   const long N = static_cast<long>(B_) * T_;
   const int C = cfg_.d_model, F = cfg_.d_ff;
   const MlpSlots& s = blocks_[l].mlp;
@@ -486,13 +489,15 @@ void Transformer<T>::mlp_backward(int l, const T* u, const T* df, T* du, bool ac
   const bool gl = gated(cfg_.mlp);
   const int F_in = gl ? 2 * F : F;
   ops::linear_backward(d_a_, g(s.w_out), g(s.b_out), df, a.a, p(s.w_out), static_cast<int>(N), F, C,
-                       false, mm_);
+                       ops::Accum::overwrite, mm_);
   if (gl)
-    ops::glu_backward(activation_of(cfg_.mlp), d_h_, d_a_, a.h, static_cast<int>(N), F, false);
+    ops::glu_backward(activation_of(cfg_.mlp), d_h_, d_a_, a.h, static_cast<int>(N), F,
+                      ops::Accum::overwrite);
   else
-    ops::activation_backward_set(activation_of(cfg_.mlp), d_h_, d_a_, a.h, N * F);
+    ops::activation_backward(activation_of(cfg_.mlp), d_h_, d_a_, a.h, N * F,
+                             ops::Accum::overwrite);
   ops::linear_backward(du, g(s.w_in), g(s.b_in), d_h_, u, p(s.w_in), static_cast<int>(N), C, F_in,
-                       acc_du, mm_);
+                       du_accum, mm_);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -628,7 +633,8 @@ void Transformer<T>::backward() {
   const int C = cfg_.d_model, L = cfg_.n_layer;
   T* dcur = d_res_a_;
   if (plan_.final_norm) {
-    norm_backward(final_cache_, final_norm_, res_[2 * L], d_final_, dcur, N, C, false, false);
+    norm_backward(final_cache_, final_norm_, res_[2 * L], d_final_, dcur, N, C, false,
+                  ops::Accum::overwrite);
   } else {
     std::memcpy(dcur, d_final_, sizeof(T) * N * C);
   }

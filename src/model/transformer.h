@@ -13,6 +13,7 @@
 #include "model/param_table.h"
 #include "model/plan.h"
 #include "normlab/config.h"
+#include "ops/accum.h"
 #include "tensor/gemm_bf16.h"
 
 namespace normlab {
@@ -153,16 +154,16 @@ class Transformer {
                         const T* x, T* y, bool attn, int l);
   void sublayer_backward(const SublayerPlan& pl, const SublayerSlots& sl, SublayerActs& a,
                          const T* x, const T* dy, T* dx, bool attn, int l);
-  // Branch backward: du (+)= d branch / du, accumulating when acc_du, else overwriting du.
+  // Branch backward: du (+)= d branch / du (ops::Accum::add adds into du, ::overwrite replaces).
   void attn_forward(int l, const T* u, T* f);
-  void attn_backward(int l, const T* u, const T* df, T* du, bool acc_du);
+  void attn_backward(int l, const T* u, const T* df, T* du, ops::Accum du_accum);
   QkView qk_view(int l) const;
   void mlp_forward(int l, const T* u, T* f);
-  void mlp_backward(int l, const T* u, const T* df, T* du, bool acc_du);
+  void mlp_backward(int l, const T* u, const T* df, T* du, ops::Accum du_accum);
   void norm_forward(NormCache& c, const NormSlots& s, const T* x, long rows, int width, bool qk);
-  // dx (+)= through the norm: accumulates when acc, else overwrites dx.
+  // dx (+)= through the norm (ops::Accum::add adds into dx, ::overwrite replaces it).
   void norm_backward(const NormCache& c, const NormSlots& s, const T* x, const T* dout, T* dx,
-                     long rows, int width, bool qk, bool acc = true);
+                     long rows, int width, bool qk, ops::Accum accum);
   void check_tokens(const int* ids, long n, const char* what) const;
   const T* final_hidden() const;
 

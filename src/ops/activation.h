@@ -7,6 +7,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "ops/accum.h"
 #include "tensor/threading.h"
 #include "tensor/vec_math.h"
 
@@ -153,30 +154,22 @@ void activation_forward(Activation a, T* y, const T* x, long n) {
   });
 }
 
-// dx += dy * act'(x)   (accumulates)
+// dx (+)= dy * act'(x)   (Accum::add adds, ::overwrite replaces; ops/accum.h). With
+// Accum::overwrite, dx may alias dy.
 template <class T>
-void activation_backward(Activation a, T* dx, const T* dy, const T* x, long n) {
+void activation_backward(Activation a, T* dx, const T* dy, const T* x, long n, Accum accum) {
   with_activation(a, [&]<Activation A>() {
     parallel_for(n, 16384, [&](long b, long e) {
       const T* xs = x + b;
       const T* dys = dy + b;
       T* dxs = dx + b;
+      if (accum == Accum::add) {
 #pragma omp simd
-      for (long i = 0; i < e - b; ++i) dxs[i] += dys[i] * act_grad_k<A>(xs[i]);
-    });
-  });
-}
-
-// dx = dy * act'(x)   (overwrites; dx may alias dy)
-template <class T>
-void activation_backward_set(Activation a, T* dx, const T* dy, const T* x, long n) {
-  with_activation(a, [&]<Activation A>() {
-    parallel_for(n, 16384, [&](long b, long e) {
-      const T* xs = x + b;
-      const T* dys = dy + b;
-      T* dxs = dx + b;
+        for (long i = 0; i < e - b; ++i) dxs[i] += dys[i] * act_grad_k<A>(xs[i]);
+      } else {
 #pragma omp simd
-      for (long i = 0; i < e - b; ++i) dxs[i] = dys[i] * act_grad_k<A>(xs[i]);
+        for (long i = 0; i < e - b; ++i) dxs[i] = dys[i] * act_grad_k<A>(xs[i]);
+      }
     });
   });
 }

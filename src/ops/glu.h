@@ -2,6 +2,7 @@
 // layer. SwiGLU (act = silu, Shazeer 2020) and GeGLU (act = gelu_tanh, Gemma). Shapes: h, dh (N,
 // 2F) with gate in columns [0, F) and up in [F, 2F); y, dy (N, F).
 #pragma once
+#include "ops/accum.h"
 #include "ops/activation.h"
 #include "tensor/threading.h"
 
@@ -25,10 +26,10 @@ void glu_forward(Activation a, T* y, const T* h, int N, int F) {
 }
 
 template <Activation A, class T>
-void glu_backward_row(T* dg, const T* dy, const T* g, int F, bool accumulate) {
+void glu_backward_row(T* dg, const T* dy, const T* g, int F, Accum accum) {
   const T* u = g + F;
   T* du = dg + F;
-  if (accumulate) {
+  if (accum == Accum::add) {
 #pragma omp simd
     for (int j = 0; j < F; ++j) {
       T a, da;
@@ -48,14 +49,13 @@ void glu_backward_row(T* dg, const T* dy, const T* g, int F, bool accumulate) {
 }
 
 // dgate (+)= dy * up * act'(gate);  dup (+)= dy * act(gate)
-// accumulate = true adds into dh, false overwrites it.
+// (into dh = [dgate | dup]: Accum::add adds, ::overwrite replaces; ops/accum.h)
 template <class T>
-void glu_backward(Activation a, T* dh, const T* dy, const T* h, int N, int F,
-                  bool accumulate = true) {
+void glu_backward(Activation a, T* dh, const T* dy, const T* h, int N, int F, Accum accum) {
   with_activation(a, [&]<Activation A>() {
     parallel_for(N, 16384 / F + 1, [&](long r0, long r1) {
       for (long r = r0; r < r1; ++r)
-        glu_backward_row<A>(dh + r * 2 * F, dy + r * F, h + r * 2 * F, F, accumulate);
+        glu_backward_row<A>(dh + r * 2 * F, dy + r * F, h + r * 2 * F, F, accum);
     });
   });
 }

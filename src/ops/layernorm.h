@@ -3,6 +3,7 @@
 #pragma once
 #include <cmath>
 
+#include "ops/accum.h"
 #include "tensor/threading.h"
 
 namespace normlab::ops {
@@ -37,12 +38,12 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* w, const T
 }
 
 // xhat = (x - mean) * rstd, dxhat = dout * (g0 + w)
-// dx += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))     (accumulates)
+// dx (+)= rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))   (Accum::add adds, ::overwrite
+//                                                                     replaces; ops/accum.h)
 // dw += sum_rows dout * xhat, db += sum_rows dout                     (accumulate; db may be null)
-// With accumulate_dx = false, dx is overwritten instead.
 template <class T>
 void layernorm_backward(T* dx, T* dw, T* db, const T* dout, const T* x, const T* mean,
-                        const T* rstd, const T* w, int N, int C, T g0, bool accumulate_dx = true) {
+                        const T* rstd, const T* w, int N, int C, T g0, Accum accum) {
   parallel_for(N, 16384 / C + 1, [&](long r0, long r1) {
     for (long r = r0; r < r1; ++r) {
       const long off = r * C;
@@ -58,7 +59,7 @@ void layernorm_backward(T* dx, T* dw, T* db, const T* dout, const T* x, const T*
       sum_d /= C;
       sum_dx /= C;
       T* dxr = dx + off;
-      if (accumulate_dx) {
+      if (accum == Accum::add) {
 #pragma omp simd
         for (int c = 0; c < C; ++c) {
           const T xh = (xr[c] - m) * s;

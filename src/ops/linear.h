@@ -3,6 +3,7 @@
 // `prec` selects the product for all three GEMMs: float32 (gemm) or bf16 inputs with fp32
 // accumulation (gemm_bf16, float only); outputs and accumulations are in T either way.
 #pragma once
+#include "ops/accum.h"
 #include "tensor/gemm.h"
 #include "tensor/gemm_bf16.h"
 #include "tensor/threading.h"
@@ -22,13 +23,16 @@ void linear_forward(T* y, const T* x, const T* w, const T* b, int N, int I, int 
   gemm_p<T>(prec, false, true, N, O, I, T(1), x, I, w, I, b ? T(1) : T(0), y, O);
 }
 
-// dx += dy w;  dw += dy^T x;  db += sum_rows dy   (all accumulate; dx and db may be null)
-// With accumulate_dx = false, dx = dy w is overwritten instead (no zero-fill needed).
+// dx (+)= dy w                        (Accum::add adds, ::overwrite replaces; ops/accum.h)
+// dw += dy^T x;  db += sum_rows dy     (accumulate)
+// dx and db may be null.
 template <class T>
 void linear_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, int N, int I, int O,
-                     bool accumulate_dx = true, GemmPrecision prec = GemmPrecision::float32) {
-  if (dx)
-    gemm_p<T>(prec, false, false, N, I, O, T(1), dy, O, w, I, accumulate_dx ? T(1) : T(0), dx, I);
+                     Accum accum, GemmPrecision prec = GemmPrecision::float32) {
+  if (dx) {
+    const T beta = accum == Accum::add ? T(1) : T(0);
+    gemm_p<T>(prec, false, false, N, I, O, T(1), dy, O, w, I, beta, dx, I);
+  }
   gemm_p<T>(prec, true, false, O, I, N, T(1), dy, O, x, I, T(1), dw, I);
   if (db) {
     parallel_column_blocks(N, O, 64, [&](int o0, int o1) {

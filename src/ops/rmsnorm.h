@@ -3,6 +3,7 @@
 #pragma once
 #include <cmath>
 
+#include "ops/accum.h"
 #include "tensor/threading.h"
 
 namespace normlab::ops {
@@ -24,12 +25,12 @@ void rmsnorm_forward(T* out, T* rstd, const T* x, const T* w, int N, int C, T ep
 }
 
 // xhat = x * rstd, dxhat = dout * (g0 + w)
-// dx += rstd * (dxhat - xhat * mean(dxhat * xhat))   (accumulates)
-// dw += sum_rows dout * xhat                          (accumulates)
-// With accumulate_dx = false, dx is overwritten instead.
+// dx (+)= rstd * (dxhat - xhat * mean(dxhat * xhat))   (Accum::add adds, ::overwrite replaces;
+//                                                       ops/accum.h)
+// dw += sum_rows dout * xhat                            (accumulates)
 template <class T>
 void rmsnorm_backward(T* dx, T* dw, const T* dout, const T* x, const T* rstd, const T* w, int N,
-                      int C, T g0, bool accumulate_dx = true) {
+                      int C, T g0, Accum accum) {
   parallel_for(N, 16384 / C + 1, [&](long r0, long r1) {
     for (long r = r0; r < r1; ++r) {
       const long off = r * C;
@@ -40,7 +41,7 @@ void rmsnorm_backward(T* dx, T* dw, const T* dout, const T* x, const T* rstd, co
       for (int c = 0; c < C; ++c) sum_dx += dr[c] * (g0 + w[c]) * xr[c] * s;
       sum_dx /= C;
       T* dxr = dx + off;
-      if (accumulate_dx) {
+      if (accum == Accum::add) {
 #pragma omp simd
         for (int c = 0; c < C; ++c) dxr[c] += s * (dr[c] * (g0 + w[c]) - xr[c] * s * sum_dx);
       } else {

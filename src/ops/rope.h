@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "ops/accum.h"
 #include "tensor/threading.h"
 
 namespace normlab::ops {
@@ -44,11 +45,11 @@ void rope_forward(T* y, const T* x, const T* cos_t, const T* sin_t, int B, int T
   });
 }
 
-// dx += R(t)^T dy:  dx1 += dy1 cos + dy2 sin;  dx2 += dy2 cos - dy1 sin   (accumulates)
-// With accumulate = false, dx = R(t)^T dy is overwritten instead.
+// dx (+)= R(t)^T dy:  dx1 (+)= dy1 cos + dy2 sin;  dx2 (+)= dy2 cos - dy1 sin
+// (Accum::add adds, ::overwrite replaces; ops/accum.h)
 template <class T>
 void rope_backward(T* dx, const T* dy, const T* cos_t, const T* sin_t, int B, int Tn, int H, int D,
-                   bool accumulate = true) {
+                   Accum accum) {
   const int half = D / 2;
   parallel_for(static_cast<long>(B) * Tn, 16384 / (H * D) + 1, [&](long r0, long r1) {
     for (long r = r0; r < r1; ++r) {
@@ -57,7 +58,7 @@ void rope_backward(T* dx, const T* dy, const T* cos_t, const T* sin_t, int B, in
       const T* s = sin_t + static_cast<long>(t) * half;
       for (int h = 0; h < H; ++h) {
         const long off = (r * H + h) * D;
-        if (accumulate) {
+        if (accum == Accum::add) {
 #pragma omp simd
           for (int i = 0; i < half; ++i) {
             const T d1 = dy[off + i], d2 = dy[off + i + half];

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "interop/weights.h"
+#include "io/atomic_file.h"
 #include "model/transformer.h"
 #include "normlab/config_file.h"
 #include "normlab/errors.h"
@@ -56,20 +57,6 @@ void fsync_path(const fs::path& p) {
   }
 }
 
-void write_text_atomic(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw Error(fmt::format("cannot write {}", tmp.string()));
-    f << text;
-    f.flush();
-    if (!f) throw Error(fmt::format("cannot write {}", tmp.string()));
-  }
-  fsync_path(tmp);
-  fs::rename(tmp, path);
-  fsync_path(path.parent_path());
-}
-
 std::string step_name(long step) { return fmt::format("step_{:08d}", step); }
 
 }  // namespace
@@ -101,7 +88,7 @@ std::string save_checkpoint(const std::string& run_dir, const Config& cfg,
   fs::remove_all(final_dir);
   fs::rename(tmp_dir, final_dir);
   fsync_path(root);
-  write_text_atomic(root / "latest", step_name(state.step) + "\n");
+  write_file_atomic((root / "latest").string(), step_name(state.step) + "\n", "[checkpoint]");
 
   // Keep the newest `keep` complete checkpoints (never the one `latest` names).
   std::vector<fs::path> dirs;

@@ -1,6 +1,9 @@
-// Gradient checks for LayerNorm and RMSNorm (with bias / without, gain offset 0 and 1).
+// Gradient checks for LayerNorm and RMSNorm (with bias / without, gain offset 0 and 1), in each
+// way the backward can write dx (overwrite, the branch the model uses, and add, from zero and onto
+// a non-zero dx), with the parameter gradients accumulating onto non-zero values.
 #include <gtest/gtest.h>
 
+#include "accum_modes.h"
 #include "gradcheck.h"
 #include "ops/layernorm.h"
 #include "ops/rmsnorm.h"
@@ -10,7 +13,7 @@ namespace {
 
 constexpr int N = 5, C = 7;
 
-GradCase layernorm_case(bool bias, double g0, Rng& rng) {
+GradCase layernorm_case(bool bias, double g0, const AccumMode& mode, Rng& rng) {
   GradCase c;
   c.inputs = {random_vec(N * C, rng, 2.0, 0.5), random_vec(C, rng, 0.5, 1.0), random_vec(C, rng)};
   c.differentiable = {true, true, bias};
@@ -21,17 +24,23 @@ GradCase layernorm_case(bool bias, double g0, Rng& rng) {
     return out;
   };
   c.backward = [=](const std::vector<Vec>& in, const Vec& dout) {
-    Vec out(N * C), mean(N), rstd(N), dx(N * C), dw(C), db(C);
+    Rng r(99);
+    Vec out(N * C), mean(N), rstd(N);
+    const Vec dx0 = input_grad_start(N * C, mode, r), dw0 = param_grad_start(C, mode, r),
+              db0 = param_grad_start(C, mode, r);
+    Vec dx = dx0, dw = dw0, db = db0;
     ops::layernorm_forward(out.data(), mean.data(), rstd.data(), in[0].data(), in[1].data(),
                            bias ? in[2].data() : nullptr, N, C, 1e-5, g0);
     ops::layernorm_backward(dx.data(), dw.data(), bias ? db.data() : nullptr, dout.data(),
-                            in[0].data(), mean.data(), rstd.data(), in[1].data(), N, C, g0);
-    return std::vector<Vec>{dx, dw, db};
+                            in[0].data(), mean.data(), rstd.data(), in[1].data(), N, C, g0,
+                            mode.accum);
+    return std::vector<Vec>{contribution(dx, dx0, mode.accum == ops::Accum::overwrite),
+                            contribution(dw, dw0, false), contribution(db, db0, false)};
   };
   return c;
 }
 
-GradCase rmsnorm_case(double g0, Rng& rng) {
+GradCase rmsnorm_case(double g0, const AccumMode& mode, Rng& rng) {
   GradCase c;
   c.inputs = {random_vec(N * C, rng, 2.0, 0.5), random_vec(C, rng, 0.5, 1.0)};
   c.forward = [=](const std::vector<Vec>& in) {
@@ -40,32 +49,38 @@ GradCase rmsnorm_case(double g0, Rng& rng) {
     return out;
   };
   c.backward = [=](const std::vector<Vec>& in, const Vec& dout) {
-    Vec out(N * C), rstd(N), dx(N * C), dw(C);
+    Rng r(98);
+    Vec out(N * C), rstd(N);
+    const Vec dx0 = input_grad_start(N * C, mode, r), dw0 = param_grad_start(C, mode, r);
+    Vec dx = dx0, dw = dw0;
     ops::rmsnorm_forward(out.data(), rstd.data(), in[0].data(), in[1].data(), N, C, 1e-6, g0);
     ops::rmsnorm_backward(dx.data(), dw.data(), dout.data(), in[0].data(), rstd.data(),
-                          in[1].data(), N, C, g0);
-    return std::vector<Vec>{dx, dw};
+                          in[1].data(), N, C, g0, mode.accum);
+    return std::vector<Vec>{contribution(dx, dx0, mode.accum == ops::Accum::overwrite),
+                            contribution(dw, dw0, false)};
   };
   return c;
 }
 
 TEST(OpsGradCheck, LayerNorm) {
   Rng rng(1);
-  for (bool bias : {false, true})
-    for (double g0 : {0.0, 1.0}) {
-      const double e = grad_check(layernorm_case(bias, g0, rng));
-      report("ops", fmt::format("layernorm_bias{}_g0{}", bias, g0), e);
-      EXPECT_LT(e, kTol) << "bias=" << bias << " g0=" << g0;
-    }
+  for (const AccumMode& mode : kAccumModes)
+    for (bool bias : {false, true})
+      for (double g0 : {0.0, 1.0}) {
+        const double e = grad_check(layernorm_case(bias, g0, mode, rng));
+        report("ops", fmt::format("layernorm_bias{}_g0{}_{}", bias, g0, mode.name), e);
+        EXPECT_LT(e, kTol) << "bias=" << bias << " g0=" << g0 << " dx " << mode.name;
+      }
 }
 
 TEST(OpsGradCheck, RMSNorm) {
   Rng rng(2);
-  for (double g0 : {0.0, 1.0}) {
-    const double e = grad_check(rmsnorm_case(g0, rng));
-    report("ops", fmt::format("rmsnorm_g0{}", g0), e);
-    EXPECT_LT(e, kTol) << "g0=" << g0;
-  }
+  for (const AccumMode& mode : kAccumModes)
+    for (double g0 : {0.0, 1.0}) {
+      const double e = grad_check(rmsnorm_case(g0, mode, rng));
+      report("ops", fmt::format("rmsnorm_g0{}_{}", g0, mode.name), e);
+      EXPECT_LT(e, kTol) << "g0=" << g0 << " dx " << mode.name;
+    }
 }
 
 TEST(Ops, LayerNormNormalises) {

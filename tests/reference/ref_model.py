@@ -518,6 +518,24 @@ def adamw_run(model, params, idx, targets, n_steps):
     return out
 
 
+def adamw_replay(model, params, step_grads, storage=torch.float32):
+    """The optimizer alone: clip, schedule and AdamW (as adamw_run) applied to given gradients,
+    step_grads[k] = {name: gradient of step k before clipping}, in float64, with the parameters
+    rounded to `storage` after every step (as a float32 model keeps them). Returns
+    {"param_after.<name>"}."""
+    o = model.cfg["optim"]
+    total = model.cfg["train"]["steps"]
+    p = {k: v.detach().to(torch.float64).clone() for k, v in params.items()}
+    opt = make_adamw(model, p)
+    for k, grads in enumerate(step_grads):
+        g = {n: grads[n].detach().to(torch.float64).clone() for n in p}
+        clip_grads(g, o["grad_clip"])
+        opt.step(p, g, learning_rate(o, total, k))
+        for v in p.values():
+            v.copy_(v.to(storage))
+    return {f"param_after.{n}": v for n, v in p.items()}
+
+
 def random_batch(model, batch_size, seed):
     """idx and targets, int64 (B, seq_len), uniform over the vocabulary."""
     gen = torch.Generator().manual_seed(seed)

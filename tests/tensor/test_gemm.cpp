@@ -1,6 +1,9 @@
-// The BLAS path against the plain reference kernel, every transpose combination, with strides.
+// The BLAS path against the plain reference kernel, every transpose combination, with strides;
+// then the float GEMM (the blocked micro-kernels the model runs, with their edge tiles) against the
+// reference in double on shapes from 1 x 1 x 1 to the model's.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "tensor/gemm.h"
@@ -32,6 +35,39 @@ void check_all(double tol) {
 
 TEST(Gemm, FloatMatchesReference) { check_all<float>(1e-4); }
 TEST(Gemm, DoubleMatchesReference) { check_all<double>(1e-12); }
+
+TEST(Gemm, FloatMatchesDoubleReferenceOnModelShapes) {
+  Rng rng(3);
+  const int dims[][3] = {{1, 1, 1},      {7, 5, 9},        {13, 67, 3},
+                         {70, 129, 200}, {300, 70, 517},   {6, 64, 64},
+                         {64, 256, 64},  {257, 1000, 300}, {20, 70, 9000}};
+  for (const auto& d : dims)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (float beta : {0.f, 1.f}) {
+          const int M = d[0], N = d[1], K = d[2], pad = 3;
+          const int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+          std::vector<float> A(static_cast<long>(ta ? K : M) * lda),
+              Bm(static_cast<long>(tb ? N : K) * ldb), C1(static_cast<long>(M) * ldc);
+          for (auto& x : A) x = static_cast<float>(rng.normal());
+          for (auto& x : Bm) x = static_cast<float>(rng.normal());
+          for (auto& x : C1) x = static_cast<float>(rng.normal());
+          std::vector<double> Ad(A.begin(), A.end()), Bd(Bm.begin(), Bm.end()),
+              C2(C1.begin(), C1.end());
+          gemm<float>(ta, tb, M, N, K, 0.75f, A.data(), lda, Bm.data(), ldb, beta, C1.data(), ldc);
+          gemm_ref<double>(ta, tb, M, N, K, 0.75, Ad.data(), lda, Bd.data(), ldb, beta, C2.data(),
+                           ldc);
+          // |got - want| / (1 + |want|) over the whole of C, padding included (never written).
+          double worst = 0;
+          for (std::size_t i = 0; i < C1.size(); ++i) {
+            const double e = std::fabs(C1[i] - C2[i]) / (1.0 + std::fabs(C2[i]));
+            if (!(e <= worst)) worst = e;
+          }
+          EXPECT_LE(worst, 1e-5 * std::sqrt(K))
+              << "ta=" << ta << " tb=" << tb << " " << M << "x" << N << "x" << K
+              << " beta=" << beta;
+        }
+}
 
 }  // namespace
 }  // namespace normlab

@@ -107,6 +107,11 @@ int run(int argc, char** argv) {
     model.zero_grad();
     const LossStats ls = model.forward(idx.data(), tgt.data(), B, T, cfg.train.z_loss, true);
     model.backward();
+    // This step's gradients before clipping, so that the oracle can replay the optimizer on them.
+    keep.emplace_back(model.grads().begin(), model.grads().end());
+    for (auto r : weight_records(model.table(), keep.back().data(),
+                                 "grad_step." + std::to_string(s) + "."))
+      out.push_back(r);
     opt.step(model.params(), model.grads(), learning_rate(cfg.optim, s, cfg.train.steps));
     keep.push_back({static_cast<float>(ls.loss)});
     out.push_back(rec("loss_step." + std::to_string(s), {1}, keep.back()));

@@ -94,6 +94,7 @@ TEST(Guards, NonFiniteLossIsSkippedUntouched) {
   const std::string dir = temp_dir("infloss");
   Trainer t(guard_config(8, SpikePolicy::off), dir, false);  // even with spikes off
   auto o = run_with_fault(t, 2, [](std::span<float>, double& loss) { loss = INFINITY; });
+  ASSERT_TRUE(o.before && o.after);
   EXPECT_TRUE(*o.before == *o.after);
   EXPECT_EQ(t.state().skipped_steps, 1);
   fs::remove_all(dir);
@@ -108,6 +109,7 @@ TEST(Guards, SpikeSkipPolicy) {
   const std::string dir = temp_dir("skip");
   Trainer t(guard_config(25, SpikePolicy::skip), dir, false);
   auto o = run_with_fault(t, 15, spike);
+  ASSERT_TRUE(o.before && o.after);
   EXPECT_TRUE(*o.before == *o.after);
   EXPECT_EQ(t.state().skipped_steps, 1);
   EXPECT_EQ(o.result.steps, 25);
@@ -118,6 +120,7 @@ TEST(Guards, SpikeOffPolicyOnlyFlags) {
   const std::string dir = temp_dir("off");
   Trainer t(guard_config(25, SpikePolicy::off), dir, false);
   auto o = run_with_fault(t, 15, spike);
+  ASSERT_TRUE(o.before && o.after);
   EXPECT_FALSE(*o.before == *o.after);
   EXPECT_EQ(t.state().skipped_steps, 0);
   bool flagged = false;
@@ -131,7 +134,6 @@ TEST(Guards, SpikeRollbackPolicy) {
   const std::string dir = temp_dir("rollback");
   Trainer t(guard_config(30, SpikePolicy::rollback), dir, false);
   // Spike at 0-based step 24: the last checkpoint is step 20.
-  std::optional<Snapshot> at_ckpt;
   TrainHooks h;
   int injected = 0;
   h.inject = [&](long step, std::span<float> g, double& loss) {

@@ -3,6 +3,7 @@
 // central differences of the full loss (cross-entropy + z-loss).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <string>
@@ -83,6 +84,55 @@ std::vector<Case> make_cases() {
   return out;
 }
 
+// Central differences of the full loss against `analytic` (a gradient laid out like params())
+// on up to 12 entries of every parameter tensor. One result per tensor, in table order.
+struct TensorCheck {
+  std::string name;
+  TensorError err;
+};
+std::vector<TensorCheck> check_model(Transformer<double>& model, const std::vector<int>& idx,
+                                     const std::vector<int>& tgt, int B, int T, double z,
+                                     const std::vector<double>& analytic, Rng& rng) {
+  auto loss = [&] { return model.forward(idx.data(), tgt.data(), B, T, z, false).loss; };
+  const double h = 1e-5;
+  std::vector<TensorCheck> out;
+  for (const ParamSpec& s : model.table().specs()) {
+    TensorCheck tc{s.name, {}};
+    const long n_check = std::min<long>(s.numel, 12);
+    for (long k = 0; k < n_check; ++k) {
+      const long i = s.numel <= 12 ? k : static_cast<long>(rng.below(s.numel));
+      double& w = model.params()[s.offset + i];
+      const double w0 = w;
+      w = w0 + h;
+      const double lp = loss();
+      w = w0 - h;
+      const double lm = loss();
+      w = w0;
+      tc.err.add((lp - lm) / (2 * h), analytic[s.offset + i]);
+    }
+    out.push_back(std::move(tc));
+  }
+  return out;
+}
+
+// A batch and the analytic gradient of the loss on it.
+struct Batch {
+  std::vector<int> idx, tgt;
+};
+Batch random_batch(int B, int T, int V, Rng& rng) {
+  Batch b{std::vector<int>(B * T), std::vector<int>(B * T)};
+  for (auto& x : b.idx) x = static_cast<int>(rng.below(V));
+  for (auto& x : b.tgt) x = static_cast<int>(rng.below(V));
+  return b;
+}
+std::vector<double> analytic_grad(Transformer<double>& model, const Batch& b, int B, int T,
+                                  double z) {
+  model.zero_grad();
+  model.forward(b.idx.data(), b.tgt.data(), B, T, z, true);
+  model.backward();
+  return {model.grads().begin(), model.grads().end()};
+}
+
 class ModelGradCheck : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ModelGradCheck, MatchesFiniteDifferences) {
@@ -94,47 +144,69 @@ TEST_P(ModelGradCheck, MatchesFiniteDifferences) {
   // the attention/final caps saturate.
   Rng rng(99);
   for (auto& p : model.params()) p += 0.3 * rng.normal();
-  std::vector<int> idx(B * T), tgt(B * T);
-  for (auto& x : idx) x = static_cast<int>(rng.below(c.m.vocab_size));
-  for (auto& x : tgt) x = static_cast<int>(rng.below(c.m.vocab_size));
+  const Batch batch = random_batch(B, T, c.m.vocab_size, rng);
+  const std::vector<double> analytic = analytic_grad(model, batch, B, T, c.z);
 
-  model.zero_grad();
-  model.forward(idx.data(), tgt.data(), B, T, c.z, true);
-  model.backward();
-  std::vector<double> analytic(model.grads().begin(), model.grads().end());
-
-  auto loss = [&] { return model.forward(idx.data(), tgt.data(), B, T, c.z, false).loss; };
-  const double h = 1e-5;
   double worst = 0;
-  std::string worst_name;
-  for (const ParamSpec& s : model.table().specs()) {
-    double max_num = 0, max_diff = 0;
-    const long n_check = std::min<long>(s.numel, 12);
-    for (long k = 0; k < n_check; ++k) {
-      const long i = s.numel <= 12 ? k : static_cast<long>(rng.below(s.numel));
-      double& w = model.params()[s.offset + i];
-      const double w0 = w;
-      w = w0 + h;
-      const double lp = loss();
-      w = w0 - h;
-      const double lm = loss();
-      w = w0;
-      const double num = (lp - lm) / (2 * h);
-      max_num = std::fmax(max_num, std::fabs(num));
-      max_diff = std::fmax(max_diff, std::fabs(num - analytic[s.offset + i]));
-    }
+  for (const TensorCheck& tc : check_model(model, batch.idx, batch.tgt, B, T, c.z, analytic, rng)) {
     // Central differences of a loss of size ~3 carry about 1e-10 of rounding noise, so a tensor
     // whose gradient is below kFloor everywhere is checked absolutely (to kFloor * kTol = 1e-10)
     // rather than relatively. The key-norm bias is such a tensor: its true gradient is exactly
     // zero, since adding one vector to every key shifts a query's scores by a constant.
-    const double rel = max_diff / std::fmax(max_num, kFloor);
-    if (rel > worst) {
-      worst = rel;
-      worst_name = s.name;
-    }
-    EXPECT_LT(rel, kTol) << s.name << " max|num|=" << max_num << " max|diff|=" << max_diff;
+    const double rel = tc.err.rel(kFloor);
+    worst = std::max(worst, rel);
+    EXPECT_LT(rel, kTol) << tc.name << " max|num|=" << tc.err.max_num
+                         << " max|diff|=" << tc.err.max_diff << " non-finite=" << tc.err.non_finite;
   }
   report(fmt::format("model_{}", to_string(c.m.placement)), c.name, worst);
+}
+
+// The harness itself must fail on NaN: a running std::fmax drops NaN, so before TensorError an
+// all-NaN gradient reported error 0 and passed.
+ModelConfig small_pre() {
+  ModelConfig m;
+  m.vocab_size = 32;
+  m.n_layer = 2;
+  m.d_model = 16;
+  m.n_head = 2;
+  m.d_ff = 24;
+  m.seq_len = 8;
+  return m;
+}
+
+TEST(ModelGradCheckHarness, NanBackwardFailsEveryTensor) {
+  const int B = 2, T = 8;
+  Transformer<double> model(small_pre(), B, T);
+  model.init_params(42);
+  Rng rng(5);
+  const Batch batch = random_batch(B, T, 32, rng);
+  std::vector<double> analytic = analytic_grad(model, batch, B, T, 0.0);
+  // Sanity: the true gradient passes.
+  for (const TensorCheck& tc : check_model(model, batch.idx, batch.tgt, B, T, 0.0, analytic, rng))
+    EXPECT_LT(tc.err.rel(kFloor), kTol) << tc.name;
+  // A backward that returns NaN (the forward is fine).
+  std::fill(analytic.begin(), analytic.end(), std::nan(""));
+  for (const TensorCheck& tc : check_model(model, batch.idx, batch.tgt, B, T, 0.0, analytic, rng)) {
+    EXPECT_GT(tc.err.non_finite, 0) << tc.name;
+    EXPECT_FALSE(tc.err.rel(kFloor) < kTol) << tc.name;
+  }
+}
+
+TEST(ModelGradCheckHarness, NanForwardAndBackwardFails) {
+  const int B = 2, T = 8;
+  Transformer<double> model(small_pre(), B, T);
+  model.init_params(42);
+  Rng rng(5);
+  const Batch batch = random_batch(B, T, 32, rng);
+  // One NaN weight in the first block makes the loss and every gradient before it NaN.
+  model.params()[model.table().find("blocks.0.attn.wqkv.weight")->offset] = std::nan("");
+  const std::vector<double> analytic = analytic_grad(model, batch, B, T, 0.0);
+  long failed = 0;
+  for (const TensorCheck& tc : check_model(model, batch.idx, batch.tgt, B, T, 0.0, analytic, rng)) {
+    EXPECT_GT(tc.err.non_finite, 0) << tc.name;
+    failed += !(tc.err.rel(kFloor) < kTol);
+  }
+  EXPECT_EQ(failed, static_cast<long>(model.table().specs().size()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Options, ModelGradCheck, ::testing::ValuesIn(make_cases()),

@@ -1,15 +1,21 @@
 // Whole-model gradient check in double precision over a generated option matrix: every option
-// value appears with every placement. Each parameter tensor is checked on up to 12 entries by
-// central differences of the full loss (cross-entropy + z-loss).
+// value appears with every placement. Each parameter tensor is checked by central differences of
+// the full loss (cross-entropy + z-loss): every entry of a small tensor, a fixed fraction of a
+// larger one.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <numeric>
 #include <set>
 #include <string>
 #include <vector>
 
+#include <fmt/ranges.h>
+
 #include "gradcheck.h"
+#include "model/plan.h"
 #include "model/transformer.h"
 
 namespace normlab::test {
@@ -30,6 +36,13 @@ const QkOpt kQk[] = {
 };
 const Placement kPlacements[] = {Placement::post, Placement::pre, Placement::peri,
                                  Placement::reordered, Placement::deepnorm, Placement::mix};
+// (n_head, d_model): odd head counts too; 3 heads need a width divisible by 3 (D = 4).
+struct HeadOpt {
+  int n_head, d_model;
+};
+const HeadOpt kHeads[] = {{2, 16}, {4, 16}, {1, 16}, {3, 12}};
+// Mix-LN with L = 3: ceil(ratio * 3) = 2 post blocks, 0 (all pre), 3 (all post, no final norm).
+const double kMixRatios[] = {0.5, 0.0, 1.0};
 
 struct Case {
   ModelConfig m;
@@ -38,7 +51,8 @@ struct Case {
 };
 
 // Case i of a placement cycles every option list with its own stride, so that over
-// kPerPlacement cases each value of each option appears (lists have at most 5 values).
+// kPerPlacement cases each value of each option appears (lists have at most 5 values);
+// EveryOptionValueAppearsWithEveryPlacement holds the design to that.
 constexpr int kPerPlacement = 6;
 constexpr double kFloor = 1e-4;
 std::vector<Case> make_cases() {
@@ -47,14 +61,16 @@ std::vector<Case> make_cases() {
     for (int i = 0; i < kPerPlacement; ++i) {
       Case c;
       ModelConfig& m = c.m;
+      const int pi = static_cast<int>(pl);
       m.vocab_size = 32;
       m.n_layer = pl == Placement::mix ? 3 : 2;
-      m.d_model = 16;
-      m.n_head = (i % 2) ? 4 : 2;
+      const HeadOpt& h = kHeads[(i + 2 * pi) % 4];
+      m.d_model = h.d_model;
+      m.n_head = h.n_head;
       m.d_ff = 24;
       m.seq_len = 8;
       m.placement = pl;
-      m.mix_ratio = 0.5;
+      m.mix_ratio = kMixRatios[(i / 2) % 3];
       const int nk = i % 3;  // layernorm, layernorm+bias, rmsnorm
       m.norm = nk == 2 ? NormKind::rmsnorm : NormKind::layernorm;
       m.norm_bias = nk == 1;
@@ -68,24 +84,43 @@ std::vector<Case> make_cases() {
       c.z = (i / 2) % 2 ? 1e-2 : 0.0;
       m.pos = (i % 4 < 2) ? PosKind::rope : PosKind::learned;
       const MlpKind mlps[] = {MlpKind::gelu, MlpKind::gelu_tanh, MlpKind::swiglu, MlpKind::geglu};
-      m.mlp = mlps[(i + static_cast<int>(pl)) % 4];
+      m.mlp = mlps[(i + pi) % 4];
       m.bias = (i % 3) != 0;
       m.tie_embeddings = (i % 2) == 0;
       m.norm_gain_offset = i == 5 ? 1.0 : 0.0;
       m.embed_scale = i == 4 ? 4.0 : 1.0;
       m.attn_scale = i == 3 ? 0.3 : 0.0;
-      c.name = fmt::format("{}_{}_{}{}_{}_cap{}_z{}_{}_{}_bias{}_tie{}", i, to_string(pl),
+      c.name = fmt::format("{}_{}_{}{}_{}_cap{}_z{}_{}_{}_bias{}_tie{}_H{}", i, to_string(pl),
                            to_string(m.norm), m.norm_bias ? "b" : "", q.name, caps ? 1 : 0,
                            c.z > 0 ? 1 : 0, to_string(m.pos), to_string(m.mlp), m.bias ? 1 : 0,
-                           m.tie_embeddings ? 1 : 0);
+                           m.tie_embeddings ? 1 : 0, m.n_head);
+      if (pl == Placement::mix) c.name += fmt::format("_mix{}", m.mix_ratio);
+      if (m.norm_gain_offset != 0) c.name += "_gainoffset";
+      if (m.embed_scale != 1) c.name += "_embedscale";
+      if (m.attn_scale != 0) c.name += "_attnscale";
+      for (char& ch : c.name)
+        if (ch == '.') ch = 'p';
       out.push_back(c);
     }
-  // MLP kinds cycle per placement; make sure every placement still sees all four.
   return out;
 }
 
+// The entries checked in a tensor of numel entries: all of them up to kCheckAll, else a fixed
+// fraction kCheckFraction (at least kCheckAll), drawn without repetition.
+constexpr long kCheckAll = 64;
+constexpr double kCheckFraction = 0.125;
+std::vector<long> entries_to_check(long numel, Rng& rng) {
+  std::vector<long> all(numel);
+  std::iota(all.begin(), all.end(), 0L);
+  if (numel <= kCheckAll) return all;
+  const long n = std::max(kCheckAll, static_cast<long>(std::ceil(kCheckFraction * numel)));
+  for (long k = 0; k < n; ++k) std::swap(all[k], all[k + static_cast<long>(rng.below(numel - k))]);
+  all.resize(n);
+  return all;
+}
+
 // Central differences of the full loss against `analytic` (a gradient laid out like params())
-// on up to 12 entries of every parameter tensor. One result per tensor, in table order.
+// on entries_to_check() of every parameter tensor. One result per tensor, in table order.
 struct TensorCheck {
   std::string name;
   TensorError err;
@@ -98,9 +133,7 @@ std::vector<TensorCheck> check_model(Transformer<double>& model, const std::vect
   std::vector<TensorCheck> out;
   for (const ParamSpec& s : model.table().specs()) {
     TensorCheck tc{s.name, {}};
-    const long n_check = std::min<long>(s.numel, 12);
-    for (long k = 0; k < n_check; ++k) {
-      const long i = s.numel <= 12 ? k : static_cast<long>(rng.below(s.numel));
+    for (const long i : entries_to_check(s.numel, rng)) {
       double& w = model.params()[s.offset + i];
       const double w0 = w;
       w = w0 + h;
@@ -215,22 +248,46 @@ INSTANTIATE_TEST_SUITE_P(Options, ModelGradCheck, ::testing::ValuesIn(make_cases
 TEST(ModelGradCheck, EveryOptionValueAppearsWithEveryPlacement) {
   const auto cases = make_cases();
   for (Placement pl : kPlacements) {
-    std::set<std::string> seen;
-    for (const auto& c : cases)
-      if (c.m.placement == pl) {
-        seen.insert(fmt::format("norm={}{}", to_string(c.m.norm), c.m.norm_bias ? "+bias" : ""));
-        seen.insert(fmt::format("qk={}/{}/{}", to_string(c.m.qk_norm),
-                                c.m.qk_norm == QKNormKind::none ? "" : to_string(c.m.qk_norm_scope),
-                                c.m.qk_norm == QKNormKind::none ? "" : to_string(c.m.qk_norm_position)));
-        seen.insert(fmt::format("cap={}", c.m.attn_softcap));
-        seen.insert(fmt::format("z={}", c.z));
-        seen.insert(fmt::format("pos={}", to_string(c.m.pos)));
-        seen.insert(fmt::format("mlp={}", to_string(c.m.mlp)));
-        seen.insert(fmt::format("bias={}", c.m.bias));
-        seen.insert(fmt::format("tie={}", c.m.tie_embeddings));
+    std::map<std::string, std::set<std::string>> seen;  // option -> values met
+    for (const auto& c : cases) {
+      if (c.m.placement != pl) continue;
+      const ModelConfig& m = c.m;
+      seen["norm"].insert(fmt::format("{}{}", to_string(m.norm), m.norm_bias ? "+bias" : ""));
+      const bool qk = m.qk_norm != QKNormKind::none;
+      seen["qk"].insert(fmt::format("{}/{}/{}", to_string(m.qk_norm),
+                                    qk ? to_string(m.qk_norm_scope) : "",
+                                    qk ? to_string(m.qk_norm_position) : ""));
+      seen["cap"].insert(fmt::format("{}", m.attn_softcap));
+      seen["z"].insert(fmt::format("{}", c.z));
+      seen["pos"].insert(std::string(to_string(m.pos)));
+      seen["mlp"].insert(std::string(to_string(m.mlp)));
+      seen["bias"].insert(fmt::format("{}", m.bias));
+      seen["tie"].insert(fmt::format("{}", m.tie_embeddings));
+      seen["heads"].insert(fmt::format("{}", m.n_head));
+      seen["norm_gain_offset"].insert(fmt::format("{}", m.norm_gain_offset));
+      seen["embed_scale"].insert(fmt::format("{}", m.embed_scale));
+      seen["attn_scale"].insert(fmt::format("{}", m.attn_scale));
+      if (pl == Placement::mix) {
+        const ModelPlan plan = build_plan(m);
+        const auto n_post = std::count_if(plan.blocks.begin(), plan.blocks.end(),
+                                          [](const BlockPlan& b) { return b.mlp.norm_after_add; });
+        seen["mix_post_blocks"].insert(fmt::format("{}/{}", n_post, m.n_layer));
+        seen["final_norm"].insert(fmt::format("{}", plan.final_norm));
       }
-    // 3 norms + 5 qk + 2 caps + 2 z + 2 pos + 4 mlp + 2 bias + 2 tie
-    EXPECT_EQ(seen.size(), 22u) << to_string(pl);
+    }
+    std::map<std::string, std::size_t> want = {
+        {"norm", 3},        {"qk", 5},  {"cap", 2},   {"z", 2},
+        {"pos", 2},         {"mlp", 4}, {"bias", 2},  {"tie", 2},
+        {"heads", 4},  // 1, 2, 3 and 4 heads
+        {"norm_gain_offset", 2}, {"embed_scale", 2}, {"attn_scale", 2}};
+    if (pl == Placement::mix) {
+      want["mix_post_blocks"] = 3;  // 0 (all pre), 2 and 3 (all post) of 3 blocks
+      want["final_norm"] = 2;       // all post has none
+    }
+    for (const auto& [opt, n] : want)
+      EXPECT_EQ(seen[opt].size(), n) << to_string(pl) << " " << opt << ": "
+                                     << fmt::format("{}", fmt::join(seen[opt], ", "));
+    EXPECT_EQ(seen.size(), want.size()) << to_string(pl);
   }
 }
 

@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "fixtures.h"
 #include "model/transformer.h"
 #include "normlab/errors.h"
 #include "tensor/rng.h"
@@ -37,14 +38,7 @@ void PrintTo(const HeadCase& c, std::ostream* os) {
 }
 
 ModelConfig head_model(const HeadCase& hc) {
-  ModelConfig m;
-  m.vocab_size = 48;
-  m.n_layer = 2;
-  m.d_model = 16;
-  m.n_head = 2;
-  m.d_ff = 24;
-  m.seq_len = 8;
-  m.placement = Placement::pre;
+  ModelConfig m = test::tiny_model();
   m.final_softcap = hc.final_cap;
   m.tie_embeddings = hc.tie;
   return m;
@@ -72,10 +66,9 @@ void expect_chunks_match_single(const HeadCase& hc) {
   ASSERT_EQ(one.head_chunk(), B * Tn) << "the reference must be a single chunk";
   one.init_params(11);
   Rng rng(12);
-  for (auto& p : one.params()) p += static_cast<T>(0.3 * rng.normal());
-  std::vector<int> idx(B * Tn), tgt(B * Tn);
-  for (auto& x : idx) x = static_cast<int>(rng.below(m.vocab_size));
-  for (auto& x : tgt) x = static_cast<int>(rng.below(m.vocab_size));
+  test::perturb(one.params(), rng, 0.3);
+  const std::vector<int> idx = test::random_tokens(B * Tn, m.vocab_size, rng),
+                         tgt = test::random_tokens(B * Tn, m.vocab_size, rng);
   one.set_collect_stats(true);
   one.zero_grad();
   const LossStats ref = one.forward(idx.data(), tgt.data(), B, Tn, hc.z, true);
@@ -132,7 +125,7 @@ INSTANTIATE_TEST_SUITE_P(Options, HeadChunks,
 
 TEST(HeadChunks, DefaultSizeFollowsTheValueCap) {
   // kHeadChunkValues / V rows, at least kHeadChunkMinRows, at most N.
-  EXPECT_EQ(head_chunk_rows(21, 48), 21);
+  EXPECT_EQ(head_chunk_rows(21, 32), 21);
   EXPECT_EQ(head_chunk_rows(1L << 20, 50257), kHeadChunkValues / 50257);
   EXPECT_EQ(head_chunk_rows(1L << 20, 1 << 20), kHeadChunkMinRows);
   EXPECT_EQ(head_chunk_rows(1L << 20, 256), kHeadChunkValues / 256);

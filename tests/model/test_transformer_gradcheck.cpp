@@ -14,6 +14,7 @@
 
 #include <fmt/ranges.h>
 
+#include "fixtures.h"
 #include "gradcheck.h"
 #include "model/plan.h"
 #include "model/transformer.h"
@@ -60,15 +61,13 @@ std::vector<Case> make_cases() {
   for (Placement pl : kPlacements)
     for (int i = 0; i < kPerPlacement; ++i) {
       Case c;
+      c.m = tiny_model();
       ModelConfig& m = c.m;
       const int pi = static_cast<int>(pl);
-      m.vocab_size = 32;
       m.n_layer = pl == Placement::mix ? 3 : 2;
       const HeadOpt& h = kHeads[(i + 2 * pi) % 4];
       m.d_model = h.d_model;
       m.n_head = h.n_head;
-      m.d_ff = 24;
-      m.seq_len = 8;
       m.placement = pl;
       m.mix_ratio = kMixRatios[(i / 2) % 3];
       const int nk = i % 3;  // layernorm, layernorm+bias, rmsnorm
@@ -153,9 +152,9 @@ struct Batch {
   std::vector<int> idx, tgt;
 };
 Batch random_batch(int B, int T, int V, Rng& rng) {
-  Batch b{std::vector<int>(B * T), std::vector<int>(B * T)};
-  for (auto& x : b.idx) x = static_cast<int>(rng.below(V));
-  for (auto& x : b.tgt) x = static_cast<int>(rng.below(V));
+  Batch b;
+  b.idx = random_tokens(B * T, V, rng);
+  b.tgt = random_tokens(B * T, V, rng);
   return b;
 }
 std::vector<double> analytic_grad(Transformer<double>& model, const Batch& b, int B, int T,
@@ -176,7 +175,7 @@ TEST_P(ModelGradCheck, MatchesFiniteDifferences) {
   // Move every parameter away from its initial value so gains, biases and zeros all matter and
   // the attention/final caps saturate.
   Rng rng(99);
-  for (auto& p : model.params()) p += 0.3 * rng.normal();
+  perturb(model.params(), rng, 0.3);
   const Batch batch = random_batch(B, T, c.m.vocab_size, rng);
   const std::vector<double> analytic = analytic_grad(model, batch, B, T, c.z);
 
@@ -196,20 +195,9 @@ TEST_P(ModelGradCheck, MatchesFiniteDifferences) {
 
 // The harness itself must fail on NaN: a running std::fmax drops NaN, so before TensorError an
 // all-NaN gradient reported error 0 and passed.
-ModelConfig small_pre() {
-  ModelConfig m;
-  m.vocab_size = 32;
-  m.n_layer = 2;
-  m.d_model = 16;
-  m.n_head = 2;
-  m.d_ff = 24;
-  m.seq_len = 8;
-  return m;
-}
-
 TEST(ModelGradCheckHarness, NanBackwardFailsEveryTensor) {
   const int B = 2, T = 8;
-  Transformer<double> model(small_pre(), B, T);
+  Transformer<double> model(tiny_model(), B, T);
   model.init_params(42);
   Rng rng(5);
   const Batch batch = random_batch(B, T, 32, rng);
@@ -227,7 +215,7 @@ TEST(ModelGradCheckHarness, NanBackwardFailsEveryTensor) {
 
 TEST(ModelGradCheckHarness, NanForwardAndBackwardFails) {
   const int B = 2, T = 8;
-  Transformer<double> model(small_pre(), B, T);
+  Transformer<double> model(tiny_model(), B, T);
   model.init_params(42);
   Rng rng(5);
   const Batch batch = random_batch(B, T, 32, rng);

@@ -96,8 +96,9 @@ TEST(Plan, MixRoundsThePostBlocksUp) {
     double ratio;
     int L, n_post;
   };
-  const MixCase cases[] = {{0.25, 4, 1}, {0.26, 4, 2}, {0.5, 3, 2}, {1.0 / 3, 3, 1}, {0.28, 25, 7},
-                           {0.01, 4, 1}, {0.0, 4, 0},  {1.0, 3, 3}, {0.99, 3, 3},    {0.56, 25, 14}};
+  const MixCase cases[] = {{0.25, 4, 1}, {0.26, 4, 2},  {0.5, 3, 2},   {1.0 / 3, 3, 1},
+                           {0.01, 4, 1}, {0.0, 4, 0},   {1.0, 3, 3},   {0.99, 3, 3},
+                           {0.28, 25, 7}, {0.56, 25, 14}};
   const Row& post = kTable[0];
   const Row& pre = kTable[1];
   for (const MixCase& c : cases) {

@@ -331,9 +331,8 @@ double time_per_call(F&& f) {
 json run_sgemm(const BenchConfig& bc, int threads) {
   const int nthreads = set_thread_count(threads);
   const ModelConfig& m = bc.model;
-  // The same chunking as the model's head (rows per chunk, Transformer's head_chunk_).
-  const int head_rows = static_cast<int>(std::min<long>(
-      static_cast<long>(bc.batch) * m.seq_len, std::max<long>(64, (1L << 24) / m.vocab_size)));
+  // The same chunking as the model's head (rows per chunk).
+  const int head_rows = head_chunk_rows(static_cast<long>(bc.batch) * m.seq_len, m.vocab_size);
   const std::vector<Shape> shapes = model_shapes(bc, head_rows);
   Rng rng(7);
   json rows = json::array();

@@ -2,9 +2,11 @@
 // L = sum(out * R) turns any op into a scalar; its analytic gradient is the op's backward applied
 // to dout = R. Each op's test contributes a GradCase.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -31,7 +33,32 @@ inline Vec random_vec(std::size_t n, Rng& rng, double scale = 1.0, double shift 
   return v;
 }
 
-// Largest relative error over inputs: max_i |analytic_i - numeric_i| / max(max_i |numeric_i|, floor).
+// Error of one tensor's analytic gradient against its central differences. A plain running max
+// (std::fmax) would drop NaN, so that an all-NaN gradient reported error 0 and passed: every
+// non-finite numeric or analytic value is counted instead, and rel() is +inf when there is one.
+struct TensorError {
+  double max_num = 0;   // max |numeric|
+  double max_diff = 0;  // max |numeric - analytic|
+  long non_finite = 0;  // entries where either value is NaN or infinite
+
+  void add(double numeric, double analytic) {
+    if (!std::isfinite(numeric) || !std::isfinite(analytic)) {
+      ++non_finite;
+      return;
+    }
+    max_num = std::max(max_num, std::fabs(numeric));
+    max_diff = std::max(max_diff, std::fabs(numeric - analytic));
+  }
+  // max |diff| / max(max |numeric|, floor); +inf when any value was non-finite.
+  double rel(double floor) const {
+    if (non_finite > 0) return std::numeric_limits<double>::infinity();
+    return max_diff / std::max(max_num, floor);
+  }
+};
+
+// Largest relative error over inputs, max_i |analytic_i - numeric_i| / max(max_i |numeric_i|,
+// floor), or +inf when any analytic or numeric value is NaN or infinite (EXPECT_LT(err, kTol)
+// then fails).
 inline double grad_check(const GradCase& c, std::uint64_t seed = 7, double h = 1e-5) {
   Rng rng(seed);
   std::vector<Vec> in = c.inputs;
@@ -47,7 +74,9 @@ inline double grad_check(const GradCase& c, std::uint64_t seed = 7, double h = 1
   double worst = 0;
   for (std::size_t t = 0; t < in.size(); ++t) {
     if (!c.differentiable.empty() && !c.differentiable[t]) continue;
-    double max_num = 0, max_diff = 0;
+    if (analytic.size() <= t || analytic[t].size() != in[t].size())
+      return std::numeric_limits<double>::infinity();  // a backward of the wrong shape fails too
+    TensorError err;
     for (std::size_t i = 0; i < in[t].size(); ++i) {
       const double x0 = in[t][i];
       in[t][i] = x0 + h;
@@ -55,11 +84,9 @@ inline double grad_check(const GradCase& c, std::uint64_t seed = 7, double h = 1
       in[t][i] = x0 - h;
       const double lm = loss(in);
       in[t][i] = x0;
-      const double num = (lp - lm) / (2 * h);
-      max_num = std::fmax(max_num, std::fabs(num));
-      max_diff = std::fmax(max_diff, std::fabs(num - analytic[t][i]));
+      err.add((lp - lm) / (2 * h), analytic[t][i]);
     }
-    worst = std::fmax(worst, max_diff / std::fmax(max_num, 1e-10));
+    worst = std::max(worst, err.rel(1e-10));
   }
   return worst;
 }

@@ -40,7 +40,7 @@ ops::Activation activation_of(MlpKind m) {
 template <class T>
 double max_abs(const T* x, long n) {
   const Chunks ch(n, 32768);
-  double part[64] = {};
+  double part[kMaxChunks] = {};
   parallel_chunks_indexed(ch, [&](long c, long b, long e) {
     double m = 0;
     for (long i = b; i < e; ++i) m = std::fmax(m, std::fabs(static_cast<double>(x[i])));
@@ -118,9 +118,8 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
   const int C = cfg_.d_model, H = cfg_.n_head, D = cfg_.head_dim(), F = cfg_.d_ff,
             V = cfg_.vocab_size, L = cfg_.n_layer;
   const int F_in = gated(cfg_.mlp) ? 2 * F : F;
-  // Rows of logits per head chunk: up to 2^24 values (64 MiB in float), so that the (V, C) head
-  // matrix is streamed through as few times as the memory bound allows.
-  head_chunk_ = static_cast<int>(std::min<long>(N, std::max<long>(64, (1L << 24) / V)));
+  head_chunk_ = head_chunk_rows(N, V);
+  head_chunk_alloc_ = head_chunk_;
   for (int pass = 0; pass < (allocate ? 2 : 1); ++pass) {
     arena_used_ = 0;
     res_.assign(2 * L + 1, nullptr);
@@ -181,10 +180,11 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
     d_h_ = alloc(N * F_in);
     d_a_ = alloc(N * F);
     d_final_ = alloc(N * C);
-    head_logits_ = alloc(static_cast<long>(head_chunk_) * V);
+    head_logits_ = alloc(static_cast<long>(head_chunk_alloc_) * V);
     // Without a final cap the gradient overwrites the logits in place (no second buffer).
-    head_dlogits_ = cfg_.final_softcap > 0 ? alloc(static_cast<long>(head_chunk_) * V) : nullptr;
-    head_lse_ = alloc(head_chunk_);
+    head_dlogits_ =
+        cfg_.final_softcap > 0 ? alloc(static_cast<long>(head_chunk_alloc_) * V) : nullptr;
+    head_lse_ = alloc(head_chunk_alloc_);
     if (pass == 0 && allocate) arena_.assign(arena_used_, T(0));
   }
   stats_.resid_rms.assign(2 * L + 1, 0.0);
@@ -539,7 +539,7 @@ void Transformer<T>::body_forward(int l_begin, int l_end) {
     for (int k = 2 * l_begin; k <= 2 * l_end; ++k) {
       const T* x = res_[k];
       const Chunks ch(N * C, 32768);
-      double part_ss[64] = {}, part_mx[64] = {};
+      double part_ss[kMaxChunks] = {}, part_mx[kMaxChunks] = {};
       parallel_chunks_indexed(ch, [&](long c, long b, long e) {
         double s2 = 0, m = 0;
         for (long i = b; i < e; ++i) {
@@ -564,6 +564,13 @@ void Transformer<T>::set_matmul_precision(GemmPrecision prec) {
       throw InputError("matmul precision bf16 is for float models; this model is double");
   }
   mm_ = prec;
+}
+
+template <class T>
+void Transformer<T>::set_head_chunk(int rows) {
+  NL_CHECK(rows >= 1 && rows <= head_chunk_alloc_, "head chunk of {} rows: the buffers hold 1..{}",
+           rows, head_chunk_alloc_);
+  head_chunk_ = rows;
 }
 
 template <class T>

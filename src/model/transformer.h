@@ -6,6 +6,7 @@
 // parameter table (param_table.h, a function of the config and the plan) is the single list of
 // parameters.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -37,6 +38,17 @@ struct ForwardStats {
   double max_logit = 0;                      // max |logit| after the final soft-cap
   double max_logit_raw = 0;                  // max |logit| before it
 };
+
+// The LM head computes the (N, V) logits (and their gradient) a chunk of rows at a time: at most
+// kHeadChunkValues values (2^24, 64 MiB in float) but at least kHeadChunkMinRows rows per chunk,
+// so that the (V, C) head matrix is streamed through as few times as the memory bound allows.
+inline constexpr long kHeadChunkValues = 1L << 24;
+inline constexpr long kHeadChunkMinRows = 64;
+// Rows per head chunk for a pass over N rows with vocabulary V.
+inline int head_chunk_rows(long N, int V) {
+  return static_cast<int>(
+      std::min<long>(N, std::max<long>(kHeadChunkMinRows, kHeadChunkValues / V)));
+}
 
 template <class T>
 class Transformer {
@@ -92,6 +104,12 @@ class Transformer {
   void block_backward(int l, const T* dy, T* dx);
 
   void set_collect_stats(bool on) { collect_stats_ = on; }
+
+  // Rows per LM-head chunk: head_chunk_rows(max_batch * max_seq, V) unless set smaller. The
+  // setter exists for tests of the multi-chunk path on small models: 1 <= rows <= the size chosen
+  // at construction (the chunk buffers are not resized); throws InternalError otherwise.
+  int head_chunk() const { return head_chunk_; }
+  void set_head_chunk(int rows);
 
   // Product used by every linear layer and the LM head, forward and backward (dx and dW):
   // float32 (the default) or bf16 inputs with fp32 accumulation (gemm_bf16.h). Parameters,
@@ -195,7 +213,8 @@ class Transformer {
   T* head_logits_;                   // (chunk, V)
   T* head_dlogits_;                  // (chunk, V), only with a final cap (else in place)
   T* head_lse_;                      // (chunk)
-  int head_chunk_ = 0;
+  int head_chunk_ = 0;               // rows per chunk in use
+  int head_chunk_alloc_ = 0;         // rows the chunk buffers hold
   const int* idx_ = nullptr;
   bool head_grad_done_ = false;
   bool collect_stats_ = false;

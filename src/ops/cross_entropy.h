@@ -26,7 +26,7 @@ CrossEntropySums cross_entropy_forward_backward(T* dlogits, T* lse, const T* log
                                                 T grad_scale) {
   // Per-chunk partial sums, added in chunk order: the result does not depend on the threads.
   const Chunks chunks(N, 32768 / V + 1);
-  double part_ce[64] = {}, part_lsq[64] = {};
+  double part_ce[kMaxChunks] = {}, part_lsq[kMaxChunks] = {};
   parallel_chunks_indexed(chunks, [&](long chunk, long r0, long r1) {
     double ce = 0, lsq = 0;
     for (long r = r0; r < r1; ++r) {

@@ -38,13 +38,17 @@ void parallel_team(F&& f) {
       [](void* c, int t, int n) { (*static_cast<std::remove_reference_t<F>*>(c))(t, n); }, &f);
 }
 
-// The chunks of [0, n) that parallel_for uses: at most 64, each at least `grain` long and, when
-// grain >= 16, a multiple of 16 (whole cache lines of float) except the last.
+// The chunk cap: a parallel loop splits its range into at most kMaxChunks chunks, so per-chunk
+// partial sums (reduced afterwards in chunk order) fit in a `double part[kMaxChunks]`.
+inline constexpr long kMaxChunks = 64;
+
+// The chunks of [0, n) that parallel_for uses: at most kMaxChunks, each at least `grain` long and,
+// when grain >= 16, a multiple of 16 (whole cache lines of float) except the last.
 struct Chunks {
   long n, size, count;
   Chunks(long n_, long grain) : n(n_) {
     const long g = std::max<long>(grain, 1), align = g >= 16 ? 16 : 1;
-    count = std::max<long>(1, std::min<long>(64, n / g));
+    count = std::max<long>(1, std::min<long>(kMaxChunks, n / g));
     size = std::max<long>(1, ((n + count - 1) / count + align - 1) / align * align);
     count = (n + size - 1) / size;
   }

@@ -57,7 +57,7 @@ void adamw_update(T* p, T* g, T* m, T* v, long n, double lr, double beta1, doubl
 template <class T>
 double sum_squares(const T* g, long n) {
   const Chunks ch(n, 32768);
-  double part[64] = {};
+  double part[kMaxChunks] = {};
   parallel_chunks_indexed(ch, [&](long c, long b, long e) {
     const T* gs = g + b;
     double s = 0;

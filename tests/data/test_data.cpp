@@ -15,6 +15,7 @@
 
 #include "data/text_check.h"
 #include "data/wordnet_glosses_stamp.h"
+#include "fixtures.h"
 #include "normlab/data.h"
 #include "normlab/errors.h"
 #include "tensor/rng.h"
@@ -264,8 +265,7 @@ TEST(Data, TokenFileRoundTripViaMmap) {
   TempDir dir;
   for (const int vocab : {1, 10, 256, 257, 50257, 65536, 65537, 1 << 20}) {
     Rng rng(static_cast<std::uint64_t>(vocab));
-    std::vector<int> tokens(1000);
-    for (int& t : tokens) t = static_cast<int>(rng.below(static_cast<std::uint64_t>(vocab)));
+    std::vector<int> tokens = test::random_tokens(1000, vocab, rng);
     tokens[3] = vocab - 1;
     const std::string path = dir / ("v" + std::to_string(vocab) + ".tok");
     write_token_file(path, tokens, vocab);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "fixtures.h"
 #include "model/transformer.h"
 #include "normlab/errors.h"
 #include "tensor/rng.h"
@@ -16,12 +17,9 @@ class KvCacheParity : public ::testing::TestWithParam<Placement> {};
 
 TEST_P(KvCacheParity, MatchesFullForward) {
   for (int variant = 0; variant < 2; ++variant) {
-    ModelConfig m;
-    m.vocab_size = 40;
+    ModelConfig m = test::tiny_model();
     m.n_layer = 3;
-    m.d_model = 24;
     m.n_head = 4;
-    m.d_ff = 40;
     m.seq_len = 12;
     m.placement = GetParam();
     m.mix_ratio = 0.34;
@@ -36,10 +34,9 @@ TEST_P(KvCacheParity, MatchesFullForward) {
     Transformer<double> full(m, 1, m.seq_len), inc(m, 1, m.seq_len);
     full.init_params(5);
     Rng rng(3);
-    for (auto& p : full.params()) p += 0.2 * rng.normal();
+    test::perturb(full.params(), rng, 0.2);
     std::copy(full.params().begin(), full.params().end(), inc.params().begin());
-    std::vector<int> idx(T);
-    for (auto& x : idx) x = static_cast<int>(rng.below(m.vocab_size));
+    const std::vector<int> idx = test::random_tokens(T, m.vocab_size, rng);
     std::vector<double> logits(T * m.vocab_size), last(m.vocab_size);
     full.forward_logits(idx.data(), 1, T, logits.data());
     auto cache = inc.make_cache();
@@ -61,38 +58,36 @@ INSTANTIATE_TEST_SUITE_P(Placements, KvCacheParity,
                                            Placement::mix),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
-ModelConfig tiny_model() {
-  ModelConfig m;
-  m.vocab_size = 16;
-  m.n_layer = 1;
-  m.d_model = 8;
-  m.n_head = 2;
-  m.d_ff = 16;
+// The tiny model with a context of 4 tokens.
+ModelConfig short_model() {
+  ModelConfig m = test::tiny_model();
   m.seq_len = 4;
   return m;
 }
 
 TEST(KvCache, RefusesContextBeyondSeqLen) {
-  const ModelConfig m = tiny_model();
+  const ModelConfig m = short_model();
   Transformer<float> model(m, 1, 4);
   model.init_params(1);
   auto cache = model.make_cache();
   std::vector<int> idx = {1, 2, 3, 4, 5};
-  std::vector<float> last(16);
+  std::vector<float> last(m.vocab_size);
   EXPECT_THROW(model.forward_cached(idx.data(), 5, cache, last.data()), InputError);
   model.forward_cached(idx.data(), 4, cache, last.data());
   EXPECT_THROW(model.forward_cached(idx.data(), 1, cache, last.data()), InputError);
 }
 
 TEST(Transformer, RefusesTokenOutsideVocabulary) {
-  const ModelConfig m = tiny_model();
+  const ModelConfig m = short_model();
   Transformer<float> model(m, 1, 4);
-  std::vector<int> idx = {1, 2, 16, 4}, tgt = {1, 2, 3, 4};
+  const int V = m.vocab_size;  // the first id outside the vocabulary
+  std::vector<int> idx = {1, 2, V, 4}, tgt = {1, 2, 3, 4};
   try {
     model.forward(idx.data(), tgt.data(), 1, 4, 0.0, false);
     FAIL() << "no exception";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("token id 16 at position 2"), std::string::npos) << e.what();
+    const std::string want = "token id " + std::to_string(V) + " at position 2";
+    EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
   }
   idx[2] = 3;
   tgt[0] = -1;

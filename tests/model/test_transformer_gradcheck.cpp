@@ -1,14 +1,22 @@
 // Whole-model gradient check in double precision over a generated option matrix: every option
-// value appears with every placement. Each parameter tensor is checked on up to 12 entries by
-// central differences of the full loss (cross-entropy + z-loss).
+// value appears with every placement. Each parameter tensor is checked by central differences of
+// the full loss (cross-entropy + z-loss): every entry of a small tensor, a fixed fraction of a
+// larger one.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
+#include <numeric>
 #include <set>
 #include <string>
 #include <vector>
 
+#include <fmt/ranges.h>
+
+#include "fixtures.h"
 #include "gradcheck.h"
+#include "model/plan.h"
 #include "model/transformer.h"
 
 namespace normlab::test {
@@ -29,6 +37,13 @@ const QkOpt kQk[] = {
 };
 const Placement kPlacements[] = {Placement::post, Placement::pre, Placement::peri,
                                  Placement::reordered, Placement::deepnorm, Placement::mix};
+// (n_head, d_model): odd head counts too; 3 heads need a width divisible by 3 (D = 4).
+struct HeadOpt {
+  int n_head, d_model;
+};
+const HeadOpt kHeads[] = {{2, 16}, {4, 16}, {1, 16}, {3, 12}};
+// Mix-LN with L = 3: ceil(ratio * 3) = 2 post blocks, 0 (all pre), 3 (all post, no final norm).
+const double kMixRatios[] = {0.5, 0.0, 1.0};
 
 struct Case {
   ModelConfig m;
@@ -37,7 +52,8 @@ struct Case {
 };
 
 // Case i of a placement cycles every option list with its own stride, so that over
-// kPerPlacement cases each value of each option appears (lists have at most 5 values).
+// kPerPlacement cases each value of each option appears (lists have at most 5 values);
+// EveryOptionValueAppearsWithEveryPlacement holds the design to that.
 constexpr int kPerPlacement = 6;
 constexpr double kFloor = 1e-4;
 std::vector<Case> make_cases() {
@@ -45,15 +61,15 @@ std::vector<Case> make_cases() {
   for (Placement pl : kPlacements)
     for (int i = 0; i < kPerPlacement; ++i) {
       Case c;
+      c.m = tiny_model();
       ModelConfig& m = c.m;
-      m.vocab_size = 32;
+      const int pi = static_cast<int>(pl);
       m.n_layer = pl == Placement::mix ? 3 : 2;
-      m.d_model = 16;
-      m.n_head = (i % 2) ? 4 : 2;
-      m.d_ff = 24;
-      m.seq_len = 8;
+      const HeadOpt& h = kHeads[(i + 2 * pi) % 4];
+      m.d_model = h.d_model;
+      m.n_head = h.n_head;
       m.placement = pl;
-      m.mix_ratio = 0.5;
+      m.mix_ratio = kMixRatios[(i / 2) % 3];
       const int nk = i % 3;  // layernorm, layernorm+bias, rmsnorm
       m.norm = nk == 2 ? NormKind::rmsnorm : NormKind::layernorm;
       m.norm_bias = nk == 1;
@@ -67,20 +83,86 @@ std::vector<Case> make_cases() {
       c.z = (i / 2) % 2 ? 1e-2 : 0.0;
       m.pos = (i % 4 < 2) ? PosKind::rope : PosKind::learned;
       const MlpKind mlps[] = {MlpKind::gelu, MlpKind::gelu_tanh, MlpKind::swiglu, MlpKind::geglu};
-      m.mlp = mlps[(i + static_cast<int>(pl)) % 4];
+      m.mlp = mlps[(i + pi) % 4];
       m.bias = (i % 3) != 0;
       m.tie_embeddings = (i % 2) == 0;
       m.norm_gain_offset = i == 5 ? 1.0 : 0.0;
       m.embed_scale = i == 4 ? 4.0 : 1.0;
       m.attn_scale = i == 3 ? 0.3 : 0.0;
-      c.name = fmt::format("{}_{}_{}{}_{}_cap{}_z{}_{}_{}_bias{}_tie{}", i, to_string(pl),
+      c.name = fmt::format("{}_{}_{}{}_{}_cap{}_z{}_{}_{}_bias{}_tie{}_H{}", i, to_string(pl),
                            to_string(m.norm), m.norm_bias ? "b" : "", q.name, caps ? 1 : 0,
                            c.z > 0 ? 1 : 0, to_string(m.pos), to_string(m.mlp), m.bias ? 1 : 0,
-                           m.tie_embeddings ? 1 : 0);
+                           m.tie_embeddings ? 1 : 0, m.n_head);
+      if (pl == Placement::mix) c.name += fmt::format("_mix{}", m.mix_ratio);
+      if (m.norm_gain_offset != 0) c.name += "_gainoffset";
+      if (m.embed_scale != 1) c.name += "_embedscale";
+      if (m.attn_scale != 0) c.name += "_attnscale";
+      for (char& ch : c.name)
+        if (ch == '.') ch = 'p';
       out.push_back(c);
     }
-  // MLP kinds cycle per placement; make sure every placement still sees all four.
   return out;
+}
+
+// The entries checked in a tensor of numel entries: all of them up to kCheckAll, else a fixed
+// fraction kCheckFraction (at least kCheckAll), drawn without repetition.
+constexpr long kCheckAll = 64;
+constexpr double kCheckFraction = 0.125;
+std::vector<long> entries_to_check(long numel, Rng& rng) {
+  std::vector<long> all(numel);
+  std::iota(all.begin(), all.end(), 0L);
+  if (numel <= kCheckAll) return all;
+  const long n = std::max(kCheckAll, static_cast<long>(std::ceil(kCheckFraction * numel)));
+  for (long k = 0; k < n; ++k) std::swap(all[k], all[k + static_cast<long>(rng.below(numel - k))]);
+  all.resize(n);
+  return all;
+}
+
+// Central differences of the full loss against `analytic` (a gradient laid out like params())
+// on entries_to_check() of every parameter tensor. One result per tensor, in table order.
+struct TensorCheck {
+  std::string name;
+  TensorError err;
+};
+std::vector<TensorCheck> check_model(Transformer<double>& model, const std::vector<int>& idx,
+                                     const std::vector<int>& tgt, int B, int T, double z,
+                                     const std::vector<double>& analytic, Rng& rng) {
+  auto loss = [&] { return model.forward(idx.data(), tgt.data(), B, T, z, false).loss; };
+  const double h = 1e-5;
+  std::vector<TensorCheck> out;
+  for (const ParamSpec& s : model.table().specs()) {
+    TensorCheck tc{s.name, {}};
+    for (const long i : entries_to_check(s.numel, rng)) {
+      double& w = model.params()[s.offset + i];
+      const double w0 = w;
+      w = w0 + h;
+      const double lp = loss();
+      w = w0 - h;
+      const double lm = loss();
+      w = w0;
+      tc.err.add((lp - lm) / (2 * h), analytic[s.offset + i]);
+    }
+    out.push_back(std::move(tc));
+  }
+  return out;
+}
+
+// A batch and the analytic gradient of the loss on it.
+struct Batch {
+  std::vector<int> idx, tgt;
+};
+Batch random_batch(int B, int T, int V, Rng& rng) {
+  Batch b;
+  b.idx = random_tokens(B * T, V, rng);
+  b.tgt = random_tokens(B * T, V, rng);
+  return b;
+}
+std::vector<double> analytic_grad(Transformer<double>& model, const Batch& b, int B, int T,
+                                  double z) {
+  model.zero_grad();
+  model.forward(b.idx.data(), b.tgt.data(), B, T, z, true);
+  model.backward();
+  return {model.grads().begin(), model.grads().end()};
 }
 
 class ModelGradCheck : public ::testing::TestWithParam<Case> {};
@@ -93,48 +175,59 @@ TEST_P(ModelGradCheck, MatchesFiniteDifferences) {
   // Move every parameter away from its initial value so gains, biases and zeros all matter and
   // the attention/final caps saturate.
   Rng rng(99);
-  for (auto& p : model.params()) p += 0.3 * rng.normal();
-  std::vector<int> idx(B * T), tgt(B * T);
-  for (auto& x : idx) x = static_cast<int>(rng.below(c.m.vocab_size));
-  for (auto& x : tgt) x = static_cast<int>(rng.below(c.m.vocab_size));
+  perturb(model.params(), rng, 0.3);
+  const Batch batch = random_batch(B, T, c.m.vocab_size, rng);
+  const std::vector<double> analytic = analytic_grad(model, batch, B, T, c.z);
 
-  model.zero_grad();
-  model.forward(idx.data(), tgt.data(), B, T, c.z, true);
-  model.backward();
-  std::vector<double> analytic(model.grads().begin(), model.grads().end());
-
-  auto loss = [&] { return model.forward(idx.data(), tgt.data(), B, T, c.z, false).loss; };
-  const double h = 1e-5;
   double worst = 0;
-  std::string worst_name;
-  for (const ParamSpec& s : model.table().specs()) {
-    double max_num = 0, max_diff = 0;
-    const long n_check = std::min<long>(s.numel, 12);
-    for (long k = 0; k < n_check; ++k) {
-      const long i = s.numel <= 12 ? k : static_cast<long>(rng.below(s.numel));
-      double& w = model.params()[s.offset + i];
-      const double w0 = w;
-      w = w0 + h;
-      const double lp = loss();
-      w = w0 - h;
-      const double lm = loss();
-      w = w0;
-      const double num = (lp - lm) / (2 * h);
-      max_num = std::fmax(max_num, std::fabs(num));
-      max_diff = std::fmax(max_diff, std::fabs(num - analytic[s.offset + i]));
-    }
+  for (const TensorCheck& tc : check_model(model, batch.idx, batch.tgt, B, T, c.z, analytic, rng)) {
     // Central differences of a loss of size ~3 carry about 1e-10 of rounding noise, so a tensor
     // whose gradient is below kFloor everywhere is checked absolutely (to kFloor * kTol = 1e-10)
     // rather than relatively. The key-norm bias is such a tensor: its true gradient is exactly
     // zero, since adding one vector to every key shifts a query's scores by a constant.
-    const double rel = max_diff / std::fmax(max_num, kFloor);
-    if (rel > worst) {
-      worst = rel;
-      worst_name = s.name;
-    }
-    EXPECT_LT(rel, kTol) << s.name << " max|num|=" << max_num << " max|diff|=" << max_diff;
+    const double rel = tc.err.rel(kFloor);
+    worst = std::max(worst, rel);
+    EXPECT_LT(rel, kTol) << tc.name << " max|num|=" << tc.err.max_num
+                         << " max|diff|=" << tc.err.max_diff << " non-finite=" << tc.err.non_finite;
   }
   report(fmt::format("model_{}", to_string(c.m.placement)), c.name, worst);
+}
+
+// The harness itself must fail on NaN: a running std::fmax drops NaN, so before TensorError an
+// all-NaN gradient reported error 0 and passed.
+TEST(ModelGradCheckHarness, NanBackwardFailsEveryTensor) {
+  const int B = 2, T = 8;
+  Transformer<double> model(tiny_model(), B, T);
+  model.init_params(42);
+  Rng rng(5);
+  const Batch batch = random_batch(B, T, 32, rng);
+  std::vector<double> analytic = analytic_grad(model, batch, B, T, 0.0);
+  // Sanity: the true gradient passes.
+  for (const TensorCheck& tc : check_model(model, batch.idx, batch.tgt, B, T, 0.0, analytic, rng))
+    EXPECT_LT(tc.err.rel(kFloor), kTol) << tc.name;
+  // A backward that returns NaN (the forward is fine).
+  std::fill(analytic.begin(), analytic.end(), std::nan(""));
+  for (const TensorCheck& tc : check_model(model, batch.idx, batch.tgt, B, T, 0.0, analytic, rng)) {
+    EXPECT_GT(tc.err.non_finite, 0) << tc.name;
+    EXPECT_FALSE(tc.err.rel(kFloor) < kTol) << tc.name;
+  }
+}
+
+TEST(ModelGradCheckHarness, NanForwardAndBackwardFails) {
+  const int B = 2, T = 8;
+  Transformer<double> model(tiny_model(), B, T);
+  model.init_params(42);
+  Rng rng(5);
+  const Batch batch = random_batch(B, T, 32, rng);
+  // One NaN weight in the first block makes the loss and every gradient before it NaN.
+  model.params()[model.table().find("blocks.0.attn.wqkv.weight")->offset] = std::nan("");
+  const std::vector<double> analytic = analytic_grad(model, batch, B, T, 0.0);
+  long failed = 0;
+  for (const TensorCheck& tc : check_model(model, batch.idx, batch.tgt, B, T, 0.0, analytic, rng)) {
+    EXPECT_GT(tc.err.non_finite, 0) << tc.name;
+    failed += !(tc.err.rel(kFloor) < kTol);
+  }
+  EXPECT_EQ(failed, static_cast<long>(model.table().specs().size()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Options, ModelGradCheck, ::testing::ValuesIn(make_cases()),
@@ -143,22 +236,46 @@ INSTANTIATE_TEST_SUITE_P(Options, ModelGradCheck, ::testing::ValuesIn(make_cases
 TEST(ModelGradCheck, EveryOptionValueAppearsWithEveryPlacement) {
   const auto cases = make_cases();
   for (Placement pl : kPlacements) {
-    std::set<std::string> seen;
-    for (const auto& c : cases)
-      if (c.m.placement == pl) {
-        seen.insert(fmt::format("norm={}{}", to_string(c.m.norm), c.m.norm_bias ? "+bias" : ""));
-        seen.insert(fmt::format("qk={}/{}/{}", to_string(c.m.qk_norm),
-                                c.m.qk_norm == QKNormKind::none ? "" : to_string(c.m.qk_norm_scope),
-                                c.m.qk_norm == QKNormKind::none ? "" : to_string(c.m.qk_norm_position)));
-        seen.insert(fmt::format("cap={}", c.m.attn_softcap));
-        seen.insert(fmt::format("z={}", c.z));
-        seen.insert(fmt::format("pos={}", to_string(c.m.pos)));
-        seen.insert(fmt::format("mlp={}", to_string(c.m.mlp)));
-        seen.insert(fmt::format("bias={}", c.m.bias));
-        seen.insert(fmt::format("tie={}", c.m.tie_embeddings));
+    std::map<std::string, std::set<std::string>> seen;  // option -> values met
+    for (const auto& c : cases) {
+      if (c.m.placement != pl) continue;
+      const ModelConfig& m = c.m;
+      seen["norm"].insert(fmt::format("{}{}", to_string(m.norm), m.norm_bias ? "+bias" : ""));
+      const bool qk = m.qk_norm != QKNormKind::none;
+      seen["qk"].insert(fmt::format("{}/{}/{}", to_string(m.qk_norm),
+                                    qk ? to_string(m.qk_norm_scope) : "",
+                                    qk ? to_string(m.qk_norm_position) : ""));
+      seen["cap"].insert(fmt::format("{}", m.attn_softcap));
+      seen["z"].insert(fmt::format("{}", c.z));
+      seen["pos"].insert(std::string(to_string(m.pos)));
+      seen["mlp"].insert(std::string(to_string(m.mlp)));
+      seen["bias"].insert(fmt::format("{}", m.bias));
+      seen["tie"].insert(fmt::format("{}", m.tie_embeddings));
+      seen["heads"].insert(fmt::format("{}", m.n_head));
+      seen["norm_gain_offset"].insert(fmt::format("{}", m.norm_gain_offset));
+      seen["embed_scale"].insert(fmt::format("{}", m.embed_scale));
+      seen["attn_scale"].insert(fmt::format("{}", m.attn_scale));
+      if (pl == Placement::mix) {
+        const ModelPlan plan = build_plan(m);
+        const auto n_post = std::count_if(plan.blocks.begin(), plan.blocks.end(),
+                                          [](const BlockPlan& b) { return b.mlp.norm_after_add; });
+        seen["mix_post_blocks"].insert(fmt::format("{}/{}", n_post, m.n_layer));
+        seen["final_norm"].insert(fmt::format("{}", plan.final_norm));
       }
-    // 3 norms + 5 qk + 2 caps + 2 z + 2 pos + 4 mlp + 2 bias + 2 tie
-    EXPECT_EQ(seen.size(), 22u) << to_string(pl);
+    }
+    std::map<std::string, std::size_t> want = {
+        {"norm", 3},        {"qk", 5},  {"cap", 2},   {"z", 2},
+        {"pos", 2},         {"mlp", 4}, {"bias", 2},  {"tie", 2},
+        {"heads", 4},  // 1, 2, 3 and 4 heads
+        {"norm_gain_offset", 2}, {"embed_scale", 2}, {"attn_scale", 2}};
+    if (pl == Placement::mix) {
+      want["mix_post_blocks"] = 3;  // 0 (all pre), 2 and 3 (all post) of 3 blocks
+      want["final_norm"] = 2;       // all post has none
+    }
+    for (const auto& [opt, n] : want)
+      EXPECT_EQ(seen[opt].size(), n) << to_string(pl) << " " << opt << ": "
+                                     << fmt::format("{}", fmt::join(seen[opt], ", "));
+    EXPECT_EQ(seen.size(), want.size()) << to_string(pl);
   }
 }
 

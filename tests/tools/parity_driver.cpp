@@ -32,7 +32,7 @@ std::vector<int> read_ids(const SafetensorsFile& f, const char* name, long n) {
 
 int run(int argc, char** argv) {
   std::string cfg_path, weights_path, batch_path, out_path, mode = "model";
-  int adam_steps = 0;
+  int adam_steps = 0, head_chunk = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--config") cfg_path = v;
@@ -41,6 +41,7 @@ int run(int argc, char** argv) {
     else if (k == "--out") out_path = v;
     else if (k == "--adam-steps") adam_steps = std::stoi(v);
     else if (k == "--mode") mode = v;
+    else if (k == "--head-chunk") head_chunk = std::stoi(v);
     else throw Error("unknown option " + k);
   }
   const Config cfg = load_config(cfg_path);
@@ -85,6 +86,7 @@ int run(int argc, char** argv) {
   const auto idx = read_ids(batch, "idx", N), tgt = read_ids(batch, "targets", N);
   Transformer<float> model(cfg.model, B, T);
   load_weights(model, weights);
+  if (head_chunk > 0) model.set_head_chunk(head_chunk);
 
   std::vector<float> logits(N * V);
   model.forward_logits(idx.data(), B, T, logits.data());

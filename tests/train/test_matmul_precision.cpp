@@ -2,7 +2,6 @@
 // in bf16 with its loss close to the float32 run's; a model switched back to float32 computes
 // float32 bitwise; double models refuse bf16; a bad value is reported by validation.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -10,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "fixtures.h"
 #include "model/transformer.h"
 #include "normlab/config.h"
 #include "normlab/errors.h"
@@ -21,23 +21,13 @@ namespace fs = std::filesystem;
 namespace normlab {
 namespace {
 
+// The tiny run, wider (C = 64, F = 128) and with SwiGLU.
 Config tiny_config(int steps) {
-  Config c;
-  c.model.n_layer = 2;
+  Config c = test::tiny_run(steps);
   c.model.d_model = 64;
-  c.model.n_head = 2;
   c.model.d_ff = 128;
-  c.model.seq_len = 32;
   c.model.placement = Placement::pre;
   c.model.mlp = MlpKind::swiglu;
-  c.train.batch_size = 4;
-  c.train.steps = steps;
-  c.train.log_interval = 1;
-  c.train.eval_interval = 0;
-  c.train.checkpoint_interval = 0;
-  c.train.threads = 2;
-  c.optim.lr = 3e-3;
-  c.optim.warmup_steps = 5;
   return c;
 }
 
@@ -47,9 +37,7 @@ struct RunLog {
 };
 
 RunLog train(const Config& c, const std::string& name) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("normlab_test_mp_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  const fs::path dir = test::temp_dir("mp_" + name);
   RunLog r;
   {
     Trainer t(c, dir.string(), false);
@@ -104,9 +92,8 @@ TEST(MatmulPrecision, ModelForwardBackwardCloseToFloat32) {
   m16.set_matmul_precision(GemmPrecision::bf16);
   EXPECT_EQ(m16.matmul_precision(), GemmPrecision::bf16);
   Rng rng(2);
-  std::vector<int> idx(B * T), tgt(B * T);
-  for (auto& x : idx) x = static_cast<int>(rng.below(c.model.vocab_size));
-  for (auto& x : tgt) x = static_cast<int>(rng.below(c.model.vocab_size));
+  const std::vector<int> idx = test::random_tokens(B * T, c.model.vocab_size, rng),
+                         tgt = test::random_tokens(B * T, c.model.vocab_size, rng);
   m32.zero_grad();
   m16.zero_grad();
   const double l32 = m32.forward(idx.data(), tgt.data(), B, T, 0.0, true).loss;
@@ -136,9 +123,8 @@ TEST(MatmulPrecision, SwitchingBackToFloat32IsBitwiseFloat32) {
   ref.init_params(5);
   m.init_params(5);
   Rng rng(3);
-  std::vector<int> idx(B * T), tgt(B * T);
-  for (auto& x : idx) x = static_cast<int>(rng.below(c.model.vocab_size));
-  for (auto& x : tgt) x = static_cast<int>(rng.below(c.model.vocab_size));
+  const std::vector<int> idx = test::random_tokens(B * T, c.model.vocab_size, rng),
+                         tgt = test::random_tokens(B * T, c.model.vocab_size, rng);
   auto loss_and_grads = [&](Transformer<float>& t) {
     t.zero_grad();
     const double l = t.forward(idx.data(), tgt.data(), B, T, 1e-4, true).loss;

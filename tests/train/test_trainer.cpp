@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "fixtures.h"
 #include "io/metrics.h"
 #include "model/generate.h"
 #include "model/transformer.h"
@@ -21,32 +22,18 @@ namespace fs = std::filesystem;
 namespace normlab {
 namespace {
 
+using test::temp_dir;
+
+// The tiny run, Peri-LN with QK-norm and z-loss, evaluated and checkpointed every 10 steps.
 Config tiny_config(int steps) {
-  Config c;
-  c.model.n_layer = 2;
-  c.model.d_model = 32;
-  c.model.n_head = 2;
-  c.model.d_ff = 64;
-  c.model.seq_len = 32;
+  Config c = test::tiny_run(steps);
   c.model.placement = Placement::peri;
   c.model.qk_norm = QKNormKind::rmsnorm;
-  c.train.batch_size = 4;
-  c.train.steps = steps;
-  c.train.log_interval = 1;
   c.train.eval_interval = 10;
   c.train.eval_batches = 2;
   c.train.checkpoint_interval = 10;
-  c.train.threads = 2;
   c.train.z_loss = 1e-4;
-  c.optim.lr = 3e-3;
-  c.optim.warmup_steps = 5;
   return c;
-}
-
-std::string temp_dir(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / ("normlab_test_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  return p.string();
 }
 
 TEST(Trainer, LossFalls) {

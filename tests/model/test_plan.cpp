@@ -1,0 +1,139 @@
+// The block plan (model/plan.h): a placement is four fields per sublayer. This test holds the
+// placement table, Mix-LN's rounding, DeepNorm's alpha and beta, and the final-norm rule; a new
+// placement adds its row to kTable (and a block rule like mix's if it varies by block).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "model/plan.h"
+
+namespace normlab {
+namespace {
+
+// alpha < 0 stands for DeepNorm's (2L)^(1/4).
+constexpr double kDeepAlpha = -1;
+struct Row {
+  Placement placement;
+  SublayerPlan sub;  // the same for attention and MLP, in every block
+  bool final_norm;
+};
+// clang-format off
+const Row kTable[] = {
+    //                     norm_in norm_out alpha    norm_after_add  final norm
+    {Placement::post,      {false,  false,   1.0,        true},       false},
+    {Placement::pre,       {true,   false,   1.0,        false},      true},
+    {Placement::peri,      {true,   true,    1.0,        false},      true},
+    {Placement::reordered, {false,  true,    1.0,        false},      true},
+    {Placement::deepnorm,  {false,  false,   kDeepAlpha, true},       false},
+};
+// clang-format on
+
+ModelConfig with(Placement p, int L, double mix_ratio = 0.25) {
+  ModelConfig m;
+  m.placement = p;
+  m.n_layer = L;
+  m.mix_ratio = mix_ratio;
+  return m;
+}
+
+void expect_sublayer(const SublayerPlan& got, const SublayerPlan& want, double alpha,
+                     const std::string& where) {
+  EXPECT_EQ(got.norm_in, want.norm_in) << where;
+  EXPECT_EQ(got.norm_out, want.norm_out) << where;
+  EXPECT_DOUBLE_EQ(got.alpha, alpha) << where;
+  EXPECT_EQ(got.norm_after_add, want.norm_after_add) << where;
+}
+
+TEST(Plan, PlacementTable) {
+  for (const Row& row : kTable)
+    for (int L : {1, 2, 3, 8}) {
+      const ModelPlan plan = build_plan(with(row.placement, L));
+      const std::string name = fmt::format("{} L={}", to_string(row.placement), L);
+      ASSERT_EQ(plan.blocks.size(), static_cast<std::size_t>(L)) << name;
+      const double alpha = row.sub.alpha == kDeepAlpha ? std::pow(2.0 * L, 0.25) : row.sub.alpha;
+      for (int l = 0; l < L; ++l) {
+        expect_sublayer(plan.blocks[l].attn, row.sub, alpha, name + fmt::format(" attn {}", l));
+        expect_sublayer(plan.blocks[l].mlp, row.sub, alpha, name + fmt::format(" mlp {}", l));
+      }
+      EXPECT_EQ(plan.final_norm, row.final_norm) << name;
+    }
+}
+
+TEST(Plan, TableCoversEveryPlacement) {
+  // Every placement has a row above, except mix, which is post then pre (tested below).
+  std::set<std::string_view> covered = {to_string(Placement::mix)};
+  for (const Row& row : kTable) covered.insert(to_string(row.placement));
+  for (std::string_view name : enum_names<Placement>()) EXPECT_TRUE(covered.count(name)) << name;
+}
+
+TEST(Plan, DeepNormAlphaAndBeta) {
+  // DeepNet (Wang et al. 2022), decoder-only: alpha = (2L)^(1/4) on the residual, beta =
+  // (8L)^(-1/4) on the initialisation of the value, output and MLP weights (test_init.cpp checks
+  // the weights). No other placement has a beta.
+  for (int L : {1, 2, 6, 18}) {
+    const ModelPlan plan = build_plan(with(Placement::deepnorm, L));
+    EXPECT_DOUBLE_EQ(plan.blocks[0].attn.alpha, std::pow(2.0 * L, 0.25));
+    EXPECT_DOUBLE_EQ(plan.deepnorm_beta, std::pow(8.0 * L, -0.25));
+  }
+  EXPECT_DOUBLE_EQ(build_plan(with(Placement::deepnorm, 8)).blocks[7].mlp.alpha, 2.0);  // 16^(1/4)
+  for (std::string_view name : enum_names<Placement>()) {
+    const Placement p = *enum_from_string<Placement>(name);
+    if (p != Placement::deepnorm) {
+      EXPECT_EQ(build_plan(with(p, 4)).deepnorm_beta, 0.0) << name;
+    }
+  }
+}
+
+TEST(Plan, MixRoundsThePostBlocksUp) {
+  // Mix-LN (Li et al. 2024): post-norm for the first ceil(mix_ratio * L) blocks, pre-norm after;
+  // a product that lands a rounding error above an integer (0.28 * 25 = 7.000000000000001 in
+  // double) is that integer, not the next one.
+  struct MixCase {
+    double ratio;
+    int L, n_post;
+  };
+  const MixCase cases[] = {{0.25, 4, 1}, {0.26, 4, 2},  {0.5, 3, 2},   {1.0 / 3, 3, 1},
+                           {0.01, 4, 1}, {0.0, 4, 0},   {1.0, 3, 3},   {0.99, 3, 3},
+                           {0.28, 25, 7}, {0.56, 25, 14}};
+  const Row& post = kTable[0];
+  const Row& pre = kTable[1];
+  for (const MixCase& c : cases) {
+    const ModelPlan plan = build_plan(with(Placement::mix, c.L, c.ratio));
+    const std::string name = fmt::format("ratio={} L={}", c.ratio, c.L);
+    ASSERT_EQ(plan.blocks.size(), static_cast<std::size_t>(c.L)) << name;
+    for (int l = 0; l < c.L; ++l) {
+      const SublayerPlan& want = l < c.n_post ? post.sub : pre.sub;
+      expect_sublayer(plan.blocks[l].attn, want, 1.0, name + fmt::format(" attn {}", l));
+      expect_sublayer(plan.blocks[l].mlp, want, 1.0, name + fmt::format(" mlp {}", l));
+    }
+    // All post: the last sublayer normalises the stream, so no final norm; otherwise one.
+    EXPECT_EQ(plan.final_norm, c.n_post < c.L) << name;
+    EXPECT_EQ(plan.deepnorm_beta, 0.0) << name;
+  }
+}
+
+TEST(Plan, FinalNormIffTheLastSublayerLeavesTheStreamUnnormalised) {
+  for (std::string_view name : enum_names<Placement>())
+    for (int L : {1, 2, 5})
+      for (double ratio : {0.0, 0.25, 0.5, 1.0}) {
+        const ModelPlan plan = build_plan(with(*enum_from_string<Placement>(name), L, ratio));
+        EXPECT_EQ(plan.final_norm, !plan.blocks.back().mlp.norm_after_add)
+            << name << " L=" << L << " ratio=" << ratio;
+      }
+}
+
+TEST(Plan, Describe) {
+  EXPECT_EQ(describe(kTable[0].sub), "x = N_post(x + F(x))");
+  EXPECT_EQ(describe(kTable[1].sub), "x = x + F(N_in(x))");
+  EXPECT_EQ(describe(kTable[2].sub), "x = x + N_out(F(N_in(x)))");
+  EXPECT_EQ(describe(kTable[3].sub), "x = x + N_out(F(x))");
+  EXPECT_EQ(describe(build_plan(with(Placement::deepnorm, 8)).blocks[0].attn),
+            "x = N_post(2 * x + F(x))");
+}
+
+}  // namespace
+}  // namespace normlab

@@ -37,96 +37,109 @@ Config point_config(const ConfigOptions& base, const SweepPoint& p, int threads)
   return load_config(base.config_path, ov);
 }
 
-}  // namespace
+struct SweepOptions {
+  ConfigOptions cfg;
+  std::vector<std::string> grid;
+  std::string out = "runs/sweep", lr_key = "optim.lr";
+  int jobs = 1;
+};
 
-void add_sweep(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand("sweep", "Train a grid of configs and report learning-rate sensitivity "
-                                          "(Wortsman et al. 2023)");
-  struct Opts {
-    ConfigOptions cfg;
-    std::vector<std::string> grid;
-    std::string out = "runs/sweep", lr_key = "optim.lr";
-    int jobs = 1;
+// The config of every point, validated before any run starts (every problem at once).
+std::vector<Config> point_configs(const SweepOptions& o, const std::vector<SweepPoint>& points,
+                                  int threads) {
+  std::vector<std::string> problems;
+  std::vector<Config> cfgs;
+  for (const auto& p : points) {
+    try {
+      cfgs.push_back(point_config(o.cfg, p, threads));
+    } catch (const ConfigError& e) {
+      for (const auto& x : e.problems) problems.push_back(p.name + ": " + x);
+    }
+  }
+  if (!problems.empty()) throw ConfigError(problems);
+  return cfgs;
+}
+
+// Starts a `sweep-point` worker process for one point; returns its pid.
+pid_t spawn_point(const Config& cfg, const std::string& dir) {
+  fs::create_directories(dir);
+  const std::string cfg_path = (fs::path(dir) / "requested.toml").string();
+  std::ofstream(cfg_path) << dump_config_toml(cfg);
+  std::vector<std::string> args = {"/proc/self/exe", "sweep-point", "--config", cfg_path, "--out", dir};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  std::string self = fs::read_symlink("/proc/self/exe").string();
+  if (posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv.data(), environ) != 0)
+    throw Error("cannot start a sweep worker process");
+  return pid;
+}
+
+// Trains every point not yet finished: in this process with one job, else in up to `jobs`
+// worker processes at a time. Stops starting points once a stop signal arrives.
+void run_points(const SweepOptions& o, const std::vector<SweepPoint>& points,
+                const std::vector<Config>& cfgs) {
+  std::map<pid_t, std::size_t> running;
+  auto reap_one = [&] {
+    int st = 0;
+    const pid_t pid = ::wait(&st);
+    if (pid > 0 && running.count(pid)) {
+      const auto& p = points[running[pid]];
+      fmt::print("[{}] {}\n", p.name, WIFEXITED(st) && (WEXITSTATUS(st) == 0) ? "finished" : "failed");
+      running.erase(pid);
+    }
   };
-  auto o = std::make_shared<Opts>();
-  o->cfg.add_to(cmd);
-  cmd->add_option("--grid", o->grid, "KEY=v1,v2,... or KEY=a:b:Nlog / a:b:Nlin (repeatable)")->required();
-  cmd->add_option("--out,-o", o->out, "Sweep directory (one run per grid point, sweep.json)")->capture_default_str();
-  cmd->add_option("--jobs,-j", o->jobs, "Runs in parallel (separate processes; cores are divided)")
-      ->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--lr-key", o->lr_key, "Grid key that holds the learning rate")->capture_default_str();
-  cmd->callback([&action, o] {
-    action = [o] {
-      std::vector<GridAxis> axes;
-      for (const auto& g : o->grid) axes.push_back(parse_grid_axis(g));
-      const auto points = expand_grid(axes);
-      const int threads = o->jobs > 1 ? std::max(1, available_cores() / o->jobs) : 0;
-      // Validate every point before starting any (every problem at once).
-      std::vector<std::string> problems;
-      std::vector<Config> cfgs;
-      for (const auto& p : points) {
-        try {
-          cfgs.push_back(point_config(o->cfg, p, threads));
-        } catch (const ConfigError& e) {
-          for (const auto& x : e.problems) problems.push_back(p.name + ": " + x);
-        }
-      }
-      if (!problems.empty()) throw ConfigError(problems);
-      fs::create_directories(o->out);
-      install_stop_signals();
-      std::map<pid_t, std::size_t> running;
-      auto reap_one = [&] {
-        int st = 0;
-        const pid_t pid = ::wait(&st);
-        if (pid > 0 && running.count(pid)) {
-          const auto& p = points[running[pid]];
-          fmt::print("[{}] {}\n", p.name, WIFEXITED(st) && (WEXITSTATUS(st) == 0) ? "finished" : "failed");
-          running.erase(pid);
-        }
-      };
-      for (std::size_t i = 0; i < points.size(); ++i) {
-        if (stop_signal_received()) break;
-        const std::string dir = (fs::path(o->out) / points[i].name).string();
-        if (sweep_point_finished(dir)) {
-          fmt::print("[{}] already finished, skipped\n", points[i].name);
-          continue;
-        }
-        if (o->jobs == 1) {
-          fmt::print("[{}] training\n", points[i].name);
-          std::fflush(stdout);
-          const std::string st = run_sweep_point(cfgs[i], dir, stop_hooks());
-          fmt::print("[{}] {}\n", points[i].name, st);
-          continue;
-        }
-        while (static_cast<int>(running.size()) >= o->jobs) reap_one();
-        fs::create_directories(dir);
-        const std::string cfg_path = (fs::path(dir) / "requested.toml").string();
-        std::ofstream(cfg_path) << dump_config_toml(cfgs[i]);
-        std::vector<std::string> args = {"/proc/self/exe", "sweep-point", "--config", cfg_path, "--out", dir};
-        std::vector<char*> argv;
-        for (auto& a : args) argv.push_back(a.data());
-        argv.push_back(nullptr);
-        pid_t pid = 0;
-        std::string self = fs::read_symlink("/proc/self/exe").string();
-        if (posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv.data(), environ) != 0)
-          throw Error("cannot start a sweep worker process");
-        running[pid] = i;
-        fmt::print("[{}] started (pid {})\n", points[i].name, pid);
-        std::fflush(stdout);
-      }
-      while (!running.empty()) reap_one();
-      std::vector<SweepRun> runs;
-      for (const auto& p : points) runs.push_back(read_sweep_run((fs::path(o->out) / p.name).string(), p));
-      const auto sens = lr_sensitivity(runs, o->lr_key);
-      std::ofstream(fs::path(o->out) / "sweep.json") << sweep_json(axes, runs, sens, o->lr_key).dump(1) << '\n';
-      const std::string table = sensitivity_table(sens);
-      std::ofstream(fs::path(o->out) / "sensitivity.md") << table;
-      fmt::print("\n{}\nwritten: {}/sweep.json, {}/sensitivity.md\n", table, o->out, o->out);
-      return stop_signal_received() ? kExitInterrupted : kExitOk;
-    };
-  });
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    if (stop_signal_received()) break;
+    const std::string dir = (fs::path(o.out) / points[i].name).string();
+    if (sweep_point_finished(dir)) {
+      fmt::print("[{}] already finished, skipped\n", points[i].name);
+      continue;
+    }
+    if (o.jobs == 1) {
+      fmt::print("[{}] training\n", points[i].name);
+      std::fflush(stdout);
+      const std::string st = run_sweep_point(cfgs[i], dir, stop_hooks());
+      fmt::print("[{}] {}\n", points[i].name, st);
+      continue;
+    }
+    while (static_cast<int>(running.size()) >= o.jobs) reap_one();
+    const pid_t pid = spawn_point(cfgs[i], dir);
+    running[pid] = i;
+    fmt::print("[{}] started (pid {})\n", points[i].name, pid);
+    std::fflush(stdout);
+  }
+  while (!running.empty()) reap_one();
+}
 
-  // Worker for --jobs > 1: one grid point in its own process.
+// Reads every point's result, writes sweep.json and sensitivity.md and prints the table.
+void write_summary(const SweepOptions& o, const std::vector<GridAxis>& axes,
+                   const std::vector<SweepPoint>& points) {
+  std::vector<SweepRun> runs;
+  for (const auto& p : points) runs.push_back(read_sweep_run((fs::path(o.out) / p.name).string(), p));
+  const auto sens = lr_sensitivity(runs, o.lr_key);
+  std::ofstream(fs::path(o.out) / "sweep.json") << sweep_json(axes, runs, sens, o.lr_key).dump(1) << '\n';
+  const std::string table = sensitivity_table(sens);
+  std::ofstream(fs::path(o.out) / "sensitivity.md") << table;
+  fmt::print("\n{}\nwritten: {}/sweep.json, {}/sensitivity.md\n", table, o.out, o.out);
+}
+
+int run_sweep(const SweepOptions& o) {
+  std::vector<GridAxis> axes;
+  for (const auto& g : o.grid) axes.push_back(parse_grid_axis(g));
+  const auto points = expand_grid(axes);
+  const int threads = o.jobs > 1 ? std::max(1, available_cores() / o.jobs) : 0;
+  const std::vector<Config> cfgs = point_configs(o, points, threads);
+  fs::create_directories(o.out);
+  install_stop_signals();
+  run_points(o, points, cfgs);
+  write_summary(o, axes, points);
+  return stop_signal_received() ? kExitInterrupted : kExitOk;
+}
+
+// Worker for --jobs > 1: one grid point in its own process.
+void add_sweep_point(CLI::App& app, Action& action) {
   auto* w = app.add_subcommand("sweep-point", "(internal) train one sweep point");
   w->group("");
   auto wo = std::make_shared<std::pair<std::string, std::string>>();
@@ -139,6 +152,22 @@ void add_sweep(CLI::App& app, Action& action) {
       return kExitOk;
     };
   });
+}
+
+}  // namespace
+
+void add_sweep(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("sweep", "Train a grid of configs and report learning-rate sensitivity "
+                                          "(Wortsman et al. 2023)");
+  auto o = std::make_shared<SweepOptions>();
+  o->cfg.add_to(cmd);
+  cmd->add_option("--grid", o->grid, "KEY=v1,v2,... or KEY=a:b:Nlog / a:b:Nlin (repeatable)")->required();
+  cmd->add_option("--out,-o", o->out, "Sweep directory (one run per grid point, sweep.json)")->capture_default_str();
+  cmd->add_option("--jobs,-j", o->jobs, "Runs in parallel (separate processes; cores are divided)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--lr-key", o->lr_key, "Grid key that holds the learning rate")->capture_default_str();
+  cmd->callback([&action, o] { action = [o] { return run_sweep(*o); }; });
+  add_sweep_point(app, action);
 }
 
 }  // namespace normlab::cli

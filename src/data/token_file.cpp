@@ -72,9 +72,9 @@ bool write_all(int fd, const unsigned char* buf, std::size_t n) {
   return true;
 }
 
-}  // namespace
-
-TokenCorpus TokenCorpus::from_token_file(const std::string& path) {
+// Maps the whole of `path` read-only; fails (naming the file) unless it is a regular file of at
+// least a header's size. Sets `file_bytes` to its size.
+void* map_token_file(const std::string& path, std::uint64_t& file_bytes) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail(path, fmt::format("cannot open: {}", std::strerror(errno)));
   struct stat st {};
@@ -87,7 +87,7 @@ TokenCorpus TokenCorpus::from_token_file(const std::string& path) {
     ::close(fd);
     fail(path, "not a regular file");
   }
-  const auto file_bytes = static_cast<std::uint64_t>(st.st_size);
+  file_bytes = static_cast<std::uint64_t>(st.st_size);
   if (file_bytes < kHeaderBytes) {
     ::close(fd);
     fail(path, fmt::format("truncated: {} bytes, shorter than the {}-byte token file header",
@@ -97,14 +97,13 @@ TokenCorpus TokenCorpus::from_token_file(const std::string& path) {
   const int map_err = errno;
   ::close(fd);  // the mapping keeps the file open
   if (addr == MAP_FAILED) fail(path, fmt::format("cannot mmap: {}", std::strerror(map_err)));
+  return addr;
+}
 
-  // From here the store owns the mapping and unmaps it if a check throws.
-  auto store = std::make_shared<detail::TokenStore>();
-  store->name = path;
-  store->map_addr = addr;
-  store->map_len = file_bytes;
-  const auto* h = static_cast<const unsigned char*>(addr);
-
+// Checks the header `h` of a mapped file of `file_bytes` bytes and sets the store's data, width,
+// count and vocab from it.
+void read_header(const std::string& path, const unsigned char* h, std::uint64_t file_bytes,
+                 detail::TokenStore& store) {
   if (std::memcmp(h, kMagic, sizeof kMagic) != 0)
     fail(path, fmt::format("not a normlab token file: magic is \"{}\", expected \"NLTOKENS\"",
                            show_bytes(h, sizeof kMagic)));
@@ -135,28 +134,46 @@ TokenCorpus TokenCorpus::from_token_file(const std::string& path) {
                            "of {} bytes ({} bytes) but {} bytes follow the 32-byte header",
                            count, width, count * width, data_bytes));
 
-  store->data = h + kHeaderBytes;
-  store->width = static_cast<int>(width);
-  store->count = static_cast<long>(count);  // <= file size, so it fits
-  store->vocab = static_cast<int>(vocab);
+  store.data = h + kHeaderBytes;
+  store.width = static_cast<int>(width);
+  store.count = static_cast<long>(count);  // <= file size, so it fits
+  store.vocab = static_cast<int>(vocab);
+}
 
-  // Validate every token once, here, so that a corrupt file fails at load time and copy() stays
-  // a plain load. Skipped when the width cannot hold a value >= vocab.
-  if (width < 4 && vocab >= (std::uint64_t{1} << (8 * width))) return TokenCorpus(std::move(store));
-  ::madvise(addr, file_bytes, MADV_SEQUENTIAL);  // a hint: read ahead, drop behind
-  const unsigned char* data = store->data;
-  const long n = store->count;
+// Validates every token of a mapped store once, so that a corrupt file fails at load time and
+// copy() stays a plain load. Skipped when the width cannot hold a value >= vocab.
+void check_tokens(const std::string& path, const detail::TokenStore& store) {
+  const auto width = static_cast<std::uint32_t>(store.width);
+  const auto vocab = static_cast<std::uint32_t>(store.vocab);
+  if (width < 4 && vocab >= (std::uint64_t{1} << (8 * width))) return;
+  ::madvise(store.map_addr, store.map_len, MADV_SEQUENTIAL);  // a hint: read ahead, drop behind
+  const unsigned char* data = store.data;
+  const long n = store.count;
   const long bad = width == 1   ? first_out_of_vocab<std::uint8_t>(data, n, vocab)
                    : width == 2 ? first_out_of_vocab<std::uint16_t>(data, n, vocab)
                                 : first_out_of_vocab<std::uint32_t>(data, n, vocab);
-  ::madvise(addr, file_bytes, MADV_NORMAL);
+  ::madvise(store.map_addr, store.map_len, MADV_NORMAL);
   if (bad >= 0) {
-    const std::uint32_t value = width == 1   ? store->data[bad]
-                                : width == 2 ? load_le<std::uint16_t>(store->data + 2 * bad)
-                                             : load_le<std::uint32_t>(store->data + 4 * bad);
+    const std::uint32_t value = width == 1   ? store.data[bad]
+                                : width == 2 ? load_le<std::uint16_t>(store.data + 2 * bad)
+                                             : load_le<std::uint32_t>(store.data + 4 * bad);
     fail(path, fmt::format("token {} at index {} (byte offset {}) is >= the vocab size {}", value,
                            bad, kHeaderBytes + static_cast<std::uint64_t>(bad) * width, vocab));
   }
+}
+
+}  // namespace
+
+TokenCorpus TokenCorpus::from_token_file(const std::string& path) {
+  std::uint64_t file_bytes = 0;
+  void* addr = map_token_file(path, file_bytes);
+  // From here the store owns the mapping and unmaps it if a check throws.
+  auto store = std::make_shared<detail::TokenStore>();
+  store->name = path;
+  store->map_addr = addr;
+  store->map_len = file_bytes;
+  read_header(path, static_cast<const unsigned char*>(addr), file_bytes, *store);
+  check_tokens(path, *store);
   return TokenCorpus(std::move(store));
 }
 

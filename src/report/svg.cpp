@@ -4,6 +4,8 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <tuple>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -251,8 +253,18 @@ std::size_t drawable_points(const LineChart& chart) {
   return n;
 }
 
-std::string render(const LineChart& c, bool standalone) {
-  // ---- domains ----
+namespace {
+
+// Where everything goes: the scales with their pixel ranges, the plot rectangle and the legend.
+struct Layout {
+  Scale sx, sy;
+  std::vector<const Series*> legend;  // the series listed in the legend, in order
+  double left = 0, top = 0, width = 0, height = 0;
+  double pw = 0, ph = 0;  // plot width and height
+};
+
+// The scales over every drawable point and every mark of the chart (pixel ranges not yet set).
+std::pair<Scale, Scale> chart_scales(const LineChart& c) {
   std::vector<double> xs, ys;
   for (const auto& s : c.series) {
     const std::size_t n = std::min(s.x.size(), s.y.size());
@@ -266,166 +278,213 @@ std::string render(const LineChart& c, bool standalone) {
       ys.push_back(m.y);  // a NaN (pinned to the top) is dropped by make_scale
     }
   }
-  Scale sx = make_scale(c.x, xs);
-  Scale sy = make_scale(c.y, ys);
+  return {make_scale(c.x, xs), make_scale(c.y, ys)};
+}
 
-  // ---- layout ----
-  std::vector<const Series*> legend;
+Layout layout_chart(const LineChart& c) {
+  Layout l;
+  std::tie(l.sx, l.sy) = chart_scales(c);
   std::size_t legend_chars = 0;
   for (const auto& s : c.series)
     if (s.in_legend && !s.label.empty()) {
-      legend.push_back(&s);
+      l.legend.push_back(&s);
       legend_chars = std::max(legend_chars, std::min(s.label.size(), kMaxLegendChars));
     }
   std::size_t ytick_chars = 1;
-  for (double t : sy.ticks) ytick_chars = std::max(ytick_chars, sy.label(t).size());
-  const double legend_w = legend.empty() ? 0 : 40 + legend_chars * kCharWidth;
-  const double left = 30 + ytick_chars * kCharWidth + 8;
-  const double top = c.subtitle.empty() ? 38 : 54;
+  for (double t : l.sy.ticks) ytick_chars = std::max(ytick_chars, l.sy.label(t).size());
+  const double legend_w = l.legend.empty() ? 0 : 40 + legend_chars * kCharWidth;
+  l.left = 30 + ytick_chars * kCharWidth + 8;
+  l.top = c.subtitle.empty() ? 38 : 54;
   const double bottom = 48;
   const double right = 16 + legend_w;
-  const double legend_h = 12 + 17.0 * legend.size();
-  const double width = std::max<double>(c.width, left + right + 160);
-  const double height = std::max<double>(c.height, top + bottom + std::max(legend_h, 140.0));
-  const double pw = width - left - right, ph = height - top - bottom;
-  sx.a = left;
-  sx.b = left + pw;
-  sy.a = top + ph;
-  sy.b = top;
+  const double legend_h = 12 + 17.0 * l.legend.size();
+  l.width = std::max<double>(c.width, l.left + right + 160);
+  l.height = std::max<double>(c.height, l.top + bottom + std::max(legend_h, 140.0));
+  l.pw = l.width - l.left - right;
+  l.ph = l.height - l.top - bottom;
+  l.sx.a = l.left;
+  l.sx.b = l.left + l.pw;
+  l.sy.a = l.top + l.ph;
+  l.sy.b = l.top;
+  return l;
+}
 
+// The opening <svg> element, background, title and subtitle.
+std::string render_head(const LineChart& c, const Layout& l, bool standalone, std::size_t npts) {
   std::string o;
   if (standalone) o += "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  const std::size_t npts = drawable_points(c);
   o += fmt::format(
       "<svg {}class=\"chart\" id=\"{}\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
       "font-family=\"system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', sans-serif\" "
       "font-size=\"11\" role=\"img\" aria-label=\"{}\" data-points=\"{}\">\n",
-      standalone ? "xmlns=\"http://www.w3.org/2000/svg\" " : "", escape(c.id), width, height, width,
-      height, escape(c.title), npts);
+      standalone ? "xmlns=\"http://www.w3.org/2000/svg\" " : "", escape(c.id), l.width, l.height, l.width,
+      l.height, escape(c.title), npts);
   o += fmt::format("<title>{}</title>\n", escape(c.title));
-  o += fmt::format("<rect width=\"{}\" height=\"{}\" fill=\"#ffffff\"/>\n", width, height);
+  o += fmt::format("<rect width=\"{}\" height=\"{}\" fill=\"#ffffff\"/>\n", l.width, l.height);
   o += fmt::format("<text x=\"{}\" y=\"22\" font-size=\"14\" font-weight=\"600\" fill=\"#222\">{}</text>\n",
-                   fixed(left), escape(c.title));
+                   fixed(l.left), escape(c.title));
   if (!c.subtitle.empty())
-    o += fmt::format("<text x=\"{}\" y=\"39\" fill=\"#666\">{}</text>\n", fixed(left), escape(c.subtitle));
+    o += fmt::format("<text x=\"{}\" y=\"39\" fill=\"#666\">{}</text>\n", fixed(l.left), escape(c.subtitle));
+  return o;
+}
 
-  // ---- grid and axes ----
-  o += "<g class=\"grid\" stroke=\"#e6e6e6\" stroke-width=\"1\">\n";
-  for (double t : sx.ticks)
-    o += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\"/>\n", fixed(sx.px(t)), fixed(top),
+// Grid lines at the ticks and the plot frame.
+std::string render_grid(const Layout& l) {
+  const double left = l.left, top = l.top, pw = l.pw, ph = l.ph;
+  std::string o = "<g class=\"grid\" stroke=\"#e6e6e6\" stroke-width=\"1\">\n";
+  for (double t : l.sx.ticks)
+    o += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\"/>\n", fixed(l.sx.px(t)), fixed(top),
                      fixed(top + ph));
-  for (double t : sy.ticks)
-    o += fmt::format("<line x1=\"{1}\" y1=\"{0}\" x2=\"{2}\" y2=\"{0}\"/>\n", fixed(sy.px(t)), fixed(left),
+  for (double t : l.sy.ticks)
+    o += fmt::format("<line x1=\"{1}\" y1=\"{0}\" x2=\"{2}\" y2=\"{0}\"/>\n", fixed(l.sy.px(t)), fixed(left),
                      fixed(left + pw));
   o += "</g>\n";
   o += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#9a9a9a\"/>\n",
                    fixed(left), fixed(top), fixed(pw), fixed(ph));
-  o += "<g class=\"axis x\" fill=\"#444\" text-anchor=\"middle\">\n";
-  for (double t : sx.ticks) {
-    const double x = sx.px(t);
+  return o;
+}
+
+// Tick marks, tick labels and the axis labels.
+std::string render_axes(const LineChart& c, const Layout& l) {
+  const double left = l.left, top = l.top, pw = l.pw, ph = l.ph;
+  std::string o = "<g class=\"axis x\" fill=\"#444\" text-anchor=\"middle\">\n";
+  for (double t : l.sx.ticks) {
+    const double x = l.sx.px(t);
     o += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#9a9a9a\"/>", fixed(x),
                      fixed(top + ph), fixed(top + ph + 4));
     o += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", fixed(x), fixed(top + ph + 16),
-                     escape(sx.label(t)));
+                     escape(l.sx.label(t)));
   }
   if (!c.x.label.empty())
     o += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"#222\">{}</text>\n", fixed(left + pw / 2),
                      fixed(top + ph + 36), escape(c.x.label + (c.x.log ? " (log scale)" : "")));
   o += "</g>\n<g class=\"axis y\" fill=\"#444\" text-anchor=\"end\">\n";
-  for (double t : sy.ticks) {
-    const double y = sy.px(t);
+  for (double t : l.sy.ticks) {
+    const double y = l.sy.px(t);
     o += fmt::format("<line x1=\"{1}\" y1=\"{0}\" x2=\"{2}\" y2=\"{0}\" stroke=\"#9a9a9a\"/>", fixed(y),
                      fixed(left - 4), fixed(left));
     o += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", fixed(left - 7), fixed(y + 4),
-                     escape(sy.label(t)));
+                     escape(l.sy.label(t)));
   }
   if (!c.y.label.empty())
     o += fmt::format(
         "<text transform=\"translate(14 {}) rotate(-90)\" text-anchor=\"middle\" fill=\"#222\">{}</text>\n",
         fixed(top + ph / 2), escape(c.y.label + (c.y.log ? " (log scale)" : "")));
   o += "</g>\n";
+  return o;
+}
 
-  // ---- series ----
-  const std::string clip = c.id + "-clip";
-  o += fmt::format(
-      "<clipPath id=\"{}\"><rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/></clipPath>\n", escape(clip),
-      fixed(left - 4), fixed(top - 4), fixed(pw + 8), fixed(ph + 8));
-  o += fmt::format("<g clip-path=\"url(#{})\">\n", escape(clip));
-  for (std::size_t si = 0; si < c.series.size(); ++si) {
-    const Series& s = c.series[si];
-    const std::string color = s.color.empty() ? palette(si) : s.color;
-    o += fmt::format("<g class=\"series\" data-label=\"{}\">\n", escape(s.label));
-    // Split into runs of drawable points; each run becomes one sub-path, single points dots.
-    std::vector<std::vector<std::pair<double, double>>> pieces(1);
-    const std::size_t n = std::min(s.x.size(), s.y.size());
-    for (std::size_t i = 0; i < n; ++i) {
-      if (drawable(s.x[i], c.x.log) && drawable(s.y[i], c.y.log)) {
-        pieces.back().emplace_back(sx.px(s.x[i]), sy.px(s.y[i]));
-      } else if (!pieces.back().empty()) {
-        pieces.emplace_back();
-      }
+// The series split into runs of drawable points, in pixels; a non-drawable point starts a new run.
+std::vector<std::vector<std::pair<double, double>>> pixel_pieces(const LineChart& c, const Layout& l,
+                                                                  const Series& s) {
+  std::vector<std::vector<std::pair<double, double>>> pieces(1);
+  const std::size_t n = std::min(s.x.size(), s.y.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    if (drawable(s.x[i], c.x.log) && drawable(s.y[i], c.y.log)) {
+      pieces.back().emplace_back(l.sx.px(s.x[i]), l.sy.px(s.y[i]));
+    } else if (!pieces.back().empty()) {
+      pieces.emplace_back();
     }
-    std::string d;
-    std::vector<std::pair<double, double>> dots;
-    for (const auto& p : pieces) {
-      if (p.size() == 1) dots.push_back(p[0]);
-      if (p.size() < 2) continue;
-      const auto q = decimate(p);
-      for (std::size_t i = 0; i < q.size(); ++i)
-        d += fmt::format("{}{} {}", i == 0 ? (d.empty() ? "M" : " M") : " L", fixed(q[i].first),
-                         fixed(q[i].second));
-    }
-    if (!d.empty())
-      o += fmt::format(
-          "<path d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.8\" stroke-linejoin=\"round\" "
-          "stroke-linecap=\"round\"{}><title>{}</title></path>\n",
-          d, escape(color), s.dashed ? " stroke-dasharray=\"6 4\"" : "", escape(s.label));
-    if (s.markers)
-      for (const auto& p : pieces)
-        for (const auto& q : p) dots.push_back(q);
-    for (const auto& [x, y] : dots)
-      o += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"3\" fill=\"{}\"><title>{}</title></circle>\n", fixed(x),
-                       fixed(y), escape(color), escape(s.label));
-    for (const auto& m : s.marks) {
-      if (!drawable(m.x, c.x.log)) continue;
-      const double x = sx.px(m.x);
-      const double y = drawable(m.y, c.y.log) ? sy.px(m.y) : top + 7;
-      o += fmt::format(
-          "<path class=\"mark\" d=\"M{0} {1} L{2} {3} M{0} {3} L{2} {1}\" stroke=\"{4}\" stroke-width=\"2.4\" "
-          "stroke-linecap=\"round\"><title>{5}</title></path>\n",
-          fixed(x - 5), fixed(y - 5), fixed(x + 5), fixed(y + 5), escape(color),
-          escape(m.title.empty() ? s.label : s.label + ": " + m.title));
-    }
-    o += "</g>\n";
   }
+  return pieces;
+}
+
+// The crosses of a series' marks; a mark without a drawable y sits at the top edge.
+std::string render_marks(const LineChart& c, const Layout& l, const Series& s,
+                         const std::string& color) {
+  std::string o;
+  for (const auto& m : s.marks) {
+    if (!drawable(m.x, c.x.log)) continue;
+    const double x = l.sx.px(m.x);
+    const double y = drawable(m.y, c.y.log) ? l.sy.px(m.y) : l.top + 7;
+    o += fmt::format(
+        "<path class=\"mark\" d=\"M{0} {1} L{2} {3} M{0} {3} L{2} {1}\" stroke=\"{4}\" stroke-width=\"2.4\" "
+        "stroke-linecap=\"round\"><title>{5}</title></path>\n",
+        fixed(x - 5), fixed(y - 5), fixed(x + 5), fixed(y + 5), escape(color),
+        escape(m.title.empty() ? s.label : s.label + ": " + m.title));
+  }
+  return o;
+}
+
+// One series: its line (one sub-path per run of drawable points), dots (lone points, or every
+// point with `markers`) and marks.
+std::string render_series(const LineChart& c, const Layout& l, std::size_t si) {
+  const Series& s = c.series[si];
+  const std::string color = s.color.empty() ? palette(si) : s.color;
+  std::string o = fmt::format("<g class=\"series\" data-label=\"{}\">\n", escape(s.label));
+  const auto pieces = pixel_pieces(c, l, s);
+  std::string d;
+  std::vector<std::pair<double, double>> dots;
+  for (const auto& p : pieces) {
+    if (p.size() == 1) dots.push_back(p[0]);
+    if (p.size() < 2) continue;
+    const auto q = decimate(p);
+    for (std::size_t i = 0; i < q.size(); ++i)
+      d += fmt::format("{}{} {}", i == 0 ? (d.empty() ? "M" : " M") : " L", fixed(q[i].first),
+                       fixed(q[i].second));
+  }
+  if (!d.empty())
+    o += fmt::format(
+        "<path d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.8\" stroke-linejoin=\"round\" "
+        "stroke-linecap=\"round\"{}><title>{}</title></path>\n",
+        d, escape(color), s.dashed ? " stroke-dasharray=\"6 4\"" : "", escape(s.label));
+  if (s.markers)
+    for (const auto& p : pieces)
+      for (const auto& q : p) dots.push_back(q);
+  for (const auto& [x, y] : dots)
+    o += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"3\" fill=\"{}\"><title>{}</title></circle>\n", fixed(x),
+                     fixed(y), escape(color), escape(s.label));
+  o += render_marks(c, l, s, color);
+  o += "</g>\n";
+  return o;
+}
+
+// Every series inside the plot's clip rectangle, and "no data" when nothing is drawn.
+std::string render_plot(const LineChart& c, const Layout& l, std::size_t npts) {
+  const std::string clip = c.id + "-clip";
+  std::string o = fmt::format(
+      "<clipPath id=\"{}\"><rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/></clipPath>\n", escape(clip),
+      fixed(l.left - 4), fixed(l.top - 4), fixed(l.pw + 8), fixed(l.ph + 8));
+  o += fmt::format("<g clip-path=\"url(#{})\">\n", escape(clip));
+  for (std::size_t si = 0; si < c.series.size(); ++si) o += render_series(c, l, si);
   o += "</g>\n";
   bool any_mark = false;
   for (const auto& s : c.series) any_mark = any_mark || !s.marks.empty();
   if (npts == 0 && !any_mark)
     o += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"13\" fill=\"#888\">no data</text>\n",
-                     fixed(left + pw / 2), fixed(top + ph / 2));
-
-  // ---- legend ----
-  if (!legend.empty()) {
-    const double lx = left + pw + 14;
-    o += "<g class=\"legend\" fill=\"#222\">\n";
-    for (std::size_t i = 0; i < legend.size(); ++i) {
-      const Series& s = *legend[i];
-      const std::size_t si = static_cast<std::size_t>(&s - c.series.data());
-      const std::string color = s.color.empty() ? palette(si) : s.color;
-      const double y = top + 10 + 17.0 * i;
-      o += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"2.2\"{}/>",
-                       fixed(lx), fixed(y), fixed(lx + 22), fixed(y), escape(color),
-                       s.dashed ? " stroke-dasharray=\"6 4\"" : "");
-      if (s.markers)
-        o += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"3\" fill=\"{}\"/>", fixed(lx + 11), fixed(y), escape(color));
-      o += fmt::format("<text x=\"{}\" y=\"{}\"><title>{}</title>{}</text>\n", fixed(lx + 28), fixed(y + 4),
-                       escape(s.label), escape(truncate_label(s.label)));
-    }
-    o += "</g>\n";
-  }
-  o += "</svg>\n";
+                     fixed(l.left + l.pw / 2), fixed(l.top + l.ph / 2));
   return o;
+}
+
+// The legend to the right of the plot; empty when no series is listed.
+std::string render_legend(const LineChart& c, const Layout& l) {
+  if (l.legend.empty()) return "";
+  const double lx = l.left + l.pw + 14;
+  std::string o = "<g class=\"legend\" fill=\"#222\">\n";
+  for (std::size_t i = 0; i < l.legend.size(); ++i) {
+    const Series& s = *l.legend[i];
+    const std::size_t si = static_cast<std::size_t>(&s - c.series.data());
+    const std::string color = s.color.empty() ? palette(si) : s.color;
+    const double y = l.top + 10 + 17.0 * i;
+    o += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"2.2\"{}/>",
+                     fixed(lx), fixed(y), fixed(lx + 22), fixed(y), escape(color),
+                     s.dashed ? " stroke-dasharray=\"6 4\"" : "");
+    if (s.markers)
+      o += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"3\" fill=\"{}\"/>", fixed(lx + 11), fixed(y), escape(color));
+    o += fmt::format("<text x=\"{}\" y=\"{}\"><title>{}</title>{}</text>\n", fixed(lx + 28), fixed(y + 4),
+                     escape(s.label), escape(truncate_label(s.label)));
+  }
+  o += "</g>\n";
+  return o;
+}
+
+}  // namespace
+
+std::string render(const LineChart& c, bool standalone) {
+  const Layout l = layout_chart(c);
+  const std::size_t npts = drawable_points(c);
+  return render_head(c, l, standalone, npts) + render_grid(l) + render_axes(c, l) +
+         render_plot(c, l, npts) + render_legend(c, l) + "</svg>\n";
 }
 
 }  // namespace normlab::svg

@@ -5,7 +5,7 @@
 //
 // The output is plain SVG text: with `standalone` it is a complete .svg file, otherwise an element
 // to inline in HTML (no namespace URI, so the page carries no URL at all). Nothing here reads files,
-// prints or knows about runs; src/report/report.cpp turns runs into charts.
+// prints or knows about runs; src/report/figures.cpp turns runs into charts.
 #pragma once
 #include <optional>
 #include <string>

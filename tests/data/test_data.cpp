@@ -346,6 +346,32 @@ TEST(Data, BadTokenFilesNameTheProblem) {
                             {"cannot create"});
 }
 
+// The token check at load reads each width at its own size, and is skipped only where the width
+// cannot hold a value >= vocab.
+TEST(Data, TokenFileTokensCheckedAtEveryWidth) {
+  TempDir dir;
+  auto load = [&](const std::string& name, const std::string& bytes) {
+    write_bytes(dir / name, bytes);
+    return TokenCorpus::from_token_file(dir / name);
+  };
+  const std::vector<std::uint32_t> wide = {1, 299, 70000};
+  std::string four(12, '\0');
+  std::memcpy(four.data(), wide.data(), 12);
+  expect_error<FormatError>([&] { load("oov4.tok", token_header(1, 4, 3, 300) + four); },
+                            {"oov4.tok", "token 70000 at index 2", "byte offset 40",
+                             ">= the vocab size 300"});
+  // The same tokens with a vocab that holds them load as they are.
+  EXPECT_EQ(all_tokens(load("ok4.tok", token_header(1, 4, 3, 70001) + four)),
+            (std::vector<int>{1, 299, 70000}));
+  // 1-byte tokens under a vocab of 300 cannot be out of range: loaded without a check.
+  const std::string bytes("\x00\xff\x07", 3);
+  EXPECT_EQ(all_tokens(load("v300.tok", token_header(1, 1, 3, 300) + bytes)),
+            (std::vector<int>{0, 255, 7}));
+  expect_error<FormatError>(
+      [&] { load("vbig.tok", token_header(1, 4, 3, 0x80000000u) + four); },
+      {"vbig.tok", "vocab size 2147483648 exceeds the largest supported, 2147483647"});
+}
+
 // --- split ------------------------------------------------------------------------------------
 
 TEST(Data, SplitSizesAndDeterminism) {

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "model/model_detail.h"
 #include "normlab/errors.h"
 #include "ops/activation.h"
 #include "ops/attention.h"
@@ -23,66 +24,8 @@
 
 namespace normlab {
 
-namespace {
+using namespace model_detail;
 
-bool gated(MlpKind m) { return m == MlpKind::swiglu || m == MlpKind::geglu; }
-
-ops::Activation activation_of(MlpKind m) {
-  switch (m) {
-    case MlpKind::gelu: return ops::Activation::gelu_erf;
-    case MlpKind::gelu_tanh: return ops::Activation::gelu_tanh;
-    case MlpKind::swiglu: return ops::Activation::silu;
-    case MlpKind::geglu: return ops::Activation::gelu_tanh;
-  }
-  return ops::Activation::gelu_erf;
-}
-
-template <class T>
-double max_abs(const T* x, long n) {
-  const Chunks ch(n, 32768);
-  double part[kMaxChunks] = {};
-  parallel_chunks_indexed(ch, [&](long c, long b, long e) {
-    double m = 0;
-    for (long i = b; i < e; ++i) m = std::fmax(m, std::fabs(static_cast<double>(x[i])));
-    part[c] = m;
-  });
-  double m = 0;
-  for (long c = 0; c < ch.count; ++c) m = std::fmax(m, part[c]);
-  return m;
-}
-
-// Copies columns [col, col + C) of src (N, ld) into dst (N, C), or back.
-template <class T>
-void gather_cols(T* dst, const T* src, long N, int C, int ld, int col) {
-  parallel_for(N, 16384 / C + 1, [&](long r0, long r1) {
-    for (long r = r0; r < r1; ++r) std::memcpy(dst + r * C, src + r * ld + col, sizeof(T) * C);
-  });
-}
-template <class T>
-void scatter_cols(T* dst, const T* src, long N, int C, int ld, int col) {
-  parallel_for(N, 16384 / C + 1, [&](long r0, long r1) {
-    for (long r = r0; r < r1; ++r) std::memcpy(dst + r * ld + col, src + r * C, sizeof(T) * C);
-  });
-}
-
-// y = alpha x + g over n elements.
-template <class T>
-void scaled_add(T* y, T alpha, const T* x, const T* g, long n) {
-  parallel_for(n, 16384, [&](long b, long e) {
-    const T* xs = x + b;
-    const T* gs = g ? g + b : nullptr;
-    T* ys = y + b;
-    if (gs) {
-#pragma omp simd
-      for (long i = 0; i < e - b; ++i) ys[i] = alpha * xs[i] + gs[i];
-    } else {
-#pragma omp simd
-      for (long i = 0; i < e - b; ++i) ys[i] = alpha * xs[i];
-    }
-  });
-}
-
-}  // namespace
 
 template <class T>
 Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, bool allocate)
@@ -166,19 +109,19 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
       rope_sin_ = alloc(static_cast<long>(cfg_.seq_len) * D / 2);
     }
     const long wide = std::max<long>({N * 3 * C, N * F_in});
-    d_res_a_ = alloc(N * C);
-    d_res_b_ = alloc(N * C);
-    d_tmp1_ = alloc(N * C);
-    d_tmp2_ = alloc(N * C);
-    d_u_ = alloc(N * C);
+    d_resid_a_ = alloc(N * C);
+    d_resid_b_ = alloc(N * C);
+    d_post_in_ = alloc(N * C);
+    d_branch_out_ = alloc(N * C);
+    d_branch_in_ = alloc(N * C);
     d_qkv_ = alloc(wide);
     d_q_ = alloc(N * C);
     d_k_ = alloc(N * C);
-    d_o_ = alloc(N * C);
-    d_st_a_ = qk_stages_.size() > 0 ? alloc(N * C) : nullptr;
-    d_st_b_ = qk_stages_.size() > 1 ? alloc(N * C) : nullptr;
-    d_h_ = alloc(N * F_in);
-    d_a_ = alloc(N * F);
+    d_heads_ = alloc(N * C);
+    d_qk_stage_a_ = qk_stages_.size() > 0 ? alloc(N * C) : nullptr;
+    d_qk_stage_b_ = qk_stages_.size() > 1 ? alloc(N * C) : nullptr;
+    d_mlp_h_ = alloc(N * F_in);
+    d_mlp_act_ = alloc(N * F);
     d_final_ = alloc(N * C);
     head_logits_ = alloc(static_cast<long>(head_chunk_alloc_) * V);
     // Without a final cap the gradient overwrites the logits in place (no second buffer).
@@ -315,193 +258,30 @@ void Transformer<T>::sublayer_backward(const SublayerPlan& pl, const SublayerSlo
   const T* ds = dy;
   if (pl.norm_after_add) {
     NormCache post{nullptr, a.post.mean, a.post.rstd};
-    norm_backward(post, sl.norm_post, a.s, dy, d_tmp1_, N, C, false, ops::Accum::overwrite);
-    ds = d_tmp1_;
+    norm_backward(post, sl.norm_post, a.s, dy, d_post_in_, N, C, false, ops::Accum::overwrite);
+    ds = d_post_in_;
   }
   const T alpha = static_cast<T>(pl.alpha);
   scaled_add<T>(dx, alpha, ds, nullptr, N * C);
   const T* df = ds;
   if (pl.norm_out) {
-    norm_backward(a.out, sl.norm_out, a.f, ds, d_tmp2_, N, C, false, ops::Accum::overwrite);
-    df = d_tmp2_;
+    norm_backward(a.out, sl.norm_out, a.f, ds, d_branch_out_, N, C, false, ops::Accum::overwrite);
+    df = d_branch_out_;
   }
   const T* u = pl.norm_in ? a.in.out : x;
   // Without norm_in the branch gradient lands on the residual stream directly (accumulating);
-  // with it, it goes to d_u_ (overwritten) and from there through the norm onto dx.
-  T* du = pl.norm_in ? d_u_ : dx;
+  // with it, it goes to d_branch_in_ (overwritten) and from there through the norm onto dx.
+  T* du = pl.norm_in ? d_branch_in_ : dx;
   const ops::Accum du_accum = pl.norm_in ? ops::Accum::overwrite : ops::Accum::add;
   if (attn)
     attn_backward(l, u, df, du, du_accum);
   else
     mlp_backward(l, u, df, du, du_accum);
-  if (pl.norm_in) norm_backward(a.in, sl.norm_in, x, d_u_, dx, N, C, false, ops::Accum::add);
+  if (pl.norm_in) norm_backward(a.in, sl.norm_in, x, d_branch_in_, dx, N, C, false, ops::Accum::add);
 }
 
 // ---------------------------------------------------------------------------------------------
 // Attention branch
-
-template <class T>
-void Transformer<T>::attn_forward(int l, const T* u, T* f) {
-  const long N = static_cast<long>(B_) * T_;
-  const int C = cfg_.d_model, H = cfg_.n_head, D = cfg_.head_dim();
-  const AttnSlots& s = blocks_[l].attn;
-  AttnActs& a = attn_acts_[l];
-  ops::linear_forward(a.qkv, u, p(s.wqkv), p(s.bqkv), static_cast<int>(N), C, 3 * C, mm_);
-  if (!qk_stages_.empty()) {
-    gather_cols(a.qs[0], a.qkv, N, C, 3 * C, 0);
-    gather_cols(a.ks[0], a.qkv, N, C, 3 * C, C);
-  }
-  const bool head = cfg_.qk_norm_scope == QKNormScope::head;
-  const long rows = head ? N * H : N;
-  const int width = head ? D : C;
-  for (std::size_t st = 0; st < qk_stages_.size(); ++st) {
-    if (qk_stages_[st] == QkStage::norm) {
-      NormCache qc{a.qs[st + 1], a.qn.mean, a.qn.rstd}, kc{a.ks[st + 1], a.kn.mean, a.kn.rstd};
-      norm_forward(qc, s.q_norm, a.qs[st], rows, width, true);
-      norm_forward(kc, s.k_norm, a.ks[st], rows, width, true);
-    } else {
-      ops::rope_forward(a.qs[st + 1], a.qs[st], rope_cos_, rope_sin_, B_, T_, H, D, pos0_);
-      ops::rope_forward(a.ks[st + 1], a.ks[st], rope_cos_, rope_sin_, B_, T_, H, D, pos0_);
-    }
-  }
-  const QkView qk = qk_view(l);
-  const T* v = a.qkv + 2 * C;  // values: never transformed, read in place (stride 3C)
-  const T scale = static_cast<T>(cfg_.attn_scale > 0 ? cfg_.attn_scale : 1.0 / std::sqrt(D));
-  if (kv_) {
-    // Append this pass's keys and values to the cache, then attend over everything cached.
-    const long lay = static_cast<long>(l) * cfg_.seq_len * C;
-    T* kc = kv_->k.data() + lay + static_cast<long>(pos0_) * C;
-    T* vc = kv_->v.data() + lay + static_cast<long>(pos0_) * C;
-    for (long r = 0; r < N; ++r) {
-      std::memcpy(kc + r * C, qk.k + r * qk.ld, sizeof(T) * C);
-      std::memcpy(vc + r * C, v + r * 3 * C, sizeof(T) * C);
-    }
-    const T* q = qk.q;
-    if (qk.ld != C) {  // the cached kernel wants contiguous queries: d_q_ is free while decoding
-      gather_cols(d_q_, a.qkv, N, C, 3 * C, 0);
-      q = d_q_;
-    }
-    ops::attention_forward_kv(a.o, kv_->scratch.data(), q, kv_->k.data() + lay,
-                              kv_->v.data() + lay, T_, pos0_, H, D, scale,
-                              static_cast<T>(cfg_.attn_softcap));
-  } else {
-    const long BH = static_cast<long>(B_) * H;
-    T* st_max = collect_stats_ ? attn_stat_max_.data() + l * BH : nullptr;
-    T* st_ent = collect_stats_ ? attn_stat_ent_.data() + l * BH : nullptr;
-    ops::attention_forward_tiled(a.o, C, a.lse, qk.q, qk.ld, qk.k, qk.ld, v, 3 * C, B_, T_, H, D,
-                                 scale, static_cast<T>(cfg_.attn_softcap), st_max, st_ent);
-    if (collect_stats_) {
-      double mx = 0, ent = 0;
-      for (int h = 0; h < H; ++h) {
-        double mh = 0;
-        for (int b = 0; b < B_; ++b) mh = std::fmax(mh, st_max[b * H + h]);
-        stats_.attn_max_logit_head[static_cast<long>(l) * H + h] = mh;
-        mx = std::fmax(mx, mh);
-      }
-      for (long i = 0; i < BH; ++i) ent += st_ent[i];
-      stats_.attn_max_logit[l] = mx;
-      stats_.attn_entropy[l] = ent / (static_cast<double>(BH) * T_);
-    }
-  }
-  ops::linear_forward(f, a.o, p(s.wo), p(s.bo), static_cast<int>(N), C, C, mm_);
-}
-
-template <class T>
-typename Transformer<T>::QkView Transformer<T>::qk_view(int l) const {
-  const AttnActs& a = attn_acts_[l];
-  const int C = cfg_.d_model;
-  if (qk_stages_.empty()) return {a.qkv, a.qkv + C, 3 * C};
-  const std::size_t last = qk_stages_.size();
-  return {a.qs[last], a.ks[last], C};
-}
-
-template <class T>
-void Transformer<T>::attn_backward(int l, const T* u, const T* df, T* du, ops::Accum du_accum) {
-  const long N = static_cast<long>(B_) * T_;
-  const int C = cfg_.d_model, H = cfg_.n_head, D = cfg_.head_dim();
-  const AttnSlots& s = blocks_[l].attn;
-  AttnActs& a = attn_acts_[l];
-  ops::linear_backward(d_o_, g(s.wo), g(s.bo), df, a.o, p(s.wo), static_cast<int>(N), C, C,
-                       ops::Accum::overwrite, mm_);
-  // Gradients of q, k, v land in d_qkv_ (stride 3C) directly, unless QK stages sit in between.
-  const std::size_t last = qk_stages_.size();
-  const bool staged = last > 0;
-  T* dq = staged ? d_q_ : d_qkv_;
-  T* dk = staged ? d_k_ : d_qkv_ + C;
-  const int ldd = staged ? C : 3 * C;
-  const QkView qk = qk_view(l);
-  const T scale = static_cast<T>(cfg_.attn_scale > 0 ? cfg_.attn_scale : 1.0 / std::sqrt(D));
-  ops::attention_backward_tiled(dq, ldd, dk, ldd, d_qkv_ + 2 * C, 3 * C, d_o_, C, qk.q, qk.ld,
-                                qk.k, qk.ld, a.qkv + 2 * C, 3 * C, a.lse, B_, T_, H, D, scale,
-                                static_cast<T>(cfg_.attn_softcap));
-  if (staged) {
-    // Replay the QK stages backwards for queries, then keys.
-    const bool head = cfg_.qk_norm_scope == QKNormScope::head;
-    const long rows = head ? N * H : N;
-    const int width = head ? D : C;
-    auto qk_back = [&](T* dcur, T** stages, const NormCache& nc, const NormSlots& ns) {
-      T* scratch[2] = {d_st_a_, d_st_b_};
-      for (std::size_t st = last; st-- > 0;) {
-        T* dprev = scratch[st % 2];
-        if (qk_stages_[st] == QkStage::norm)
-          norm_backward(nc, ns, stages[st], dcur, dprev, rows, width, true, ops::Accum::overwrite);
-        else
-          ops::rope_backward(dprev, dcur, rope_cos_, rope_sin_, B_, T_, H, D,
-                             ops::Accum::overwrite);
-        dcur = dprev;
-      }
-      return dcur;
-    };
-    const T* dq0 = qk_back(d_q_, a.qs, a.qn, s.q_norm);
-    scatter_cols(d_qkv_, dq0, N, C, 3 * C, 0);
-    const T* dk0 = qk_back(d_k_, a.ks, a.kn, s.k_norm);
-    scatter_cols(d_qkv_, dk0, N, C, 3 * C, C);
-  }
-  ops::linear_backward(du, g(s.wqkv), g(s.bqkv), d_qkv_, u, p(s.wqkv), static_cast<int>(N), C,
-                       3 * C, du_accum, mm_);
-}
-
-// ---------------------------------------------------------------------------------------------
-// MLP branch
-
-template <class T>
-void Transformer<T>::mlp_forward(int l, const T* u, T* f) {
-  const long N = static_cast<long>(B_) * T_;
-  const int C = cfg_.d_model, F = cfg_.d_ff;
-  const MlpSlots& s = blocks_[l].mlp;
-  MlpActs& a = mlp_acts_[l];
-  const bool gl = gated(cfg_.mlp);
-  const int F_in = gl ? 2 * F : F;
-  ops::linear_forward(a.h, u, p(s.w_in), p(s.b_in), static_cast<int>(N), C, F_in, mm_);
-  if (gl)
-    ops::glu_forward(activation_of(cfg_.mlp), a.a, a.h, static_cast<int>(N), F);
-  else
-    ops::activation_forward(activation_of(cfg_.mlp), a.a, a.h, N * F);
-  ops::linear_forward(f, a.a, p(s.w_out), p(s.b_out), static_cast<int>(N), F, C, mm_);
-}
-
-template <class T>
-void Transformer<T>::mlp_backward(int l, const T* u, const T* df, T* du, ops::Accum du_accum) {
-  const long N = static_cast<long>(B_) * T_;
-  const int C = cfg_.d_model, F = cfg_.d_ff;
-  const MlpSlots& s = blocks_[l].mlp;
-  MlpActs& a = mlp_acts_[l];
-  const bool gl = gated(cfg_.mlp);
-  const int F_in = gl ? 2 * F : F;
-  ops::linear_backward(d_a_, g(s.w_out), g(s.b_out), df, a.a, p(s.w_out), static_cast<int>(N), F, C,
-                       ops::Accum::overwrite, mm_);
-  if (gl)
-    ops::glu_backward(activation_of(cfg_.mlp), d_h_, d_a_, a.h, static_cast<int>(N), F,
-                      ops::Accum::overwrite);
-  else
-    ops::activation_backward(activation_of(cfg_.mlp), d_h_, d_a_, a.h, N * F,
-                             ops::Accum::overwrite);
-  ops::linear_backward(du, g(s.w_in), g(s.b_in), d_h_, u, p(s.w_in), static_cast<int>(N), C, F_in,
-                       du_accum, mm_);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Whole model
 
 template <class T>
 void Transformer<T>::check_tokens(const int* ids, long n, const char* what) const {
@@ -638,14 +418,14 @@ void Transformer<T>::backward() {
   head_grad_done_ = false;
   const long N = static_cast<long>(B_) * T_;
   const int C = cfg_.d_model, L = cfg_.n_layer;
-  T* dcur = d_res_a_;
+  T* dcur = d_resid_a_;
   if (plan_.final_norm) {
     norm_backward(final_cache_, final_norm_, res_[2 * L], d_final_, dcur, N, C, false,
                   ops::Accum::overwrite);
   } else {
     std::memcpy(dcur, d_final_, sizeof(T) * N * C);
   }
-  T* dnext = d_res_b_;
+  T* dnext = d_resid_b_;
   for (int l = L - 1; l >= 0; --l) {
     const BlockPlan& bp = plan_.blocks[l];
     sublayer_backward(bp.mlp, blocks_[l].mlp.res, mlp_acts_[l].res, res_[2 * l + 1], dcur, dnext,
@@ -687,9 +467,9 @@ void Transformer<T>::block_forward(int l, const T* x, T* y, int B, int Tn) {
 template <class T>
 void Transformer<T>::block_backward(int l, const T* dy, T* dx) {
   const BlockPlan& bp = plan_.blocks[l];
-  sublayer_backward(bp.mlp, blocks_[l].mlp.res, mlp_acts_[l].res, res_[2 * l + 1], dy, d_res_b_,
+  sublayer_backward(bp.mlp, blocks_[l].mlp.res, mlp_acts_[l].res, res_[2 * l + 1], dy, d_resid_b_,
                     false, l);
-  sublayer_backward(bp.attn, blocks_[l].attn.res, attn_acts_[l].res, res_[2 * l], d_res_b_, dx,
+  sublayer_backward(bp.attn, blocks_[l].attn.res, attn_acts_[l].res, res_[2 * l], d_resid_b_, dx,
                     true, l);
 }
 

@@ -207,8 +207,20 @@ class Transformer {
   T* rope_cos_ = nullptr;            // (max_seq, D/2)
   T* rope_sin_ = nullptr;
   // Backward scratch, reused by every layer.
-  T *d_res_a_, *d_res_b_, *d_tmp1_, *d_tmp2_, *d_u_, *d_qkv_, *d_q_, *d_k_, *d_o_, *d_st_a_,
-      *d_st_b_, *d_h_, *d_a_;
+  // Gradients are named after the value they are taken with respect to (dL/d value); N = B * T.
+  T* d_resid_a_ = nullptr;      // (N, C) residual stream, two buffers swapped block by block
+  T* d_resid_b_ = nullptr;      // (N, C)   (and the stream between a block's two sublayers)
+  T* d_post_in_ = nullptr;      // (N, C) s, the input of the norm after the add (post-norm)
+  T* d_branch_out_ = nullptr;   // (N, C) f, the branch output before N_out
+  T* d_branch_in_ = nullptr;    // (N, C) u, the branch input after N_in
+  T* d_qkv_ = nullptr;          // (N, 3C) the fused q, k, v projection
+  T* d_q_ = nullptr;            // (N, C) queries / keys after the QK stages (contiguous)
+  T* d_k_ = nullptr;            // (N, C)
+  T* d_heads_ = nullptr;        // (N, C) o, the attention heads merged
+  T* d_qk_stage_a_ = nullptr;   // (N, C) between QK stages (QK-norm, RoPE), when there are any
+  T* d_qk_stage_b_ = nullptr;   // (N, C) with two stages
+  T* d_mlp_h_ = nullptr;        // (N, F) or (N, 2F) gated: the MLP's first projection
+  T* d_mlp_act_ = nullptr;      // (N, F) the activation (or gated unit) output
   T* d_final_;                       // gradient at the final hidden state (N, C)
   T* head_logits_;                   // (chunk, V)
   T* head_dlogits_;                  // (chunk, V), only with a final cap (else in place)

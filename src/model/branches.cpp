@@ -1,0 +1,198 @@
+// The two branches of a block, forward and backward: attention (QKV projection, QK-norm and
+// RoPE stages, tiled causal attention with the optional soft-cap, output projection) and the MLP
+// (plain or gated). The residual update around them is transformer.cpp's sublayer routine.
+#include "model/transformer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "model/model_detail.h"
+#include "normlab/errors.h"
+#include "ops/activation.h"
+#include "ops/attention.h"
+#include "ops/glu.h"
+#include "ops/layernorm.h"
+#include "ops/linear.h"
+#include "ops/rmsnorm.h"
+#include "ops/rope.h"
+#include "tensor/threading.h"
+
+namespace normlab {
+
+using namespace model_detail;
+
+template <class T>
+void Transformer<T>::attn_forward(int l, const T* u, T* f) {
+  const long N = static_cast<long>(B_) * T_;
+  const int C = cfg_.d_model, H = cfg_.n_head, D = cfg_.head_dim();
+  const AttnSlots& s = blocks_[l].attn;
+  AttnActs& a = attn_acts_[l];
+  ops::linear_forward(a.qkv, u, p(s.wqkv), p(s.bqkv), static_cast<int>(N), C, 3 * C, mm_);
+  if (!qk_stages_.empty()) {
+    gather_cols(a.qs[0], a.qkv, N, C, 3 * C, 0);
+    gather_cols(a.ks[0], a.qkv, N, C, 3 * C, C);
+  }
+  const bool head = cfg_.qk_norm_scope == QKNormScope::head;
+  const long rows = head ? N * H : N;
+  const int width = head ? D : C;
+  for (std::size_t st = 0; st < qk_stages_.size(); ++st) {
+    if (qk_stages_[st] == QkStage::norm) {
+      NormCache qc{a.qs[st + 1], a.qn.mean, a.qn.rstd}, kc{a.ks[st + 1], a.kn.mean, a.kn.rstd};
+      norm_forward(qc, s.q_norm, a.qs[st], rows, width, true);
+      norm_forward(kc, s.k_norm, a.ks[st], rows, width, true);
+    } else {
+      ops::rope_forward(a.qs[st + 1], a.qs[st], rope_cos_, rope_sin_, B_, T_, H, D, pos0_);
+      ops::rope_forward(a.ks[st + 1], a.ks[st], rope_cos_, rope_sin_, B_, T_, H, D, pos0_);
+    }
+  }
+  const QkView qk = qk_view(l);
+  const T* v = a.qkv + 2 * C;  // values: never transformed, read in place (stride 3C)
+  const T scale = static_cast<T>(cfg_.attn_scale > 0 ? cfg_.attn_scale : 1.0 / std::sqrt(D));
+  if (kv_) {
+    // Append this pass's keys and values to the cache, then attend over everything cached.
+    const long lay = static_cast<long>(l) * cfg_.seq_len * C;
+    T* kc = kv_->k.data() + lay + static_cast<long>(pos0_) * C;
+    T* vc = kv_->v.data() + lay + static_cast<long>(pos0_) * C;
+    for (long r = 0; r < N; ++r) {
+      std::memcpy(kc + r * C, qk.k + r * qk.ld, sizeof(T) * C);
+      std::memcpy(vc + r * C, v + r * 3 * C, sizeof(T) * C);
+    }
+    const T* q = qk.q;
+    if (qk.ld != C) {  // the cached kernel wants contiguous queries: d_q_ is free while decoding
+      gather_cols(d_q_, a.qkv, N, C, 3 * C, 0);
+      q = d_q_;
+    }
+    ops::attention_forward_kv(a.o, kv_->scratch.data(), q, kv_->k.data() + lay,
+                              kv_->v.data() + lay, T_, pos0_, H, D, scale,
+                              static_cast<T>(cfg_.attn_softcap));
+  } else {
+    const long BH = static_cast<long>(B_) * H;
+    T* st_max = collect_stats_ ? attn_stat_max_.data() + l * BH : nullptr;
+    T* st_ent = collect_stats_ ? attn_stat_ent_.data() + l * BH : nullptr;
+    ops::attention_forward_tiled(a.o, C, a.lse, qk.q, qk.ld, qk.k, qk.ld, v, 3 * C, B_, T_, H, D,
+                                 scale, static_cast<T>(cfg_.attn_softcap), st_max, st_ent);
+    if (collect_stats_) {
+      double mx = 0, ent = 0;
+      for (int h = 0; h < H; ++h) {
+        double mh = 0;
+        for (int b = 0; b < B_; ++b) mh = std::fmax(mh, st_max[b * H + h]);
+        stats_.attn_max_logit_head[static_cast<long>(l) * H + h] = mh;
+        mx = std::fmax(mx, mh);
+      }
+      for (long i = 0; i < BH; ++i) ent += st_ent[i];
+      stats_.attn_max_logit[l] = mx;
+      stats_.attn_entropy[l] = ent / (static_cast<double>(BH) * T_);
+    }
+  }
+  ops::linear_forward(f, a.o, p(s.wo), p(s.bo), static_cast<int>(N), C, C, mm_);
+}
+
+template <class T>
+typename Transformer<T>::QkView Transformer<T>::qk_view(int l) const {
+  const AttnActs& a = attn_acts_[l];
+  const int C = cfg_.d_model;
+  if (qk_stages_.empty()) return {a.qkv, a.qkv + C, 3 * C};
+  const std::size_t last = qk_stages_.size();
+  return {a.qs[last], a.ks[last], C};
+}
+
+template <class T>
+void Transformer<T>::attn_backward(int l, const T* u, const T* df, T* du, ops::Accum du_accum) {
+  const long N = static_cast<long>(B_) * T_;
+  const int C = cfg_.d_model, H = cfg_.n_head, D = cfg_.head_dim();
+  const AttnSlots& s = blocks_[l].attn;
+  AttnActs& a = attn_acts_[l];
+  ops::linear_backward(d_heads_, g(s.wo), g(s.bo), df, a.o, p(s.wo), static_cast<int>(N), C, C,
+                       ops::Accum::overwrite, mm_);
+  // Gradients of q, k, v land in d_qkv_ (stride 3C) directly, unless QK stages sit in between.
+  const std::size_t last = qk_stages_.size();
+  const bool staged = last > 0;
+  T* dq = staged ? d_q_ : d_qkv_;
+  T* dk = staged ? d_k_ : d_qkv_ + C;
+  const int ldd = staged ? C : 3 * C;
+  const QkView qk = qk_view(l);
+  const T scale = static_cast<T>(cfg_.attn_scale > 0 ? cfg_.attn_scale : 1.0 / std::sqrt(D));
+  ops::attention_backward_tiled(dq, ldd, dk, ldd, d_qkv_ + 2 * C, 3 * C, d_heads_, C, qk.q, qk.ld,
+                                qk.k, qk.ld, a.qkv + 2 * C, 3 * C, a.lse, B_, T_, H, D, scale,
+                                static_cast<T>(cfg_.attn_softcap));
+  if (staged) {
+    // Replay the QK stages backwards for queries, then keys.
+    const bool head = cfg_.qk_norm_scope == QKNormScope::head;
+    const long rows = head ? N * H : N;
+    const int width = head ? D : C;
+    auto qk_back = [&](T* dcur, T** stages, const NormCache& nc, const NormSlots& ns) {
+      T* scratch[2] = {d_qk_stage_a_, d_qk_stage_b_};
+      for (std::size_t st = last; st-- > 0;) {
+        T* dprev = scratch[st % 2];
+        if (qk_stages_[st] == QkStage::norm)
+          norm_backward(nc, ns, stages[st], dcur, dprev, rows, width, true, ops::Accum::overwrite);
+        else
+          ops::rope_backward(dprev, dcur, rope_cos_, rope_sin_, B_, T_, H, D,
+                             ops::Accum::overwrite);
+        dcur = dprev;
+      }
+      return dcur;
+    };
+    const T* dq0 = qk_back(d_q_, a.qs, a.qn, s.q_norm);
+    scatter_cols(d_qkv_, dq0, N, C, 3 * C, 0);
+    const T* dk0 = qk_back(d_k_, a.ks, a.kn, s.k_norm);
+    scatter_cols(d_qkv_, dk0, N, C, 3 * C, C);
+  }
+  ops::linear_backward(du, g(s.wqkv), g(s.bqkv), d_qkv_, u, p(s.wqkv), static_cast<int>(N), C,
+                       3 * C, du_accum, mm_);
+}
+
+// ---------------------------------------------------------------------------------------------
+// MLP branch
+
+template <class T>
+void Transformer<T>::mlp_forward(int l, const T* u, T* f) {
+  const long N = static_cast<long>(B_) * T_;
+  const int C = cfg_.d_model, F = cfg_.d_ff;
+  const MlpSlots& s = blocks_[l].mlp;
+  MlpActs& a = mlp_acts_[l];
+  const bool gl = gated(cfg_.mlp);
+  const int F_in = gl ? 2 * F : F;
+  ops::linear_forward(a.h, u, p(s.w_in), p(s.b_in), static_cast<int>(N), C, F_in, mm_);
+  if (gl)
+    ops::glu_forward(activation_of(cfg_.mlp), a.a, a.h, static_cast<int>(N), F);
+  else
+    ops::activation_forward(activation_of(cfg_.mlp), a.a, a.h, N * F);
+  ops::linear_forward(f, a.a, p(s.w_out), p(s.b_out), static_cast<int>(N), F, C, mm_);
+}
+
+template <class T>
+void Transformer<T>::mlp_backward(int l, const T* u, const T* df, T* du, ops::Accum du_accum) {
+  const long N = static_cast<long>(B_) * T_;
+  const int C = cfg_.d_model, F = cfg_.d_ff;
+  const MlpSlots& s = blocks_[l].mlp;
+  MlpActs& a = mlp_acts_[l];
+  const bool gl = gated(cfg_.mlp);
+  const int F_in = gl ? 2 * F : F;
+  ops::linear_backward(d_mlp_act_, g(s.w_out), g(s.b_out), df, a.a, p(s.w_out), static_cast<int>(N), F, C,
+                       ops::Accum::overwrite, mm_);
+  if (gl)
+    ops::glu_backward(activation_of(cfg_.mlp), d_mlp_h_, d_mlp_act_, a.h, static_cast<int>(N), F,
+                      ops::Accum::overwrite);
+  else
+    ops::activation_backward(activation_of(cfg_.mlp), d_mlp_h_, d_mlp_act_, a.h, N * F,
+                             ops::Accum::overwrite);
+  ops::linear_backward(du, g(s.w_in), g(s.b_in), d_mlp_h_, u, p(s.w_in), static_cast<int>(N), C, F_in,
+                       du_accum, mm_);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Whole model
+
+#define NL_BRANCHES(T)                                                                       \
+  template void Transformer<T>::attn_forward(int, const T*, T*);                             \
+  template typename Transformer<T>::QkView Transformer<T>::qk_view(int) const;               \
+  template void Transformer<T>::attn_backward(int, const T*, const T*, T*, ops::Accum);      \
+  template void Transformer<T>::mlp_forward(int, const T*, T*);                              \
+  template void Transformer<T>::mlp_backward(int, const T*, const T*, T*, ops::Accum);
+NL_BRANCHES(float)
+NL_BRANCHES(double)
+#undef NL_BRANCHES
+
+}  // namespace normlab

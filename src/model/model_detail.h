@@ -1,0 +1,70 @@
+// Small helpers shared by the Transformer's translation units (transformer.cpp, branches.cpp):
+// private to src/model.
+#pragma once
+#include <cmath>
+#include <cstring>
+
+#include "normlab/config.h"
+#include "ops/activation.h"
+#include "tensor/threading.h"
+
+namespace normlab::model_detail {
+
+inline bool gated(MlpKind m) { return m == MlpKind::swiglu || m == MlpKind::geglu; }
+
+inline ops::Activation activation_of(MlpKind m) {
+  switch (m) {
+    case MlpKind::gelu: return ops::Activation::gelu_erf;
+    case MlpKind::gelu_tanh: return ops::Activation::gelu_tanh;
+    case MlpKind::swiglu: return ops::Activation::silu;
+    case MlpKind::geglu: return ops::Activation::gelu_tanh;
+  }
+  return ops::Activation::gelu_erf;
+}
+
+template <class T>
+double max_abs(const T* x, long n) {
+  const Chunks ch(n, 32768);
+  double part[kMaxChunks] = {};
+  parallel_chunks_indexed(ch, [&](long c, long b, long e) {
+    double m = 0;
+    for (long i = b; i < e; ++i) m = std::fmax(m, std::fabs(static_cast<double>(x[i])));
+    part[c] = m;
+  });
+  double m = 0;
+  for (long c = 0; c < ch.count; ++c) m = std::fmax(m, part[c]);
+  return m;
+}
+
+// Copies columns [col, col + C) of src (N, ld) into dst (N, C), or back.
+template <class T>
+void gather_cols(T* dst, const T* src, long N, int C, int ld, int col) {
+  parallel_for(N, 16384 / C + 1, [&](long r0, long r1) {
+    for (long r = r0; r < r1; ++r) std::memcpy(dst + r * C, src + r * ld + col, sizeof(T) * C);
+  });
+}
+template <class T>
+void scatter_cols(T* dst, const T* src, long N, int C, int ld, int col) {
+  parallel_for(N, 16384 / C + 1, [&](long r0, long r1) {
+    for (long r = r0; r < r1; ++r) std::memcpy(dst + r * ld + col, src + r * C, sizeof(T) * C);
+  });
+}
+
+// y = alpha x + g over n elements.
+template <class T>
+void scaled_add(T* y, T alpha, const T* x, const T* g, long n) {
+  parallel_for(n, 16384, [&](long b, long e) {
+    const T* xs = x + b;
+    const T* gs = g ? g + b : nullptr;
+    T* ys = y + b;
+    if (gs) {
+#pragma omp simd
+      for (long i = 0; i < e - b; ++i) ys[i] = alpha * xs[i] + gs[i];
+    } else {
+#pragma omp simd
+      for (long i = 0; i < e - b; ++i) ys[i] = alpha * xs[i];
+    }
+  });
+}
+
+}  // namespace normlab::model_detail

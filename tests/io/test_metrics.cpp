@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 
+#include "fixtures.h"
 #include "io/metrics.h"
 #include "normlab/metrics.h"
 #include "normlab/trainer.h"
@@ -27,26 +28,17 @@ std::set<std::string> documented() {
 }
 
 TEST(Metrics, EveryKeyARunWritesIsDocumented) {
-  Config c;
-  c.model.n_layer = 2;
-  c.model.d_model = 16;
-  c.model.n_head = 2;
-  c.model.d_ff = 32;
-  c.model.seq_len = 16;
-  c.train.batch_size = 2;
-  c.train.steps = 6;
-  c.train.log_interval = 1;
+  Config c = test::tiny_run(6);
+  c.train.threads = 1;
   c.train.eval_interval = 3;
   c.train.eval_batches = 1;
   c.train.checkpoint_interval = 2;
-  c.train.threads = 1;
   c.train.spike_policy = SpikePolicy::rollback;
   c.train.spike_window = 2;
   c.train.spike_threshold = 1.0;
   c.diag.interval = 2;
   c.diag.per_head = true;
-  const fs::path dir = fs::temp_directory_path() / ("normlab_test_metrics_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  const fs::path dir = test::temp_dir("metrics");
   TrainHooks h;
   // A huge loss at the 4th step, once: a spike the rollback policy answers with an event record.
   bool injected = false;

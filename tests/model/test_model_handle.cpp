@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "fixtures.h"
 #include "model/model_impl.h"
 #include "model/transformer.h"
 #include "normlab/errors.h"
@@ -18,12 +19,7 @@ namespace normlab {
 namespace {
 
 ModelConfig handle_config() {
-  ModelConfig m;
-  m.n_layer = 2;
-  m.d_model = 16;
-  m.n_head = 2;
-  m.d_ff = 32;
-  m.seq_len = 8;
+  ModelConfig m = test::tiny_model();  // V = 32, seq_len = 8
   m.placement = Placement::peri;
   m.norm = NormKind::rmsnorm;
   return m;
@@ -31,7 +27,7 @@ ModelConfig handle_config() {
 
 std::vector<int> tokens(int n, int salt) {
   std::vector<int> v(n);
-  for (int i = 0; i < n; ++i) v[i] = (i * 31 + salt) % 256;
+  for (int i = 0; i < n; ++i) v[i] = (i * 31 + salt) % 32;
   return v;
 }
 
@@ -81,7 +77,7 @@ TEST(ModelHandle, RefusesBadShapesAndTokens) {
   EXPECT_THROW(m.loss(idx, idx, 1, 16), InputError);  // longer than seq_len
   EXPECT_THROW(m.logits(std::span<const int>(idx).first(5), 1, 8), InputError);
   auto bad = idx;
-  bad[3] = 256;
+  bad[3] = 32;
   EXPECT_THROW(m.loss(bad, idx, 2, 8), InputError);
   ModelConfig c = handle_config();
   c.n_head = 3;  // 16 not divisible by 3
@@ -91,14 +87,14 @@ TEST(ModelHandle, RefusesBadShapesAndTokens) {
 TEST(ModelHandle, LoadsACheckpointAndGeneratesDeterministically) {
   Config cfg;
   cfg.model = handle_config();
+  cfg.model.vocab_size = 256;  // trained on the embedded corpus's bytes
   cfg.train.batch_size = 2;
   cfg.train.steps = 3;
   cfg.train.log_interval = 0;
   cfg.train.eval_interval = 0;
   cfg.train.checkpoint_interval = 3;
   cfg.train.threads = 1;
-  const fs::path dir = fs::temp_directory_path() / ("normlab_test_handle_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  const fs::path dir = test::temp_dir("handle");
   std::vector<float> trained;
   {
     Trainer t(cfg, dir.string(), false);

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "fixtures.h"
 #include "io/metrics.h"
 #include "normlab/metrics.h"
 #include "normlab/trainer.h"
@@ -16,24 +17,15 @@ namespace normlab {
 namespace {
 
 TEST(Rollback, ASpikeThatAlwaysReturnsStopsTheRun) {
-  Config c;
-  c.model.n_layer = 1;
-  c.model.d_model = 16;
-  c.model.n_head = 2;
-  c.model.d_ff = 32;
-  c.model.seq_len = 16;
-  c.train.batch_size = 2;
-  c.train.steps = 50;
+  Config c = test::tiny_run(50);
   c.train.log_interval = 0;
-  c.train.eval_interval = 0;
   c.train.checkpoint_interval = 4;
   c.train.threads = 1;
   c.train.spike_policy = SpikePolicy::rollback;
   c.train.spike_window = 3;
   c.train.spike_threshold = 6.0;
   c.train.max_bad_steps = 4;
-  const fs::path dir = fs::temp_directory_path() / ("normlab_test_rollback_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  const fs::path dir = test::temp_dir("rollback");
   TrainHooks h;
   long calls = 0;
   // Step 6 (0-based 5) always spikes; step 5, between checkpoint 4 and it, is always fine.

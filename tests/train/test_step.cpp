@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "normlab/communicator.h"
+#include "fixtures.h"
 #include "model/transformer.h"
+#include "normlab/communicator.h"
 #include "normlab/data.h"
 #include "train/guard.h"
 #include "train/step.h"
@@ -16,28 +18,20 @@
 namespace normlab {
 namespace {
 
-ModelConfig small_model() {
-  ModelConfig m;
-  m.n_layer = 2;
-  m.d_model = 16;
-  m.n_head = 2;
-  m.d_ff = 32;
-  m.seq_len = 8;
-  return m;
-}
+using test::tiny_model;
 
-// Deterministic token rows: row r of a (rows, T) batch.
+// Deterministic token rows (vocabulary 32): row r of a (rows, T) batch.
 void fill_rows(int* idx, int* tgt, int first_row, int rows, int T) {
   for (int r = 0; r < rows; ++r)
     for (int t = 0; t < T; ++t) {
       const int i = r * T + t, g = (first_row + r) * T + t;
-      idx[i] = (g * 37 + 11) % 256;
-      tgt[i] = (g * 53 + 7) % 256;
+      idx[i] = (g * 37 + 11) % 32;
+      tgt[i] = (g * 53 + 7) % 32;
     }
 }
 
 TEST(TrainStep, MicroBatchesGiveTheWholeBatchGradient) {
-  const ModelConfig mc = small_model();
+  const ModelConfig mc = tiny_model();
   const int T = mc.seq_len;
   const auto comm = make_single_process_communicator();
   Transformer<float> whole(mc, 4, T), micro(mc, 2, T);
@@ -69,7 +63,7 @@ TEST(TrainStep, MicroBatchesGiveTheWholeBatchGradient) {
 }
 
 TEST(TrainStep, ASecondStepStartsFromZeroGradients) {
-  const ModelConfig mc = small_model();
+  const ModelConfig mc = tiny_model();
   const auto comm = make_single_process_communicator();
   Transformer<float> model(mc, 2, mc.seq_len);
   model.init_params(1);
@@ -84,7 +78,7 @@ TEST(TrainStep, ASecondStepStartsFromZeroGradients) {
 }
 
 TEST(TrainStep, AfterBackwardSeesTheGradientBeforeTheNorm) {
-  const ModelConfig mc = small_model();
+  const ModelConfig mc = tiny_model();
   const auto comm = make_single_process_communicator();
   Transformer<float> model(mc, 2, mc.seq_len);
   model.init_params(1);
@@ -99,7 +93,8 @@ TEST(TrainStep, AfterBackwardSeesTheGradientBeforeTheNorm) {
 }
 
 TEST(TrainStep, MeanLossIsTheMeanOverBatches) {
-  const ModelConfig mc = small_model();
+  ModelConfig mc = tiny_model();
+  mc.vocab_size = 256;  // the embedded corpus's bytes
   Transformer<float> model(mc, 2, mc.seq_len);
   model.init_params(3);
   const TokenCorpus corpus = TokenCorpus::embedded();

@@ -58,76 +58,13 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
 
   // Size the activation arena once: first pass counts, second pass assigns.
   const long N = static_cast<long>(max_batch) * max_seq;
-  const int C = cfg_.d_model, H = cfg_.n_head, D = cfg_.head_dim(), F = cfg_.d_ff,
-            V = cfg_.vocab_size, L = cfg_.n_layer;
-  const int F_in = gated(cfg_.mlp) ? 2 * F : F;
+  const int H = cfg_.n_head, D = cfg_.head_dim(), V = cfg_.vocab_size, L = cfg_.n_layer;
   head_chunk_ = head_chunk_rows(N, V);
   head_chunk_alloc_ = head_chunk_;
   for (int pass = 0; pass < (allocate ? 2 : 1); ++pass) {
     arena_used_ = 0;
-    res_.assign(2 * L + 1, nullptr);
-    for (auto& r : res_) r = alloc(N * C);
-    attn_acts_.assign(L, {});
-    mlp_acts_.assign(L, {});
-    auto sub_acts = [&](SublayerActs& a, const SublayerPlan& pl) {
-      alloc_norm(a.in, pl.norm_in, N, C);
-      a.f = alloc(N * C);
-      alloc_norm(a.out, pl.norm_out, N, C);
-      if (pl.norm_after_add) a.s = alloc(N * C);
-      // The norm_post output is the next residual state; only its statistics live here.
-      if (pl.norm_after_add) {
-        a.post.mean = alloc(N);
-        a.post.rstd = alloc(N);
-      }
-    };
-    for (int l = 0; l < L; ++l) {
-      AttnActs& a = attn_acts_[l];
-      sub_acts(a.res, plan_.blocks[l].attn);
-      a.qkv = alloc(N * 3 * C);
-      if (!qk_stages_.empty())
-        for (std::size_t st = 0; st <= qk_stages_.size(); ++st) {
-          a.qs[st] = alloc(N * C);
-          a.ks[st] = alloc(N * C);
-        }
-      const long qk_rows = cfg_.qk_norm_scope == QKNormScope::head ? N * H : N;
-      if (qk) {
-        a.qn.mean = alloc(qk_rows);
-        a.qn.rstd = alloc(qk_rows);
-        a.kn.mean = alloc(qk_rows);
-        a.kn.rstd = alloc(qk_rows);
-      }
-      a.lse = alloc(static_cast<long>(max_batch) * H * max_seq);
-      a.o = alloc(N * C);
-      MlpActs& m = mlp_acts_[l];
-      sub_acts(m.res, plan_.blocks[l].mlp);
-      m.h = alloc(N * F_in);
-      m.a = alloc(N * F);
-    }
-    alloc_norm(final_cache_, plan_.final_norm, N, C);
-    if (rope) {
-      rope_cos_ = alloc(static_cast<long>(cfg_.seq_len) * D / 2);
-      rope_sin_ = alloc(static_cast<long>(cfg_.seq_len) * D / 2);
-    }
-    const long wide = std::max<long>({N * 3 * C, N * F_in});
-    d_resid_a_ = alloc(N * C);
-    d_resid_b_ = alloc(N * C);
-    d_post_in_ = alloc(N * C);
-    d_branch_out_ = alloc(N * C);
-    d_branch_in_ = alloc(N * C);
-    d_qkv_ = alloc(wide);
-    d_q_ = alloc(N * C);
-    d_k_ = alloc(N * C);
-    d_heads_ = alloc(N * C);
-    d_qk_stage_a_ = qk_stages_.size() > 0 ? alloc(N * C) : nullptr;
-    d_qk_stage_b_ = qk_stages_.size() > 1 ? alloc(N * C) : nullptr;
-    d_mlp_h_ = alloc(N * F_in);
-    d_mlp_act_ = alloc(N * F);
-    d_final_ = alloc(N * C);
-    head_logits_ = alloc(static_cast<long>(head_chunk_alloc_) * V);
-    // Without a final cap the gradient overwrites the logits in place (no second buffer).
-    head_dlogits_ =
-        cfg_.final_softcap > 0 ? alloc(static_cast<long>(head_chunk_alloc_) * V) : nullptr;
-    head_lse_ = alloc(head_chunk_alloc_);
+    layout_activations(N);
+    layout_backward_scratch(N);
     if (pass == 0 && allocate) arena_.assign(arena_used_, T(0));
   }
   stats_.resid_rms.assign(2 * L + 1, 0.0);
@@ -140,6 +77,90 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
     attn_stat_ent_.assign(static_cast<long>(L) * max_batch * H, T(0));
   }
   if (rope && allocate) ops::rope_tables(rope_cos_, rope_sin_, cfg_.seq_len, D, cfg_.rope_theta);
+}
+
+// The forward activations in the arena (alloc() counts on the first pass and assigns on the
+// second): the 2L+1 residual states, per layer the sublayers' norm caches and branch outputs,
+// q/k/v with the QK stages, attention log-sum-exp and merged heads, the MLP hidden states, the
+// final norm, and the RoPE tables.
+template <class T>
+void Transformer<T>::layout_activations(long N) {
+  const int C = cfg_.d_model, H = cfg_.n_head, D = cfg_.head_dim(), F = cfg_.d_ff,
+            L = cfg_.n_layer;
+  const int F_in = gated(cfg_.mlp) ? 2 * F : F;
+  res_.assign(2 * L + 1, nullptr);
+  for (auto& r : res_) r = alloc(N * C);
+  attn_acts_.assign(L, {});
+  mlp_acts_.assign(L, {});
+  for (int l = 0; l < L; ++l) {
+    AttnActs& a = attn_acts_[l];
+    alloc_sublayer(a.res, plan_.blocks[l].attn, N);
+    a.qkv = alloc(N * 3 * C);
+    if (!qk_stages_.empty())
+      for (std::size_t st = 0; st <= qk_stages_.size(); ++st) {
+        a.qs[st] = alloc(N * C);
+        a.ks[st] = alloc(N * C);
+      }
+    const long qk_rows = cfg_.qk_norm_scope == QKNormScope::head ? N * H : N;
+    if (cfg_.qk_norm != QKNormKind::none) {
+      a.qn.mean = alloc(qk_rows);
+      a.qn.rstd = alloc(qk_rows);
+      a.kn.mean = alloc(qk_rows);
+      a.kn.rstd = alloc(qk_rows);
+    }
+    a.lse = alloc(static_cast<long>(maxB_) * H * maxT_);
+    a.o = alloc(N * C);
+    MlpActs& m = mlp_acts_[l];
+    alloc_sublayer(m.res, plan_.blocks[l].mlp, N);
+    m.h = alloc(N * F_in);
+    m.a = alloc(N * F);
+  }
+  alloc_norm(final_cache_, plan_.final_norm, N, C);
+  if (cfg_.pos == PosKind::rope) {
+    rope_cos_ = alloc(static_cast<long>(cfg_.seq_len) * D / 2);
+    rope_sin_ = alloc(static_cast<long>(cfg_.seq_len) * D / 2);
+  }
+}
+
+template <class T>
+void Transformer<T>::alloc_sublayer(SublayerActs& a, const SublayerPlan& pl, long N) {
+  const int C = cfg_.d_model;
+  alloc_norm(a.in, pl.norm_in, N, C);
+  a.f = alloc(N * C);
+  alloc_norm(a.out, pl.norm_out, N, C);
+  if (pl.norm_after_add) a.s = alloc(N * C);
+  // The norm_post output is the next residual state; only its statistics live here.
+  if (pl.norm_after_add) {
+    a.post.mean = alloc(N);
+    a.post.rstd = alloc(N);
+  }
+}
+
+// The backward scratch (reused by every layer) and the LM head's chunk buffers.
+template <class T>
+void Transformer<T>::layout_backward_scratch(long N) {
+  const int C = cfg_.d_model, F = cfg_.d_ff, V = cfg_.vocab_size;
+  const int F_in = gated(cfg_.mlp) ? 2 * F : F;
+  const long wide = std::max<long>({N * 3 * C, N * F_in});
+  d_resid_a_ = alloc(N * C);
+  d_resid_b_ = alloc(N * C);
+  d_post_in_ = alloc(N * C);
+  d_branch_out_ = alloc(N * C);
+  d_branch_in_ = alloc(N * C);
+  d_qkv_ = alloc(wide);
+  d_q_ = alloc(N * C);
+  d_k_ = alloc(N * C);
+  d_heads_ = alloc(N * C);
+  d_qk_stage_a_ = qk_stages_.size() > 0 ? alloc(N * C) : nullptr;
+  d_qk_stage_b_ = qk_stages_.size() > 1 ? alloc(N * C) : nullptr;
+  d_mlp_h_ = alloc(N * F_in);
+  d_mlp_act_ = alloc(N * F);
+  d_final_ = alloc(N * C);
+  head_logits_ = alloc(static_cast<long>(head_chunk_alloc_) * V);
+  // Without a final cap the gradient overwrites the logits in place (no second buffer).
+  head_dlogits_ =
+      cfg_.final_softcap > 0 ? alloc(static_cast<long>(head_chunk_alloc_) * V) : nullptr;
+  head_lse_ = alloc(head_chunk_alloc_);
 }
 
 template <class T>

@@ -164,6 +164,10 @@ class Transformer {
   T* p(long off) { return off == kNone ? nullptr : params_.data() + off; }
   T* g(long off) { return off == kNone ? nullptr : grads_.data() + off; }
   T* alloc(long n);
+  // Arena layout, run twice by the constructor (count, then assign); see transformer.cpp.
+  void layout_activations(long N);
+  void alloc_sublayer(SublayerActs& a, const SublayerPlan& pl, long N);
+  void layout_backward_scratch(long N);
   void alloc_norm(NormCache& c, bool present, long rows, int width);
 
   void embed(const int* idx, int B, int Tn);

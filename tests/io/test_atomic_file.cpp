@@ -238,6 +238,26 @@ TEST_F(AtomicWrite, FailedFsyncLeavesPreviousFileAndNoTemporary) {
 // ---------------------------------------------------------------------------------------------
 // Child processes
 
+// Forks a child that runs `in_child` (if any), writes `p` to `path` and exits 0, or 3 when the
+// write throws. Returns the child's pid (-1 when fork failed).
+template <class Setup>
+pid_t fork_writer(const Payload& p, const std::string& path, Setup in_child) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    in_child();
+    try {
+      p.write(path);
+    } catch (...) {
+      ::_exit(3);
+    }
+    ::_exit(0);
+  }
+  return pid;
+}
+pid_t fork_writer(const Payload& p, const std::string& path) {
+  return fork_writer(p, path, [] {});
+}
+
 // Waits up to timeout_s for the child; returns its wait status, or kills it and returns -1.
 int wait_or_kill(pid_t pid, double timeout_s) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -260,16 +280,8 @@ TEST_F(AtomicWrite, FinalPathIsNeverOpenedForWriting) {
   const std::string path = dir_ / "w.safetensors";
   ASSERT_EQ(::mkfifo(path.c_str(), 0644), 0) << std::strerror(errno);
   const Payload next = payload(2, 100, 3);
-  const pid_t pid = ::fork();
+  const pid_t pid = fork_writer(next, path);
   ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    try {
-      next.write(path);
-    } catch (...) {
-      ::_exit(3);
-    }
-    ::_exit(0);
-  }
   const int status = wait_or_kill(pid, 30);
   ASSERT_NE(status, -1) << "the writer blocked: it opened the final path (a FIFO) for writing";
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "writer failed, status " << status;
@@ -328,18 +340,12 @@ TEST_F(AtomicWrite, ChildKilledInsideTheWriteLeavesPreviousFile) {
     old.write(path);
     int fds[2];
     ASSERT_EQ(::pipe(fds), 0);
-    const pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
+    // A child that finishes without reaching the stop exits 0: the parent sees EOF.
+    const pid_t pid = fork_writer(next, path, [&] {
       ::close(fds[0]);
       install_stop(stop.op, stop.at, fds[1]);
-      try {
-        next.write(path);
-      } catch (...) {
-        ::_exit(3);
-      }
-      ::_exit(0);  // finished without reaching the stop: the parent sees EOF
-    }
+    });
+    ASSERT_GE(pid, 0);
     ::close(fds[1]);
     pollfd pf{fds[0], POLLIN, 0};
     const int ready = ::poll(&pf, 1, 30000);
@@ -380,16 +386,8 @@ TEST_F(AtomicWrite, ChildKilledAtRandomMomentsLeavesOldOrNewFile) {
   int saw_old = 0;
   for (int trial = 0; trial < 8; ++trial) {
     if (trial > 0) old.write(path);
-    const pid_t pid = ::fork();
+    const pid_t pid = fork_writer(next, path);
     ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      try {
-        next.write(path);
-      } catch (...) {
-        ::_exit(3);
-      }
-      ::_exit(0);
-    }
     const double delay = std::uniform_real_distribution<double>(0.0, 1.2)(rng) * write_s;
     ::usleep(static_cast<useconds_t>(delay * 1e6));
     ::kill(pid, SIGKILL);

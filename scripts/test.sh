@@ -6,16 +6,19 @@
 #   - the libFuzzer targets of tests/fuzz, built with clang into build-fuzz/: first over their seed
 #     corpora (regression inputs included), then each for NORMLAB_FUZZ_SECONDS (default 45).
 # NORMLAB_QUICK=1 skips those two stages, for local iteration. Extra arguments go to the first ctest.
+# BUILD_DIR (default build/) is the release build; it is configured with the tests on even when
+# scripts/run.sh configured it without them. Every ctest fails when it finds no tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export BUILD_DIR=${BUILD_DIR:-build}
 start=$(date +%s)
 JOBS=${JOBS:-$(nproc)}
 stage() { echo "[test] $1 ($(( $(date +%s) - start )) s so far)"; }
 
 scripts/install-deps.sh
 WERROR=OFF; [ "${CI:-}" = "true" ] && WERROR=ON
-scripts/build.sh -DNORMLAB_WERROR=$WERROR
-ctest --test-dir build --no-tests=error --output-on-failure -j "$JOBS" "$@"
+scripts/build.sh -DNORMLAB_TESTS=ON -DNORMLAB_WERROR=$WERROR
+ctest --test-dir "$BUILD_DIR" --no-tests=error --output-on-failure -j "$JOBS" "$@"
 
 if [ "${NORMLAB_QUICK:-0}" = "1" ]; then
   echo "[test] NORMLAB_QUICK=1: skipped the sanitizer and fuzz stages"

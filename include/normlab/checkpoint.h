@@ -30,7 +30,8 @@ TrainingState training_state_from_json(const nlohmann::json& j);
 std::string latest_checkpoint(const std::string& run_dir);
 
 // Resolves what the user passed to --checkpoint: a run directory (its latest checkpoint), or a
-// checkpoint folder, or a model.safetensors file. Returns the checkpoint folder.
+// checkpoint folder, or a model.safetensors file. Returns the checkpoint folder. Throws FormatError
+// naming `path` when it does not exist, is another file, or is a directory without a checkpoint.
 std::string resolve_checkpoint(const std::string& path);
 
 // The config stored in a checkpoint's model.safetensors metadata.

@@ -17,7 +17,8 @@ void add_eval(CLI::App& app, Action& action) {
       ->required();
   cmd->add_option("--data", o->data, "Evaluate on this corpus (text file, folder or token file) "
                                      "instead of the run's validation split");
-  cmd->add_option("--batches", o->batches, "Number of evaluation batches (default: train.eval_batches)");
+  cmd->add_option("--batches", o->batches, "Number of evaluation batches (default: train.eval_batches)")
+      ->check(integer_option(1));
   cmd->callback([&action, o] {
     action = [o] {
       const EvalResult r = evaluate_checkpoint(o->checkpoint, o->data, o->batches);

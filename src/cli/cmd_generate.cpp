@@ -14,6 +14,11 @@ namespace normlab::cli {
 
 void add_generate(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("generate", "Sample text from a checkpoint (KV-cached, streamed)");
+  cmd->footer("Beyond the model's context (model.seq_len), generation continues with a sliding "
+              "window: each further token is predicted from the last seq_len tokens, recomputed at "
+              "positions 0 to seq_len-1 (RoPE and learned positions alike). The prompt must be "
+              "shorter than seq_len and its ids inside the vocabulary; both are checked before "
+              "anything is printed.");
   struct Opts {
     std::string checkpoint, prompt;
     std::vector<int> prompt_ids;
@@ -25,15 +30,21 @@ void add_generate(CLI::App& app, Action& action) {
   auto* text = cmd->add_option("--prompt", o->prompt, "Text to continue (byte-level models)");
   auto* ids = cmd->add_option("--prompt-ids", o->prompt_ids,
                               "Token ids to continue, comma-separated (any vocabulary); prints ids")
-                  ->delimiter(',');
+                  ->delimiter(',')
+                  ->check(integer_option(0));
   text->excludes(ids);
   ids->excludes(text);
-  cmd->add_option("--max-new-tokens", o->s.max_new_tokens, "Tokens to generate")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--temperature", o->s.temperature, "Softmax temperature (0 = greedy)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-k", o->s.top_k, "Keep the k most likely tokens (0 = all)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-new-tokens", o->s.max_new_tokens,
+                  "Tokens to generate, all of them (past seq_len with a sliding window)")
+      ->check(integer_option(0));
+  cmd->add_option("--temperature", o->s.temperature, "Softmax temperature (0 = greedy)")
+      ->check(number_option(0));
+  cmd->add_option("--top-k", o->s.top_k, "Keep the k most likely tokens (0 = all)")
+      ->check(integer_option(0));
   cmd->add_option("--top-p", o->s.top_p, "Keep the smallest set with probability >= p (1 = all)")
-      ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--seed", o->s.seed, "Sampling seed");
+      ->check(number_option(0, 1));
+  cmd->add_option("--seed", o->s.seed, "Sampling seed")
+      ->check(integer_option(0, std::numeric_limits<long long>::max()));
   cmd->callback([&action, o] {
     action = [o] {
       const std::string dir = resolve_checkpoint(o->checkpoint);
@@ -41,6 +52,7 @@ void add_generate(CLI::App& app, Action& action) {
       Transformer<float> model(cfg.model, 1, cfg.model.seq_len);
       load_checkpoint(dir, model, nullptr, nullptr);
       if (!o->prompt_ids.empty()) {
+        check_prompt(cfg.model, o->prompt_ids);  // before anything is printed
         for (int id : o->prompt_ids) fmt::print("{} ", id);
         generate(model, o->prompt_ids, o->s, [&](int t) {
           fmt::print("{} ", t);
@@ -56,6 +68,7 @@ void add_generate(CLI::App& app, Action& action) {
             "this model has a vocabulary of {} tokens, not normlab's byte-level 256: give the "
             "prompt as token ids with --prompt-ids", cfg.model.vocab_size));
       const std::vector<int> prompt = tok.encode(o->prompt);
+      check_prompt(cfg.model, prompt);  // before anything is printed
       std::fputs(o->prompt.c_str(), stdout);
       generate(model, prompt, o->s, [&](int t) {
         const std::string s = tok.decode(std::span<const int>(&t, 1));

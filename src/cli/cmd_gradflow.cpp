@@ -26,14 +26,19 @@ void add_gradflow(CLI::App& app, Action& action) {
   o->cfg.add_to(cmd);
   cmd->add_option("--placements", o->placements, "Placements")->delimiter(',')
       ->check(one_of<Placement>())->capture_default_str();
-  cmd->add_option("--layers", o->depths, "Depths L")->delimiter(',')->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--layers", o->depths, "Depths L")
+      ->delimiter(',')
+      ->check(integer_option(1))
+      ->capture_default_str();
   cmd->add_option("--init", o->inits,
                   "Initialisations: gpt2 = normal(0, model.init_std) with 1/sqrt(2L) residual "
                   "scaling, normal = without it, xavier = Xavier uniform (original Transformer)")
       ->delimiter(',')->check(one_of<InitKind>())->capture_default_str();
-  cmd->add_option("--batches", o->batches, "Batches averaged over")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--batches", o->batches, "Batches averaged over")
+      ->check(integer_option(1))
+      ->capture_default_str();
   cmd->add_option("--steps", o->steps, "Train this many steps first (0 = at initialisation)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(integer_option(0))->capture_default_str();
   cmd->add_option("--out,-o", o->out, "Output directory (gradflow.json, gradflow.md)")->capture_default_str();
   cmd->description(cmd->get_description() + "\n" +"Width, activation, norm kind, init_std etc. come from the config: e.g. "
                 "--set model.d_model=512 --set model.mlp=gelu --set model.init_std=0.02.");

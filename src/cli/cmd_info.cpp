@@ -4,13 +4,15 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "model/memory.h"
 #include "model/summary.h"
 
 namespace normlab::cli {
 
 void add_info(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand("info", "Show parameter counts, FLOPs per token, activation memory "
-                                         "and the block plan (which norm sits where) of a config");
+  auto* cmd = app.add_subcommand("info", "Show parameter counts, FLOPs per token, the memory of a "
+                                         "training run and the block plan (which norm sits where) "
+                                         "of a config");
   auto opts = std::make_shared<ConfigOptions>();
   opts->add_to(cmd);
   cmd->callback([&action, opts] {
@@ -34,8 +36,15 @@ void add_info(CLI::App& app, Action& action) {
       fmt::print("FLOPs per step (batch {} x {} x accum {}): {:.4g}\n", cfg.train.batch_size,
                  m.seq_len, cfg.train.grad_accum,
                  s.train_flops_per_token * cfg.train.batch_size * m.seq_len * cfg.train.grad_accum);
-      fmt::print("memory: activations {:.1f} MiB per micro-batch, parameters + grads + AdamW {:.1f} MiB\n",
-                 s.activation_bytes / 1048576.0, s.param_state_bytes / 1048576.0);
+      const MemoryEstimate mem = estimate_memory(cfg);
+      std::string source;
+      const long available = available_memory("/proc/meminfo", "/sys/fs/cgroup", &source);
+      fmt::print("\nmemory of a training run, per rank (estimate; train refuses a run that exceeds "
+                 "the available memory): {}\n{}",
+                 format_bytes(mem.total()), describe_memory(mem));
+      if (available >= 0)
+        fmt::print("  available      {:>12}  ({}){}\n", format_bytes(available), source,
+                   mem.total() > available ? ": does NOT fit" : "");
       fmt::print("\nblock plan:\n");
       for (const auto& line : s.plan) fmt::print("  {}\n", line);
       fmt::print("  final norm before the LM head: {}\n", s.final_norm ? "yes" : "no");

@@ -42,7 +42,7 @@ void add_import(CLI::App& app, Action& action) {
   cmd->add_option("--max-seq-len", o->max_seq_len,
                   "Cap on model.seq_len for RoPE models (default 4096; GPT-2's learned positions "
                   "fix it to n_positions)")
-      ->check(CLI::PositiveNumber);
+      ->check(integer_option(1));
   o->cfg.add_to(cmd);  // training sections (optim, train, data, diag); the model comes from DIR
   cmd->callback([&action, o] {
     action = [o] {

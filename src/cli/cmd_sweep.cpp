@@ -164,7 +164,7 @@ void add_sweep(CLI::App& app, Action& action) {
   cmd->add_option("--grid", o->grid, "KEY=v1,v2,... or KEY=a:b:Nlog / a:b:Nlin (repeatable)")->required();
   cmd->add_option("--out,-o", o->out, "Sweep directory (one run per grid point, sweep.json)")->capture_default_str();
   cmd->add_option("--jobs,-j", o->jobs, "Runs in parallel (separate processes; cores are divided)")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(integer_option(1))->capture_default_str();
   cmd->add_option("--lr-key", o->lr_key, "Grid key that holds the learning rate")->capture_default_str();
   cmd->callback([&action, o] { action = [o] { return run_sweep(*o); }; });
   add_sweep_point(app, action);

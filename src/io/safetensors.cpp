@@ -585,11 +585,14 @@ SafetensorsFile SafetensorsFile::from_bytes(std::vector<std::uint8_t> bytes, std
   if (size < kPrefixBytes)
     fail(file, "file is {} bytes, shorter than the 8-byte header length", size);
   const auto n = load_le<std::uint64_t>(f.bytes_.data());
+  // Checked before the limit: a file of text says "header length 7e18" here, and the user should
+  // hear first that it is no safetensors file at all.
+  if (n > size - kPrefixBytes)
+    fail(file, "not a safetensors file (header length {} exceeds the {} bytes after the 8-byte "
+         "length; file size {}{})", n, size - kPrefixBytes, size,
+         n > kMaxHeaderBytes ? fmt::format(", header limit {}", kMaxHeaderBytes) : "");
   if (n > kMaxHeaderBytes)
     fail(file, "header length {} is over the limit of {} bytes", n, kMaxHeaderBytes);
-  if (n > size - kPrefixBytes)
-    fail(file, "header length {} runs past the end of the file ({} bytes after the length)", n,
-         size - kPrefixBytes);
   f.data_start_ = kPrefixBytes + n;
 
   const std::string_view text(reinterpret_cast<const char*>(f.bytes_.data() + kPrefixBytes), n);

@@ -42,26 +42,42 @@ int sample_token(const float* logits, int V, const SamplingOptions& o, Rng& rng,
   return c[n - 1].second;
 }
 
+void check_prompt(const ModelConfig& cfg, const std::vector<int>& prompt) {
+  if (prompt.empty()) throw InputError("the prompt is empty");
+  if (static_cast<long>(prompt.size()) >= cfg.seq_len)
+    throw InputError(fmt::format("the prompt has {} tokens but the model's context (model.seq_len) "
+                                 "is {}: it must be shorter to leave room for new tokens",
+                                 prompt.size(), cfg.seq_len));
+  for (std::size_t i = 0; i < prompt.size(); ++i)
+    if (prompt[i] < 0 || prompt[i] >= cfg.vocab_size)
+      throw InputError(fmt::format("prompt token {} (position {}) is outside the model's "
+                                   "vocabulary of {} tokens (ids 0 to {})",
+                                   prompt[i], i, cfg.vocab_size, cfg.vocab_size - 1));
+}
+
 std::vector<int> generate(Transformer<float>& model, const std::vector<int>& prompt,
                           const SamplingOptions& o, const std::function<void(int)>& on_token) {
   const int ctx = model.config().seq_len, V = model.config().vocab_size;
-  if (prompt.empty()) throw InputError("the prompt is empty");
-  if (static_cast<int>(prompt.size()) >= ctx)
-    throw InputError(fmt::format("the prompt has {} tokens but the model's context (model.seq_len) "
-                                 "is {}: it must be shorter to leave room for new tokens",
-                                 prompt.size(), ctx));
+  check_prompt(model.config(), prompt);
   auto cache = model.make_cache();
   std::vector<float> logits(V);
   std::vector<std::pair<float, int>> scratch;
   Rng rng(o.seed);
+  std::vector<int> seq = prompt;  // everything so far: the window is its last ctx tokens
   model.forward_cached(prompt.data(), static_cast<int>(prompt.size()), cache, logits.data());
   std::vector<int> out;
   for (int i = 0; i < o.max_new_tokens; ++i) {
     const int tok = sample_token(logits.data(), V, o, rng, scratch);
     out.push_back(tok);
+    seq.push_back(tok);
     if (on_token) on_token(tok);
-    if (cache.len >= ctx || i + 1 == o.max_new_tokens) break;
-    model.forward_cached(&tok, 1, cache, logits.data());
+    if (i + 1 == o.max_new_tokens) break;
+    if (cache.len < ctx) {
+      model.forward_cached(&tok, 1, cache, logits.data());
+    } else {  // full: slide the window one token and recompute it from position 0
+      cache.len = 0;
+      model.forward_cached(seq.data() + seq.size() - ctx, ctx, cache, logits.data());
+    }
   }
   return out;
 }

@@ -21,9 +21,16 @@ struct SamplingOptions {
 int sample_token(const float* logits, int V, const SamplingOptions& o, Rng& rng,
                  std::vector<std::pair<float, int>>& scratch);
 
-// Feeds the prompt, then samples up to max_new_tokens (stopping early only at the context limit),
-// calling on_token for each new token as it is produced. Returns the new tokens.
-// Throws InputError when the prompt is empty or longer than the context.
+// Throws InputError unless the prompt is non-empty, shorter than model.seq_len and every id is in
+// the vocabulary. generate() checks this first; a caller that prints the prompt calls it before.
+void check_prompt(const ModelConfig& cfg, const std::vector<int>& prompt);
+
+// Feeds the prompt, then samples exactly max_new_tokens, calling on_token for each new token as it
+// is produced. Returns the new tokens. Beyond the context, a sliding window: once the sequence
+// fills model.seq_len, the next token's logits come from the last seq_len tokens recomputed at
+// positions 0 .. seq_len-1 (RoPE and learned positions alike, as the model was trained: a window
+// always starts at position 0), which costs a forward pass over seq_len tokens per new token.
+// Throws InputError for a prompt check_prompt refuses, before any on_token call.
 std::vector<int> generate(Transformer<float>& model, const std::vector<int>& prompt,
                           const SamplingOptions& o, const std::function<void(int)>& on_token);
 

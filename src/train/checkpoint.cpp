@@ -127,7 +127,15 @@ std::string latest_checkpoint(const std::string& run_dir) {
 std::string resolve_checkpoint(const std::string& path) {
   const fs::path p(path);
   if (!fs::exists(p)) throw FormatError(fmt::format("[checkpoint] {} does not exist", path));
-  if (fs::is_regular_file(p)) return p.parent_path().string();
+  // A file stands for its checkpoint folder only when it is the folder's model.safetensors: any
+  // other would have the folder's model.safetensors read in its name.
+  if (fs::is_regular_file(p)) {
+    if (p.filename() != "model.safetensors")
+      throw FormatError(fmt::format("[checkpoint] {} is not a checkpoint directory (give a run "
+                                    "directory, a checkpoint folder or its model.safetensors)",
+                                    path));
+    return p.parent_path().string();
+  }
   if (fs::exists(p / "model.safetensors")) return p.string();
   return latest_checkpoint(path);
 }

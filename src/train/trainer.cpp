@@ -12,6 +12,7 @@
 #include "diag/diagnostics.h"
 #include "normlab/communicator.h"
 #include "io/metrics.h"
+#include "model/memory.h"
 #include "model/transformer.h"
 #include "normlab/config_file.h"
 #include "normlab/data.h"
@@ -50,7 +51,8 @@ struct Trainer::Impl {
         run_dir(dir),
         corpus(TokenCorpus::from_path(cfg.data.path)),
         split(corpus.split(cfg.data.val_fraction, cfg.model.seq_len)),
-        model(cfg.model, cfg.train.batch_size, cfg.model.seq_len),
+        // Refuses, before anything is allocated, a run that cannot fit in memory (model/memory.h).
+        model(require_memory_fits(cfg), cfg.train.batch_size, cfg.model.seq_len),
         opt(model.table(), cfg.optim),
         // train.batch_size rows per rank: every rank takes its slice of one global draw.
         sampler(split.train, cfg.train.batch_size * comm.world(), cfg.model.seq_len,

@@ -226,9 +226,16 @@ TEST(Safetensors, RejectsHeaderLengthOverLimit) {
 }
 
 TEST(Safetensors, RejectsHeaderLengthPastEndOfFile) {
-  EXPECT_TRUE(rejected(make_file("{}", "", 3), {"header length 3 runs past the end", "2 bytes"}));
-  EXPECT_TRUE(
-      rejected(make_file("{}", "", 99'999'999), {"header length 99999999 runs past the end"}));
+  EXPECT_TRUE(rejected(make_file("{}", "", 3),
+                       {"not a safetensors file", "header length 3 exceeds the 2 bytes after",
+                        "file size 10"}));
+  EXPECT_TRUE(rejected(make_file("{}", "", 99'999'999),
+                       {"not a safetensors file", "header length 99999999 exceeds"}));
+  // A text file: its first 8 bytes read as a header length of about 7e18.
+  const std::string text = "# normlab\n\nTrains decoder-only Transformers.\n";
+  EXPECT_TRUE(rejected(Bytes(text.begin(), text.end()),
+                       {"not a safetensors file", "header length 7020106257426948131 exceeds",
+                        fmt::format("file size {}", text.size()), "header limit 100000000"}));
 }
 
 TEST(Safetensors, RejectsInvalidUtf8Header) {

@@ -18,7 +18,7 @@ void add_generate(CLI::App& app, Action& action) {
               "window: each further token is predicted from the last seq_len tokens, recomputed at "
               "positions 0 to seq_len-1 (RoPE and learned positions alike). The prompt must be "
               "shorter than seq_len and its ids inside the vocabulary; both are checked before "
-              "anything is printed.");
+              "anything is printed.\n");
   struct Opts {
     std::string checkpoint, prompt;
     std::vector<int> prompt_ids;

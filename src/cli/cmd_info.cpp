@@ -39,12 +39,11 @@ void add_info(CLI::App& app, Action& action) {
       const MemoryEstimate mem = estimate_memory(cfg);
       std::string source;
       const long available = available_memory("/proc/meminfo", "/sys/fs/cgroup", &source);
-      fmt::print("\nmemory of a training run, per rank (estimate; train refuses a run that exceeds "
-                 "the available memory): {}\n{}",
-                 format_bytes(mem.total()), describe_memory(mem));
+      fmt::print("\nmemory of a training run, per rank (estimate): {}\n{}", format_bytes(mem.total()),
+                 describe_memory(mem));
       if (available >= 0)
         fmt::print("  available      {:>12}  ({}){}\n", format_bytes(available), source,
-                   mem.total() > available ? ": does NOT fit" : "");
+                   mem.total() > available ? ": does NOT fit, train refuses this run" : "");
       fmt::print("\nblock plan:\n");
       for (const auto& line : s.plan) fmt::print("  {}\n", line);
       fmt::print("  final norm before the LM head: {}\n", s.final_norm ? "yes" : "no");

@@ -127,4 +127,4 @@ def test_info_prints_the_memory_estimate():
     assert "memory of a training run, per rank" in out, out
     for part in ["parameters", "gradients", "AdamW moments", "activations", "available"]:
         assert re.search(rf"^  {part} +\d", out, re.M), (part, out)
-    assert "does NOT fit" in out
+    assert "does NOT fit, train refuses this run" in out

@@ -66,8 +66,9 @@ class Model {
                  double z_alpha = 0.0);
   // Logits (B, T, V) after the final soft-cap.
   std::vector<float> logits(std::span<const int> idx, int B, int T);
-  // Feeds the prompt, then samples up to max_new_tokens with the KV cache, calling on_token (if
-  // given) for each new token. Returns the new tokens.
+  // Feeds the prompt, then samples max_new_tokens with the KV cache, calling on_token (if given)
+  // for each new token; past seq_len each next token comes from a sliding window over the last
+  // seq_len tokens, at positions 0 .. seq_len-1. Returns the new tokens.
   std::vector<int> generate(const std::vector<int>& prompt, const SamplingSettings& s,
                             const std::function<void(int)>& on_token = {});
 

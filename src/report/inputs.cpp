@@ -118,7 +118,12 @@ RunInput load_run(const fs::path& dir, std::string name, ReportInputs& in) {
     r.metrics = read_metrics_lenient(dir, in.notes);
   else
     in.notes.push_back(fmt::format("{} has no metrics.jsonl", r.dir));
-  r.status = derive_status(r);
+  // The trainer's end event says how the run ended; the figures read the step records.
+  const std::optional<RunEnd> end = run_end_of(r.metrics);
+  std::erase_if(r.metrics, [](const json& j) { return j.value(metric::event, "") == "end"; });
+  r.status = !end || !end->from_event      ? derive_status(r)
+             : end->reason == "interrupted" ? std::string("incomplete")
+                                            : end->reason;
   return r;
 }
 

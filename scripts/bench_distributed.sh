@@ -13,7 +13,7 @@ mpirun --allow-run-as-root --oversubscribe -np 2 build/normlab train --out "$OUT
 python3 - "$OUT" <<'PY'
 import json, sys
 for name in ("one", "two"):
-    last = [json.loads(l) for l in open(f"{sys.argv[1]}/{name}/metrics.jsonl")][-1]
+    last = [j for j in map(json.loads, open(f"{sys.argv[1]}/{name}/metrics.jsonl")) if "event" not in j][-1]
     print(f"{'1 rank x 2 threads' if name == 'one' else '2 ranks x 1 thread'}: "
           f"{last['tokens_per_s']:.0f} tokens/s"
           + (f", all-reduce {last['comm_ms_per_step']:.2f} ms/step" if "comm_ms_per_step" in last else ""))

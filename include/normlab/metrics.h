@@ -47,11 +47,16 @@ inline constexpr const char* log_z_max = "log_z_max";
 inline constexpr const char* max_logit = "max_logit";
 inline constexpr const char* max_logit_raw = "max_logit_raw";
 inline constexpr const char* update_ratio = "update_ratio";
-// Event records (not steps): a rollback to the last checkpoint.
+// Event records (not steps): a rollback to the last checkpoint; the end of the run.
 inline constexpr const char* event = "event";
 inline constexpr const char* to_step = "to_step";
 inline constexpr const char* checkpoint = "checkpoint";
 inline constexpr const char* rollbacks_total = "rollbacks_total";
+inline constexpr const char* reason = "reason";                  // end: done, interrupted, diverged
+inline constexpr const char* detail = "detail";                  // end: the stop reason's text
+inline constexpr const char* train_loss = "train_loss";          // end: mean loss, last 20 steps
+inline constexpr const char* train_loss_steps = "train_loss_steps";
+inline constexpr const char* wall_s = "wall_s";
 }  // namespace metric
 
 // One field of metrics.jsonl and what it means.
@@ -94,5 +99,23 @@ struct RollbackEvent {
   long rollbacks_total = 0;
 };
 nlohmann::json to_json(const RollbackEvent& e);
+
+// The end of a run, written by the trainer as the last line of metrics.jsonl on every way out of
+// Trainer::run ({"event":"end",...}; a resumed run appends its own, and the last one wins).
+struct RunEnd {
+  long step = 0;       // the step the run reached (the step that stopped it, when one did)
+  std::string reason;  // "done", "interrupted" or "diverged" ("" read back from step lines)
+  std::string detail;  // the stop reason's text, or empty
+  std::optional<double> train_loss;  // mean optimized loss of the last train_loss_steps updated steps
+  long train_loss_steps = 0;         // at most 20
+  std::optional<double> val_loss;    // the last evaluation's mean validation cross-entropy
+  std::optional<double> tokens_per_s;  // tokens trained / wall seconds of this process's run loop
+  std::optional<double> wall_s;
+  bool from_event = true;  // false: reconstructed from the step lines of a run without end event
+};
+nlohmann::json to_json(const RunEnd& e);
+RunEnd run_end_from_json(const nlohmann::json& j);
+// How many updated steps the train loss averages.
+inline constexpr long kTrainLossSteps = 20;
 
 }  // namespace normlab

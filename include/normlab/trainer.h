@@ -1,7 +1,9 @@
 // The training loop: data -> model -> loss -> AdamW, with gradient accumulation, clipping, the
 // learning-rate schedule, evaluation, metrics, checkpoints and exact resume. The trainer never
-// prints; it reports each logged step to a callback (the CLI draws the status line).
+// prints; it reports each logged step to a callback (the CLI draws the status line), and ends
+// metrics.jsonl with an end event (normlab::RunEnd) however run() returns.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -20,12 +22,17 @@ namespace normlab {
 class Communicator;
 
 struct TrainResult {
-  long steps = 0;
-  double final_loss = 0;          // mean training loss over the last logged window
-  std::optional<double> val_loss; // at the end
+  long steps = 0;  // the step the run reached
+  // Train loss: the mean optimized loss (ce + z_loss) of the last kTrainLossSteps updated
+  // (non-skipped, finite) steps, over train_loss_steps steps (fewer when the run has fewer, or
+  // when this process resumed it fewer steps before its end); NaN when there are none.
+  double train_loss = NAN;
+  long train_loss_steps = 0;
+  std::optional<double> val_loss;  // the last evaluation (at the end of a finished run)
   bool diverged = false;
-  std::string stop_reason;
-  double tokens_per_s = 0;
+  std::string stop_reason;  // "interrupted", or why the run diverged
+  long stop_step = 0;       // the step that stopped the run (0: none did)
+  double tokens_per_s = 0;  // run average: tokens trained / wall seconds of this process's run
   double wall_s = 0;
 };
 
@@ -34,6 +41,8 @@ struct TrainHooks {
   std::function<bool()> stop_requested;           // polled between steps (SIGINT/SIGTERM)
   // Called after every step with its loss; a returned reason stops the run as diverged.
   std::function<std::optional<std::string>(const StepRecord&)> check_divergence;
+  // Called once when the run reaches train.steps; a returned reason marks it diverged.
+  std::function<std::optional<std::string>(const TrainResult&)> judge_end;
   // Events that are not steps (a rollback), as written to metrics.jsonl.
   std::function<void(const nlohmann::json&)> on_event;
   // Fault injection for tests: may change the gradients and the loss of 0-based step `step`

@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/status.h"
 #include "lab/compare.h"
+#include "normlab/checkpoint.h"
 #include "report/report.h"
 
 #include <filesystem>
@@ -38,13 +39,27 @@ void add_compare(CLI::App& app, Action& action) {
       hooks.stop_requested = [] { return stop_signal_received(); };
       const auto rows = run_comparison(cfg, ps, o->out, hooks, [&](Placement p) {
         status.finish();
-        fmt::print("== {} ({} layers, d_model {}, {} steps, lr {}, warmup {}) -> {}/{}\n",
+        const std::string dir = (std::filesystem::path(o->out) / to_string(p)).string();
+        // A rerun says what it continues: step_NNNNNNNN is the latest checkpoint's step.
+        const long at = std::filesystem::exists(std::filesystem::path(dir) / "checkpoints" / "latest")
+                            ? std::stol(std::filesystem::path(latest_checkpoint(dir)).filename().string().substr(5))
+                            : 0;
+        fmt::print("== {} ({} layers, d_model {}, {} steps, lr {}, warmup {}) -> {}{}\n",
                    to_string(p), cfg.model.n_layer, cfg.model.d_model, cfg.train.steps,
-                   cfg.optim.lr, cfg.optim.warmup_steps, o->out, to_string(p));
+                   cfg.optim.lr, cfg.optim.warmup_steps, dir,
+                   at >= cfg.train.steps ? std::string(", already finished")
+                   : at > 0             ? fmt::format(", resuming at step {}", at)
+                                        : std::string());
+        std::fflush(stdout);
       });
       status.finish();
+      if (!rows.empty() && rows.back().status() == "interrupted") {
+        fmt::print("\n{}\ncompare incomplete: {} interrupted at step {}; no summary written. Rerun "
+                   "the same command to continue.\n", comparison_table(rows),
+                   to_string(rows.back().placement), rows.back().result.steps);
+        return kExitInterrupted;
+      }
       fmt::print("\n{}\nwritten: {}/summary.md, {}/summary.json\n", comparison_table(rows), o->out, o->out);
-      if (!rows.empty() && rows.back().result.stop_reason == "interrupted") return kExitInterrupted;
       // The same figures as `normlab report OUT`: loss curves, gradient norms, residual RMS, ...
       std::vector<std::string> dirs;
       for (const auto& r : rows) dirs.push_back(r.run_dir);

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -12,7 +13,9 @@
 
 #include "cli/commands.h"
 #include "cli/status.h"
+#include "lab/divergence.h"
 #include "lab/sweep.h"
+#include "normlab/checkpoint.h"
 #include "normlab/config_file.h"
 #include "normlab/errors.h"
 #include "tensor/threading.h"
@@ -76,6 +79,28 @@ pid_t spawn_point(const Config& cfg, const std::string& dir) {
   return pid;
 }
 
+// "training", or "resuming at step S" for a point with a checkpoint.
+std::string resume_note(const std::string& dir) {
+  if (!fs::exists(fs::path(dir) / "checkpoints" / "latest")) return "training";
+  const std::string ckpt = fs::path(latest_checkpoint(dir)).filename().string();  // step_NNNNNNNN
+  const auto digits = ckpt.find_first_of("123456789");
+  return fmt::format("resuming at step {}",
+                     digits == std::string::npos ? std::string("0") : ckpt.substr(digits));
+}
+
+// A finished point's status with its stop step and reason ("diverged at step 40: ...").
+std::string point_outcome(const std::string& dir, const SweepPoint& p, const std::string& status) {
+  if (status == "interrupted") return "interrupted";
+  const SweepRun r = read_sweep_run(dir, p);
+  if (r.status == "diverged") {
+    const std::string_view why = r.message.starts_with("diverged: ")
+                                     ? std::string_view(r.message).substr(10)
+                                     : std::string_view(r.message);
+    return fmt::format("diverged at step {}: {}", r.steps, why);
+  }
+  return r.status;
+}
+
 // Trains every point not yet finished: in this process with one job, else in up to `jobs`
 // worker processes at a time. Stops starting points once a stop signal arrives.
 void run_points(const SweepOptions& o, const std::vector<SweepPoint>& points,
@@ -86,7 +111,10 @@ void run_points(const SweepOptions& o, const std::vector<SweepPoint>& points,
     const pid_t pid = ::wait(&st);
     if (pid > 0 && running.count(pid)) {
       const auto& p = points[running[pid]];
-      fmt::print("[{}] {}\n", p.name, WIFEXITED(st) && (WEXITSTATUS(st) == 0) ? "finished" : "failed");
+      const std::string dir = (fs::path(o.out) / p.name).string();
+      fmt::print("[{}] {}\n", p.name,
+                 WIFEXITED(st) && (WEXITSTATUS(st) == 0) ? point_outcome(dir, p, "")
+                                                          : std::string("failed"));
       running.erase(pid);
     }
   };
@@ -94,35 +122,73 @@ void run_points(const SweepOptions& o, const std::vector<SweepPoint>& points,
     if (stop_signal_received()) break;
     const std::string dir = (fs::path(o.out) / points[i].name).string();
     if (sweep_point_finished(dir)) {
-      fmt::print("[{}] already finished, skipped\n", points[i].name);
+      fmt::print("[{}] already finished ({}), skipped\n", points[i].name,
+                 read_sweep_run(dir, points[i]).status);
       continue;
     }
+    const std::string what = resume_note(dir);
     if (o.jobs == 1) {
-      fmt::print("[{}] training\n", points[i].name);
+      fmt::print("[{}] {}\n", points[i].name, what);
       std::fflush(stdout);
       const std::string st = run_sweep_point(cfgs[i], dir, stop_hooks());
-      fmt::print("[{}] {}\n", points[i].name, st);
+      fmt::print("[{}] {}\n", points[i].name, point_outcome(dir, points[i], st));
       continue;
     }
     while (static_cast<int>(running.size()) >= o.jobs) reap_one();
     const pid_t pid = spawn_point(cfgs[i], dir);
     running[pid] = i;
-    fmt::print("[{}] started (pid {})\n", points[i].name, pid);
+    fmt::print("[{}] {} (pid {})\n", points[i].name, what, pid);
     std::fflush(stdout);
   }
   while (!running.empty()) reap_one();
 }
 
-// Reads every point's result, writes sweep.json and sensitivity.md and prints the table.
+// Reads every point's result and prints the runs. When every run has finished, writes
+// sweep.json and sensitivity.md and prints the sensitivity (with a learning-rate grid only);
+// otherwise leaves the summary of an earlier complete sweep alone and says what a rerun continues.
 void write_summary(const SweepOptions& o, const std::vector<GridAxis>& axes,
                    const std::vector<SweepPoint>& points) {
   std::vector<SweepRun> runs;
-  for (const auto& p : points) runs.push_back(read_sweep_run((fs::path(o.out) / p.name).string(), p));
-  const auto sens = lr_sensitivity(runs, o.lr_key);
+  std::vector<std::string> unfinished;
+  for (const auto& p : points) {
+    runs.push_back(read_sweep_run((fs::path(o.out) / p.name).string(), p));
+    if (sweep_status_unfinished(runs.back().status))
+      unfinished.push_back(runs.back().status == "interrupted"
+                               ? fmt::format("{} (at step {})", p.name, runs.back().steps)
+                               : p.name + " (not started)");
+  }
+  fmt::print("\n{}", runs_table(runs));
+  if (!unfinished.empty()) {
+    std::string list;
+    for (const auto& u : unfinished) list += (list.empty() ? "" : ", ") + u;
+    fmt::print("\nsweep incomplete: {} of {} runs unfinished: {}.\nNo summary written; rerun the "
+               "same command to continue them.\n", unfinished.size(), runs.size(), list);
+    return;
+  }
+  const bool lr_grid = std::any_of(axes.begin(), axes.end(),
+                                   [&](const GridAxis& a) { return a.key == o.lr_key; });
+  const auto sens = lr_grid ? lr_sensitivity(runs, o.lr_key) : std::vector<Sensitivity>{};
   std::ofstream(fs::path(o.out) / "sweep.json") << sweep_json(axes, runs, sens, o.lr_key).dump(1) << '\n';
-  const std::string table = sensitivity_table(sens);
-  std::ofstream(fs::path(o.out) / "sensitivity.md") << table;
+  const std::string table =
+      lr_grid ? sensitivity_table(sens)
+              : fmt::format("No learning-rate grid ({}): no learning-rate sensitivity.\n", o.lr_key);
+  std::ofstream(fs::path(o.out) / "sensitivity.md") << runs_table(runs) << '\n' << table;
   fmt::print("\n{}\nwritten: {}/sweep.json, {}/sensitivity.md\n", table, o.out, o.out);
+}
+
+// On a rerun: which points are finished and which are resumed, before any training.
+void announce_resume(const SweepOptions& o, const std::vector<SweepPoint>& points) {
+  std::string finished, resumed;
+  for (const auto& p : points) {
+    const std::string dir = (fs::path(o.out) / p.name).string();
+    if (sweep_point_finished(dir))
+      finished += (finished.empty() ? "" : ", ") + p.name;
+    else if (fs::exists(fs::path(dir) / "checkpoints" / "latest"))
+      resumed += (resumed.empty() ? "" : ", ") + p.name + " (" + resume_note(dir).substr(9) + ")";
+  }
+  if (!finished.empty()) fmt::print("already finished: {}\n", finished);
+  if (!resumed.empty()) fmt::print("resuming: {}\n", resumed);
+  std::fflush(stdout);
 }
 
 int run_sweep(const SweepOptions& o) {
@@ -133,6 +199,7 @@ int run_sweep(const SweepOptions& o) {
   const std::vector<Config> cfgs = point_configs(o, points, threads);
   fs::create_directories(o.out);
   install_stop_signals();
+  announce_resume(o, points);
   run_points(o, points, cfgs);
   write_summary(o, axes, points);
   return stop_signal_received() ? kExitInterrupted : kExitOk;
@@ -159,6 +226,12 @@ void add_sweep_point(CLI::App& app, Action& action) {
 void add_sweep(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("sweep", "Train a grid of configs and report learning-rate sensitivity "
                                           "(Wortsman et al. 2023)");
+  cmd->footer("Divergence: " + DivergenceRule::describe() +
+              "\nLR sensitivity: the mean over the lr grid of min(final val loss, initial loss) - best "
+              "final val loss (diverged runs count with their initial loss); final val loss: the "
+              "mean validation cross-entropy over train.eval_batches batches at the end of the run "
+              "(train loss, last 20 steps, without evaluation).\nAn interrupted sweep writes no "
+              "summary; rerun the same command to continue it.");
   auto o = std::make_shared<SweepOptions>();
   o->cfg.add_to(cmd);
   cmd->add_option("--grid", o->grid, "KEY=v1,v2,... or KEY=a:b:Nlog / a:b:Nlin (repeatable)")->required();

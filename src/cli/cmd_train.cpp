@@ -62,8 +62,8 @@ void add_train(CLI::App& app, Action& action) {
         fmt::print(stderr, "normlab: {}\n", res.stop_reason);
         return kExitDiverged;
       }
-      fmt::print("done: {} steps, final loss {:.4f}{}, {:.0f} tokens/s, {:.1f} s\n", res.steps,
-                 res.final_loss,
+      fmt::print("done: {} steps, train loss (last {} steps) {:.4f}{}, {:.0f} tokens/s (run average), "
+                 "{:.1f} s\n", res.steps, res.train_loss_steps, res.train_loss,
                  res.val_loss ? fmt::format(", val loss {:.4f}", *res.val_loss) : std::string(),
                  res.tokens_per_s, res.wall_s);
       return kExitOk;

@@ -52,10 +52,16 @@ constexpr MetricField kFields[] = {
     {metric::max_logit_raw, "diagnostic", "max |output logit| before the final soft-cap"},
     {metric::update_ratio, "diagnostic",
      "per group: ||w_after - w_before|| / ||w_before|| of the step's update"},
-    {metric::event, "event", "the kind of event: \"rollback\""},
+    {metric::event, "event", "the kind of event: \"rollback\" or \"end\""},
     {metric::to_step, "event", "the step of the checkpoint rolled back to"},
     {metric::checkpoint, "event", "the checkpoint folder rolled back to"},
     {metric::rollbacks_total, "event", "rollbacks so far in the run"},
+    {metric::reason, "event", "end: how the run ended: \"done\", \"interrupted\" or \"diverged\""},
+    {metric::detail, "event", "end: the stop reason (why it diverged), or empty"},
+    {metric::train_loss, "event",
+     "end: train loss, the mean optimized loss (ce + z_loss) of the last 20 updated steps"},
+    {metric::train_loss_steps, "event", "end: how many steps the train loss averages (<= 20)"},
+    {metric::wall_s, "event", "end: wall seconds of this process's run loop"},
 };
 
 nlohmann::json finite_or_null(double v) {
@@ -81,7 +87,13 @@ void truncate_after(const fs::path& path, long resume_step, bool csv) {
     }
     long step = -1;
     try {
-      step = csv ? std::stol(line.substr(0, line.find(','))) : nlohmann::json::parse(line).at("step").get<long>();
+      if (csv) {
+        step = std::stol(line.substr(0, line.find(',')));
+      } else {
+        const auto j = nlohmann::json::parse(line);
+        if (j.value(metric::event, "") == "end") continue;  // the resumed run writes its own
+        step = j.at("step").get<long>();
+      }
     } catch (...) {
       continue;  // a torn last line from a crash
     }
@@ -147,6 +159,39 @@ nlohmann::json to_json(const RollbackEvent& e) {
           {metric::rollbacks_total, e.rollbacks_total}};
 }
 
+nlohmann::json to_json(const RunEnd& e) {
+  auto opt = [](const std::optional<double>& v) {
+    return v ? finite_or_null(*v) : nlohmann::json(nullptr);
+  };
+  return {{metric::event, "end"},
+          {metric::step, e.step},
+          {metric::reason, e.reason},
+          {metric::detail, e.detail},
+          {metric::train_loss, opt(e.train_loss)},
+          {metric::train_loss_steps, e.train_loss_steps},
+          {metric::val_loss, opt(e.val_loss)},
+          {metric::tokens_per_s, opt(e.tokens_per_s)},
+          {metric::wall_s, opt(e.wall_s)}};
+}
+
+RunEnd run_end_from_json(const nlohmann::json& j) {
+  auto opt = [&](const char* key) -> std::optional<double> {
+    const auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return std::nullopt;
+    return it->is_number() ? it->get<double>() : std::nan("");
+  };
+  RunEnd e;
+  e.step = j.value(metric::step, 0L);
+  e.reason = j.value(metric::reason, "");
+  e.detail = j.value(metric::detail, "");
+  e.train_loss = opt(metric::train_loss);
+  e.train_loss_steps = j.value(metric::train_loss_steps, 0L);
+  e.val_loss = opt(metric::val_loss);
+  e.tokens_per_s = opt(metric::tokens_per_s);
+  e.wall_s = opt(metric::wall_s);
+  return e;
+}
+
 MetricsWriter::MetricsWriter(const std::string& run_dir, long resume_step) {
   const fs::path dir(run_dir);
   fs::create_directories(dir);
@@ -167,6 +212,7 @@ MetricsWriter::MetricsWriter(const std::string& run_dir, long resume_step) {
 void MetricsWriter::write(const nlohmann::json& r) {
   jsonl_ << r.dump() << '\n';
   jsonl_.flush();
+  if (r.value(metric::event, "") == "end") return;  // not a row of the step table
   for (int i = 0; kColumns[i]; ++i) {
     if (i) csv_ << ',';
     auto it = r.find(kColumns[i]);
@@ -184,6 +230,39 @@ std::vector<nlohmann::json> read_metrics(const std::string& run_dir) {
   while (std::getline(in, line))
     if (!line.empty()) out.push_back(nlohmann::json::parse(line));
   return out;
+}
+
+std::optional<RunEnd> run_end_of(const std::vector<nlohmann::json>& records) {
+  // The last end event, unless step records follow it (a resumed process that never ended).
+  for (auto it = records.rbegin(); it != records.rend(); ++it) {
+    if (it->value(metric::event, "") == "end") return run_end_from_json(*it);
+    if (!it->contains(metric::event)) break;
+  }
+  // No end event: the step records (events other than steps left out).
+  std::vector<const nlohmann::json*> steps;
+  for (const auto& r : records)
+    if (!r.contains(metric::event) && r.contains(metric::step)) steps.push_back(&r);
+  if (steps.empty()) return std::nullopt;
+  RunEnd e;
+  e.from_event = false;
+  e.step = steps.back()->value(metric::step, 0L);
+  double sum = 0;
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+    const StepRecord s = step_record_from_json(**it);
+    if (s.step <= e.step - kTrainLossSteps) break;
+    if (s.skipped || !std::isfinite(s.loss)) continue;
+    sum += s.loss;
+    ++e.train_loss_steps;
+  }
+  if (e.train_loss_steps > 0) e.train_loss = sum / e.train_loss_steps;
+  for (auto it = steps.rbegin(); it != steps.rend() && !e.val_loss; ++it)
+    e.val_loss = step_record_from_json(**it).val_loss;
+  return e;
+}
+
+std::optional<RunEnd> read_run_end(const std::string& run_dir) {
+  if (!fs::exists(fs::path(run_dir) / "metrics.jsonl")) return std::nullopt;
+  return run_end_of(read_metrics(run_dir));
 }
 
 }  // namespace normlab

@@ -14,13 +14,17 @@ namespace normlab {
 struct CompareRow {
   Placement placement;
   std::string run_dir;
-  TrainResult result;
-  double val_loss = 0;
-  double bits_per_byte = 0;
+  TrainResult result;  // train loss (last 20 steps), tokens/s (run average), diverged, ...
+  std::optional<double> val_loss;  // final val loss; none for an interrupted run
+  std::optional<double> bits_per_byte;
+  // "done", "diverged" (by lab/divergence.h's rule) or "interrupted".
+  std::string status() const;
 };
 
 // Trains one run per placement in out_dir/<placement>; a run whose directory already holds a
-// finished checkpoint is resumed (and so not redone). on_start is called before each run.
+// finished checkpoint is resumed (and so not redone), judged by the DivergenceRule. on_start is
+// called before each run. Stops at an interrupted run; then summary.{json,md} are not written
+// (an earlier complete comparison's stay).
 std::vector<CompareRow> run_comparison(const Config& base, const std::vector<Placement>& placements,
                                        const std::string& out_dir, const TrainHooks& hooks,
                                        const std::function<void(Placement)>& on_start = {});

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "io/metrics.h"
+#include "lab/divergence.h"
 #include "normlab/errors.h"
 #include "normlab/metrics.h"
 
@@ -75,11 +76,8 @@ std::vector<SweepPoint> expand_grid(const std::vector<GridAxis>& axes) {
   return pts;
 }
 
-std::optional<std::string> sweep_divergence(long step, double loss, double initial_loss) {
-  if (!std::isfinite(loss)) return fmt::format("non-finite loss at step {}", step);
-  if (step >= 10 && loss > initial_loss)
-    return fmt::format("loss {:.4f} at step {} is above the initial loss {:.4f}", loss, step, initial_loss);
-  return std::nullopt;
+bool sweep_status_unfinished(const std::string& status) {
+  return status == "interrupted" || status == "not started";
 }
 
 bool sweep_point_finished(const std::string& dir) {
@@ -93,25 +91,34 @@ bool sweep_point_finished(const std::string& dir) {
   }
 }
 
+namespace {
+// The loss of step 1 from a run's metrics (NaN when it has none).
+double initial_loss_of(const std::vector<nlohmann::json>& m) {
+  for (const auto& r : m)
+    if (!r.contains(metric::event) && r.value(metric::step, 0L) == 1)
+      return step_record_from_json(r).loss;
+  return NAN;
+}
+}  // namespace
+
 std::string run_sweep_point(const Config& cfg, const std::string& dir, const TrainHooks& hooks) {
   const bool resume = fs::exists(fs::path(dir) / "checkpoints" / "latest");
   Trainer trainer(cfg, dir, resume);
-  double initial = NAN;
-  if (resume) {
-    const auto m = read_metrics(dir);
-    if (!m.empty() && m.front()[metric::loss].is_number()) initial = m.front()[metric::loss].get<double>();
-  }
+  DivergenceRule rule(trainer.config().train.steps);
+  if (resume) rule.set_initial_loss(initial_loss_of(read_metrics(dir)));
   TrainHooks h = hooks;
-  h.check_divergence = [&](const StepRecord& r) -> std::optional<std::string> {
-    if (r.step == 1 && std::isfinite(r.loss)) initial = r.loss;
-    return sweep_divergence(r.step, r.loss, std::isfinite(initial) ? initial : INFINITY);
+  h.check_divergence = [&](const StepRecord& r) { return rule.observe(r); };
+  h.judge_end = [&](const TrainResult& r) {
+    return rule.judge_end(r.val_loss, r.train_loss_steps > 0 ? std::optional<double>(r.train_loss)
+                                                             : std::nullopt);
   };
   const TrainResult res = trainer.run(h);
   if (res.stop_reason == "interrupted") return "interrupted";
   const std::string status = res.diverged ? "diverged" : "done";
   const fs::path tmp = fs::path(dir) / "sweep_status.json.tmp";
   std::ofstream(tmp) << nlohmann::json{{"status", status}, {"message", res.stop_reason},
-                                       {"steps", res.steps}}.dump() << '\n';
+                                       {"steps", res.steps}, {"stop_step", res.stop_step}}.dump()
+                     << '\n';
   fs::rename(tmp, fs::path(dir) / "sweep_status.json");
   return status;
 }
@@ -119,35 +126,45 @@ std::string run_sweep_point(const Config& cfg, const std::string& dir, const Tra
 SweepRun read_sweep_run(const std::string& dir, const SweepPoint& p) {
   SweepRun r;
   r.point = p;
-  std::ifstream st(fs::path(dir) / "sweep_status.json");
-  if (!st) {
-    r.status = "failed";
-    r.message = "no sweep_status.json";
-    return r;
-  }
-  const auto sj = nlohmann::json::parse(st);
-  r.status = sj.value("status", "failed");
-  r.message = sj.value("message", "");
   try {
-    const auto m = read_metrics(dir);
-    if (!m.empty() && m.front()[metric::loss].is_number()) r.initial_loss = m.front()[metric::loss].get<double>();
-    // Final loss: the last validation loss, else the last training loss.
-    for (auto it = m.rbegin(); it != m.rend(); ++it) {
-      if (!r.final_val_loss && it->contains(metric::val_loss) && (*it)[metric::val_loss].is_number())
-        r.final_val_loss = (*it)[metric::val_loss].get<double>();
-      if (!r.max_attn_logit && it->contains(metric::attn_max_logit)) {
-        double mx = 0;
-        for (const auto& v : (*it)[metric::attn_max_logit])
-          if (v.is_number()) mx = std::fmax(mx, v.get<double>());
-        r.max_attn_logit = mx;
-      }
+    std::optional<RunEnd> end;
+    if (fs::exists(fs::path(dir) / "metrics.jsonl")) {
+      const auto m = read_metrics(dir);
+      r.initial_loss = initial_loss_of(m);
+      end = run_end_of(m);
+      for (auto it = m.rbegin(); it != m.rend() && !r.max_attn_logit; ++it)
+        if (it->contains(metric::attn_max_logit)) {
+          double mx = 0;
+          for (const auto& v : (*it)[metric::attn_max_logit])
+            if (v.is_number()) mx = std::fmax(mx, v.get<double>());
+          r.max_attn_logit = mx;
+        }
     }
-    if (!m.empty() && m.back()[metric::loss].is_number()) r.final_loss = m.back()[metric::loss].get<double>();
+    if (end) {
+      r.steps = end->step;
+      r.final_val_loss = end->val_loss;
+      r.train_loss = end->train_loss;
+    }
+    std::ifstream st(fs::path(dir) / "sweep_status.json");
+    if (st) {
+      const auto sj = nlohmann::json::parse(st);
+      r.status = sj.value("status", "failed");
+      r.message = sj.value("message", "");
+      const long stop = sj.value("stop_step", 0L);
+      if (stop > 0) r.steps = stop;
+    } else if (!end) {
+      r.status = "not started";
+    } else if (end->reason == "interrupted") {
+      r.status = "interrupted";
+    } else {
+      r.status = "failed";
+      r.message = "no sweep_status.json (the run stopped without finishing)";
+    }
   } catch (const std::exception& e) {
     r.status = "failed";
     r.message = e.what();
   }
-  if (r.status == "diverged") r.final_loss.reset(), r.final_val_loss.reset();
+  if (r.status == "done") r.final_loss = r.final_val_loss ? r.final_val_loss : r.train_loss;
   return r;
 }
 
@@ -174,8 +191,7 @@ std::vector<Sensitivity> lr_sensitivity(const std::vector<SweepRun>& runs, const
     }
     Sensitivity& s = by[label];
     s.lrs.push_back(lr);
-    const std::optional<double> fl = r.final_val_loss ? r.final_val_loss : r.final_loss;
-    s.final_losses.push_back(r.status == "done" && fl ? *fl : NAN);
+    s.final_losses.push_back(r.status == "done" && r.final_loss ? *r.final_loss : NAN);
     if (r.status != "done") ++s.diverged;
     // stash initial loss via a parallel vector in the variant map (kept private below)
     s.variant["__init_" + std::to_string(s.lrs.size() - 1)] = fmt::format("{:.17g}", r.initial_loss);
@@ -219,8 +235,9 @@ nlohmann::json sweep_json(const std::vector<GridAxis>& axes, const std::vector<S
     for (const auto& [k, v] : r.point.overrides) o[k] = v;
     j["runs"].push_back({{"name", r.point.name}, {"dir", r.point.name}, {"overrides", o},
                          {"status", r.status}, {"message", r.message},
-                         {"initial_loss", num(r.initial_loss)}, {"final_loss", num(r.final_loss)},
-                         {"final_val_loss", num(r.final_val_loss)},
+                         {"steps", r.steps}, {"initial_loss", num(r.initial_loss)},
+                         {"final_loss", num(r.final_loss)}, {"final_val_loss", num(r.final_val_loss)},
+                         {"train_loss", num(r.train_loss)},
                          {"max_attn_logit", num(r.max_attn_logit)}});
   }
   j["sensitivity"] = nlohmann::json::array();
@@ -236,10 +253,32 @@ nlohmann::json sweep_json(const std::vector<GridAxis>& axes, const std::vector<S
 }
 
 std::string sensitivity_table(const std::vector<Sensitivity>& sens) {
-  std::string t = "| variant | LR sensitivity | best loss | best lr | diverged |\n|---|---|---|---|---|\n";
+  std::string t =
+      "| variant | LR sensitivity (final val loss) | best final val loss | best lr | diverged |\n"
+      "|---|---|---|---|---|\n";
+  auto fixed = [](double v) { return std::isfinite(v) ? fmt::format("{:.4f}", v) : std::string("-"); };
   for (const auto& s : sens)
-    t += fmt::format("| {} | {:.4f} | {:.4f} | {:.3g} | {}/{} |\n", s.label, s.sensitivity,
-                     s.best_loss, s.best_lr, s.diverged, s.lrs.size());
+    t += fmt::format("| {} | {} | {} | {} | {}/{} |\n", s.label, fixed(s.sensitivity),
+                     fixed(s.best_loss),
+                     std::isfinite(s.best_lr) ? fmt::format("{:.3g}", s.best_lr) : std::string("-"),
+                     s.diverged, s.lrs.size());
+  t += "\nFinal val loss: the mean validation cross-entropy over train.eval_batches batches at the end "
+       "of each run (the train loss, last 20 steps, for runs without evaluation). LR sensitivity "
+       "(Wortsman et al. 2023): the mean over the lr grid of min(final val loss, initial loss) - "
+       "best final val loss; a diverged run counts with its initial loss.\n";
+  return t;
+}
+
+std::string runs_table(const std::vector<SweepRun>& runs) {
+  auto fixed = [](std::optional<double> v) {
+    return v && std::isfinite(*v) ? fmt::format("{:.4f}", *v) : std::string("-");
+  };
+  std::string t =
+      "| run | status | step | train loss (last 20 steps) | final val loss | why it stopped |\n"
+      "|---|---|---|---|---|---|\n";
+  for (const auto& r : runs)
+    t += fmt::format("| {} | {} | {} | {} | {} | {} |\n", r.point.name, r.status, r.steps,
+                     fixed(r.train_loss), fixed(r.final_val_loss), r.message);
   return t;
 }
 

@@ -2,7 +2,9 @@
 // not redone), with the learning-rate sensitivity of Wortsman et al. 2023 ("Small-scale proxies
 // for large-scale Transformer training instabilities"):
 //   sensitivity = mean over the lr grid of [ min(final_loss(lr), initial_loss) - min_lr final_loss(lr) ]
-// computed per variant (every other grid key fixed). A diverged run counts with its initial loss.
+// computed per variant (every other grid key fixed), where final_loss is the final val loss (the
+// train loss for runs without evaluation). A diverged run (lab/divergence.h) counts with its
+// initial loss.
 #pragma once
 #include <functional>
 #include <map>
@@ -35,24 +37,29 @@ std::vector<SweepPoint> expand_grid(const std::vector<GridAxis>& axes);
 
 struct SweepRun {
   SweepPoint point;
-  std::string status;  // done, diverged, failed
+  // done, diverged (both finished); interrupted, not started (unfinished: a rerun continues
+  // them); failed (a worker died, or its files cannot be read).
+  std::string status;
   double initial_loss = NAN;
-  std::optional<double> final_loss, final_val_loss, max_attn_logit;
-  std::string message;
+  // final_loss: the loss the sensitivity uses, the final val loss (the train loss without
+  // evaluation); none for a run that did not finish as done.
+  std::optional<double> final_loss, final_val_loss, train_loss, max_attn_logit;
+  long steps = 0;      // the step the run reached (or stopped at)
+  std::string message;  // why it diverged, or failed
 };
 
-// Divergence rule used by sweeps: non-finite loss, or (from step 10 on) a loss above the first
-// step's loss.
-std::optional<std::string> sweep_divergence(long step, double loss, double initial_loss);
+// True for the statuses of a run that has not finished (a rerun of the sweep continues it).
+bool sweep_status_unfinished(const std::string& status);
 
 // True when dir holds a sweep_status.json of a finished (done or diverged) run.
 bool sweep_point_finished(const std::string& dir);
 
-// Trains one point in dir (resuming a partial run), stopping early by sweep_divergence, and
-// writes dir/sweep_status.json. Returns the status ("done" or "diverged").
+// Trains one point in dir (resuming a partial run), stopping early and judging its end by the
+// DivergenceRule, and writes dir/sweep_status.json. Returns the status ("done", "diverged" or
+// "interrupted").
 std::string run_sweep_point(const Config& cfg, const std::string& dir, const TrainHooks& hooks);
 
-// Reads a finished run directory (metrics.jsonl + sweep_status.json).
+// Reads a run directory (sweep_status.json and the end of metrics.jsonl).
 SweepRun read_sweep_run(const std::string& dir, const SweepPoint& p);
 
 struct Sensitivity {
@@ -68,6 +75,9 @@ std::vector<Sensitivity> lr_sensitivity(const std::vector<SweepRun>& runs, const
 nlohmann::json sweep_json(const std::vector<GridAxis>& axes, const std::vector<SweepRun>& runs,
                           const std::vector<Sensitivity>& sens, const std::string& lr_key);
 
+// Markdown: the sensitivity per variant, and the legend saying which loss it uses.
 std::string sensitivity_table(const std::vector<Sensitivity>& sens);
+// Markdown: every run with its status, the step it reached and why it stopped.
+std::string runs_table(const std::vector<SweepRun>& runs);
 
 }  // namespace normlab

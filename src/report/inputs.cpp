@@ -118,7 +118,12 @@ RunInput load_run(const fs::path& dir, std::string name, ReportInputs& in) {
     r.metrics = read_metrics_lenient(dir, in.notes);
   else
     in.notes.push_back(fmt::format("{} has no metrics.jsonl", r.dir));
-  r.status = derive_status(r);
+  // The trainer's end event says how the run ended; the figures read the step records.
+  const std::optional<RunEnd> end = run_end_of(r.metrics);
+  std::erase_if(r.metrics, [](const json& j) { return j.value(metric::event, "") == "end"; });
+  r.status = !end || !end->from_event      ? derive_status(r)
+             : end->reason == "interrupted" ? std::string("incomplete")
+                                            : end->reason;
   return r;
 }
 
@@ -270,6 +275,19 @@ ReportInputs load_inputs(const std::vector<std::string>& dirs) {
                                     "gradflow.json (gradflow study), nor subdirectories that do",
                                     d));
   }
+  // A run given on its own and as part of a sweep (or twice) counts once, as the sweep's run.
+  std::vector<RunInput> unique;
+  std::map<std::string, std::size_t> seen;
+  for (auto& r : in.runs) {
+    std::error_code ec;
+    const fs::path canon = fs::weakly_canonical(strip(r.dir), ec);
+    const auto [it, fresh] = seen.emplace(ec ? r.dir : canon.string(), unique.size());
+    if (fresh)
+      unique.push_back(std::move(r));
+    else if (unique[it->second].sweep.empty() && !r.sweep.empty())
+      unique[it->second] = std::move(r);
+  }
+  in.runs = std::move(unique);
   // Names label the runs: make them unique by prefixing the parent directory where they clash.
   std::map<std::string, int> count;
   for (const auto& r : in.runs) ++count[r.name];

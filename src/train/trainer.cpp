@@ -44,6 +44,7 @@ struct Trainer::Impl {
   SpikeGuard guard;
   std::string last_rollback_ckpt;  // the checkpoint of the last rollback, and how many in a row
   int rollbacks_to_ckpt = 0;       // went back to it
+  std::optional<RunEnd> previous_end;  // a resumed run's last end event (rank 0)
 
   Impl(Communicator& cm, const Config& c, const std::string& dir, bool resume)
       : comm(cm),
@@ -74,7 +75,10 @@ struct Trainer::Impl {
       load_checkpoint(ckpt, model, &opt, &state);
       sampler.restore({state.sampler_rng, static_cast<std::uint64_t>(state.sampler_draws)});
       guard.from_json(state.extra.value("guard", nlohmann::json::object()));
-      if (comm.is_root()) metrics = std::make_unique<MetricsWriter>(dir, state.step);
+      if (comm.is_root()) {
+        if (const auto e = read_run_end(dir); e && e->from_event) previous_end = e;
+        metrics = std::make_unique<MetricsWriter>(dir, state.step);  // drops the old end events
+      }
     } else {
       if (fs::exists(fs::path(dir) / "checkpoints" / "latest"))
         throw InputError(fmt::format("run directory {} already holds a checkpoint: use --resume {} "
@@ -130,8 +134,6 @@ struct Trainer::Impl {
   struct Window {
     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
     long tokens = 0;
-    double loss_sum = 0;  // finite losses
-    int losses = 0;
     int steps = 0;        // steps computed, rolled back ones included
     double comm_s = 0;
   };
@@ -233,10 +235,35 @@ struct Trainer::Impl {
     if (comm.world() > 1) r.comm_ms_per_step = 1e3 * w.comm_s / std::max(1, w.steps);
     write_metrics(to_json(r));
     if (hooks.on_log && comm.is_root()) hooks.on_log(r);
-    res.final_loss = w.losses ? w.loss_sum / w.losses : r.loss;
-    res.tokens_per_s = r.tokens_per_s;
     if (r.val_loss) res.val_loss = r.val_loss;
     w = Window{now};
+  }
+
+  // The losses of the last kTrainLossSteps updated steps (a ring), for the train loss.
+  struct RecentLosses {
+    double loss[kTrainLossSteps] = {};
+    long n = 0;  // pushed so far
+    void push(double x) { loss[n++ % kTrainLossSteps] = x; }
+    long count() const { return std::min(n, kTrainLossSteps); }
+    double mean() const {
+      double sum = 0;
+      for (long i = 0; i < count(); ++i) sum += loss[i];
+      return count() ? sum / count() : std::nan("");
+    }
+  };
+
+  // The end event: the last line of metrics.jsonl on every way out of run().
+  void write_end(const TrainResult& res) {
+    RunEnd e;
+    e.step = res.stop_step > 0 ? res.stop_step : res.steps;
+    e.reason = res.stop_reason == "interrupted" ? "interrupted" : res.diverged ? "diverged" : "done";
+    e.detail = res.stop_reason == "interrupted" ? "" : res.stop_reason;
+    if (res.train_loss_steps > 0) e.train_loss = res.train_loss;
+    e.train_loss_steps = res.train_loss_steps;
+    e.val_loss = res.val_loss;
+    e.tokens_per_s = res.tokens_per_s;
+    e.wall_s = res.wall_s;
+    write_metrics(to_json(e));
   }
 
   double evaluate() {
@@ -264,8 +291,11 @@ TrainResult Trainer::run(const TrainHooks& hooks) {
   const TrainConfig& tc = I.cfg.train;
   const auto t_start = std::chrono::steady_clock::now();
   Impl::Window window{t_start};
+  Impl::RecentLosses recent;
+  long tokens_run = 0;  // trained by this process
   TrainResult res;
   const NextBatch next_batch = [&](int* idx, int* tgt) { I.sampler.next(idx, tgt); };
+  const bool finished_before = I.state.step >= tc.steps;
   while (I.state.step < tc.steps) {
     // Every rank must agree to stop: a signal on any of them stops all.
     double stop = hooks.stop_requested && hooks.stop_requested() ? 1.0 : 0.0;
@@ -288,34 +318,59 @@ TrainResult Trainer::run(const TrainHooks& hooks) {
       if (auto why = I.roll_back(sr, d, hooks)) {
         res.diverged = true;
         res.stop_reason = *why;
+        res.stop_step = step0 + 1;
         break;
       }
       continue;
     }
     StepRecord rec = I.advance(sr, d, lr, diag_step);
     window.tokens += I.tokens_per_step();
-    if (d.finite) window.loss_sum += rec.loss, ++window.losses;
-    if (I.log_due(rec, diag_step, d)) I.log(rec, window, t_start, hooks, res);
-    if (hooks.check_divergence) {
-      if (auto why = hooks.check_divergence(rec)) {
-        res.diverged = true;
-        res.stop_reason = *why;
-        res.final_loss = rec.loss;
-        break;
-      }
-    }
-    if (d.bad_run >= tc.max_bad_steps) {
-      res.diverged = true;
-      res.stop_reason = fmt::format(
+    tokens_run += I.tokens_per_step();
+    if (d.action == StepAction::update && d.finite) recent.push(rec.loss);
+    std::optional<std::string> why;
+    if (hooks.check_divergence) why = hooks.check_divergence(rec);
+    if (!why && d.bad_run >= tc.max_bad_steps)
+      why = fmt::format(
           "diverged: {} consecutive skipped steps (non-finite or spiking loss/gradient), last at "
           "step {}; last good checkpoint: {}", d.bad_run, rec.step,
           I.has_checkpoint() ? latest_checkpoint(I.run_dir) : std::string("none"));
+    // The step that stops the run is logged, on the log interval or not.
+    if (I.log_due(rec, diag_step, d) || why) I.log(rec, window, t_start, hooks, res);
+    if (why) {
+      res.diverged = true;
+      res.stop_reason = *why;
+      res.stop_step = rec.step;
       break;
     }
     if (I.checkpoint_due(rec.step)) I.checkpoint();
   }
   res.steps = I.state.step;
+  res.train_loss = recent.mean();
+  res.train_loss_steps = recent.count();
   res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+  res.tokens_per_s = res.wall_s > 0 ? tokens_run / res.wall_s : 0;
+  if (finished_before) {
+    // Nothing was left to train: the result is the run's, as its end event said (kept).
+    if (!I.previous_end) return res;
+    const RunEnd& e = *I.previous_end;
+    I.write_metrics(to_json(e));
+    res.train_loss = e.train_loss.value_or(std::nan(""));
+    res.train_loss_steps = e.train_loss_steps;
+    res.val_loss = e.val_loss;
+    res.diverged = e.reason == "diverged";
+    if (res.diverged) res.stop_reason = e.detail, res.stop_step = e.step;
+    res.tokens_per_s = e.tokens_per_s.value_or(0);
+    res.wall_s = e.wall_s.value_or(0);
+    return res;
+  }
+  if (!res.diverged && res.stop_reason.empty() && hooks.judge_end) {
+    if (auto why = hooks.judge_end(res)) {
+      res.diverged = true;
+      res.stop_reason = *why;
+      res.stop_step = res.steps;
+    }
+  }
+  I.write_end(res);
   return res;
 }
 

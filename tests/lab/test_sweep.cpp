@@ -1,8 +1,13 @@
-// Sweep grid parsing and the Wortsman et al. learning-rate sensitivity on hand-made runs.
+// Sweep grid parsing, the Wortsman et al. learning-rate sensitivity on hand-made runs, and sweep
+// points trained end to end and judged by the divergence rule (lab/divergence.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 
+#include "fixtures.h"
+#include "io/metrics.h"
 #include "lab/sweep.h"
 #include "normlab/errors.h"
 
@@ -61,11 +66,119 @@ TEST(Sweep, LearningRateSensitivity) {
   EXPECT_EQ(s[0].variant.size(), 1u);  // no internal bookkeeping leaks out
 }
 
-TEST(Sweep, DivergenceRule) {
-  EXPECT_TRUE(sweep_divergence(3, NAN, 5.0));
-  EXPECT_FALSE(sweep_divergence(3, 6.0, 5.0));  // early noise allowed
-  EXPECT_TRUE(sweep_divergence(10, 5.1, 5.0));
-  EXPECT_FALSE(sweep_divergence(10, 4.9, 5.0));
+nlohmann::json status_of(const std::string& dir) {
+  std::ifstream in(std::filesystem::path(dir) / "sweep_status.json");
+  return nlohmann::json::parse(in);
+}
+
+TEST(SweepPoint, ARecoveringSpikeFinishesDone) {
+  // A loss spike at step 20, let through by the guards, far above the initial loss: the old rule
+  // (a logged loss above the initial loss after step 10) stopped this run as diverged.
+  Config c = test::tiny_run(120);
+  c.train.spike_policy = SpikePolicy::off;
+  const std::string dir = test::temp_dir("sweep_spike");
+  TrainHooks h;
+  h.inject = [](long step, std::span<float>, double& loss) {
+    if (step == 19) loss = 40.0;
+  };
+  EXPECT_EQ(run_sweep_point(c, dir, h), "done");
+  const auto m = read_metrics(dir);
+  const double initial = m.front()[metric::loss].get<double>();
+  EXPECT_GT(m[19][metric::loss].get<double>(), initial);  // the spike is there, at step 20
+  EXPECT_EQ(m[19][metric::step], 20);
+  const SweepRun r = read_sweep_run(dir, {});
+  EXPECT_EQ(r.status, "done") << r.message;
+  EXPECT_EQ(r.steps, 120);
+  ASSERT_TRUE(r.final_loss && r.train_loss);
+  EXPECT_EQ(*r.final_loss, *r.train_loss);  // no evaluation: judged by the train loss
+  EXPECT_LT(*r.final_loss, initial);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SweepPoint, ABlowUpIsDivergedWithReasonAndStep) {
+  Config c = test::tiny_run(300);
+  c.optim.lr = 300;
+  c.train.log_interval = 50;
+  const std::string dir = test::temp_dir("sweep_blowup");
+  EXPECT_EQ(run_sweep_point(c, dir, {}), "diverged");
+  const auto st = status_of(dir);
+  EXPECT_EQ(st["status"], "diverged");
+  const long stop = st["stop_step"].get<long>();
+  EXPECT_GT(stop, 1);
+  EXPECT_LT(stop, 300);  // stopped early
+  EXPECT_FALSE(st["message"].get<std::string>().empty());
+  // The stopping step's record, then the end event naming the reason and the step.
+  const auto m = read_metrics(dir);
+  ASSERT_GE(m.size(), 2u);
+  const RunEnd e = run_end_from_json(m.back());
+  EXPECT_EQ(e.reason, "diverged");
+  EXPECT_EQ(e.step, stop);
+  EXPECT_EQ(e.detail, st["message"].get<std::string>());
+  EXPECT_EQ(m[m.size() - 2].value(metric::step, 0L), stop);
+  const SweepRun r = read_sweep_run(dir, {});
+  EXPECT_EQ(r.status, "diverged");
+  EXPECT_EQ(r.steps, stop);
+  EXPECT_FALSE(r.final_loss);  // counts with its initial loss in the sensitivity
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SweepPoint, ARunEndingAboveItsInitialLossIsDiverged) {
+  // The last 15 steps' losses sit 20 nats up: too short for the early stop (50 steps), but the
+  // final train loss is above the initial loss.
+  Config c = test::tiny_run(60);
+  c.train.spike_policy = SpikePolicy::off;
+  c.train.log_interval = 10;
+  const std::string dir = test::temp_dir("sweep_endhigh");
+  TrainHooks h;
+  h.inject = [](long step, std::span<float>, double& loss) {
+    if (step >= 45) loss += 20;
+  };
+  EXPECT_EQ(run_sweep_point(c, dir, h), "diverged");
+  const auto st = status_of(dir);
+  EXPECT_EQ(st["stop_step"], 60);
+  EXPECT_NE(st["message"].get<std::string>().find("final train loss"), std::string::npos)
+      << st["message"];
+  EXPECT_EQ(read_run_end(dir)->reason, "diverged");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SweepPoint, AnInterruptedPointIsUnfinishedUntilItsRerun) {
+  const Config c = test::tiny_run(20);
+  const std::string dir = test::temp_dir("sweep_interrupt");
+  TrainHooks h;
+  int seen = 0;
+  h.on_log = [&](const StepRecord&) { ++seen; };
+  h.stop_requested = [&] { return seen == 8; };
+  EXPECT_EQ(run_sweep_point(c, dir, h), "interrupted");
+  EXPECT_FALSE(sweep_point_finished(dir));
+  SweepRun r = read_sweep_run(dir, {});
+  EXPECT_EQ(r.status, "interrupted");
+  EXPECT_TRUE(sweep_status_unfinished(r.status));
+  EXPECT_EQ(r.steps, 8);
+  EXPECT_FALSE(r.final_loss);
+  EXPECT_EQ(read_sweep_run(test::temp_dir("sweep_never"), {}).status, "not started");
+  EXPECT_EQ(run_sweep_point(c, dir, {}), "done");
+  r = read_sweep_run(dir, {});
+  EXPECT_EQ(r.status, "done");
+  EXPECT_EQ(r.steps, 20);
+  EXPECT_TRUE(sweep_point_finished(dir));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Sweep, TablesSayWhichLossTheyUse) {
+  const std::vector<SweepRun> runs = {run("pre", "0.001", "done", 5.5, 3.0),
+                                      run("pre", "0.01", "diverged", 5.5, std::nullopt)};
+  const std::string t = sensitivity_table(lr_sensitivity(runs, "optim.lr"));
+  EXPECT_NE(t.find("LR sensitivity (final val loss)"), std::string::npos) << t;
+  EXPECT_NE(t.find("best final val loss"), std::string::npos) << t;
+  const std::string rt = runs_table(runs);
+  EXPECT_NE(rt.find("train loss (last 20 steps)"), std::string::npos) << rt;
+  EXPECT_NE(rt.find("diverged"), std::string::npos) << rt;
+  // A variant without any finished run prints no nan/inf.
+  const std::string none = sensitivity_table(
+      lr_sensitivity({run("pre", "0.01", "diverged", 5.5, std::nullopt)}, "optim.lr"));
+  EXPECT_EQ(none.find("nan"), std::string::npos) << none;
+  EXPECT_EQ(none.find("inf"), std::string::npos) << none;
 }
 
 }  // namespace

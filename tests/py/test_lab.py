@@ -67,4 +67,4 @@ def test_sweep_parallel_resumable_and_divergence(tmp_path):
     assert len(j["sensitivity"]) == 2 and all(s["sensitivity"] is not None for s in j["sensitivity"])
     # A second call redoes nothing.
     p2 = normlab(*args)
-    assert p2.stdout.count("already finished, skipped") == 4
+    assert p2.stdout.count("already finished (") == 4

@@ -40,7 +40,8 @@ def train(out, *args, mpi=False, env=None):
 
 def losses(run):
     import json
-    return [json.loads(l)["loss"] for l in (run / "metrics.jsonl").read_text().splitlines()]
+    recs = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()]
+    return [r["loss"] for r in recs if "event" not in r]
 
 
 def params(run):

@@ -40,7 +40,7 @@ TEST(Rollback, ASpikeThatAlwaysReturnsStopsTheRun) {
   EXPECT_NE(r.stop_reason.find("step_00000004"), std::string::npos) << r.stop_reason;
   EXPECT_LT(calls, 30);
   int events = 0;
-  for (const auto& rec : read_metrics(dir.string())) events += rec.contains(metric::event);
+  for (const auto& rec : read_metrics(dir.string())) events += rec.value(metric::event, "") == "rollback";
   EXPECT_EQ(events, 4);
   fs::remove_all(dir);
 }

@@ -1,0 +1,50 @@
+#include "lab/divergence.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace normlab {
+
+DivergenceRule::DivergenceRule(long total_steps)
+    : span_(std::max(kMinSpan, static_cast<long>(std::ceil(kSpanFraction * total_steps)))),
+      initial_(std::nan("")),
+      ema_(std::nan("")) {}
+
+std::optional<std::string> DivergenceRule::observe(long step, double loss, bool skipped) {
+  if (skipped) return std::nullopt;  // the guards count skipped steps (train.max_bad_steps)
+  if (!std::isfinite(loss))
+    return fmt::format("non-finite loss at step {} (not skipped by the guards)", step);
+  if (step == 1 && std::isnan(initial_)) initial_ = loss;
+  const double a = 1.0 - std::exp2(-1.0 / kHalfLife);
+  ema_ = std::isnan(ema_) ? loss : ema_ + a * (loss - ema_);
+  above_ = std::isfinite(initial_) && ema_ > initial_ ? above_ + 1 : 0;
+  if (above_ >= span_)
+    return fmt::format("smoothed loss {:.4f} above the initial loss {:.4f} for {} steps (to step {})",
+                       ema_, initial_, above_, step);
+  return std::nullopt;
+}
+
+std::optional<std::string> DivergenceRule::judge_end(std::optional<double> val_loss,
+                                                     std::optional<double> train_loss) const {
+  const char* which = val_loss ? "val loss" : "train loss";
+  const std::optional<double> fl = val_loss ? val_loss : train_loss;
+  if (!fl) return std::nullopt;  // nothing to judge by
+  if (!std::isfinite(*fl)) return fmt::format("final {} is not finite", which);
+  if (std::isfinite(initial_) && !(*fl < initial_))
+    return fmt::format("final {} {:.4f} is not below the initial loss {:.4f}", which, *fl, initial_);
+  return std::nullopt;
+}
+
+std::string DivergenceRule::describe() {
+  return fmt::format(
+      "A run is diverged when a step's loss is non-finite and not skipped, when the trainer stops "
+      "it for train.max_bad_steps consecutive bad steps (or rollbacks), when its smoothed training "
+      "loss (EMA, half-life {:g} steps) stays above the initial loss (step 1) for max({}, {:g}% of "
+      "train.steps) steps (early stop), or when its final loss (val loss at the end; train loss "
+      "without evaluation) is not below the initial loss.",
+      kHalfLife, kMinSpan, 100 * kSpanFraction);
+}
+
+}  // namespace normlab

@@ -59,7 +59,8 @@ class Trainer {
   // a checkpoint of run_dir as `from` says (the latest, with the run's saved config, by default;
   // `cfg` is ignored then). Data-parallel over the process's world communicator (MPI when
   // launched by mpirun).
-  Trainer(const Config& cfg, const std::string& run_dir, bool resume, const ResumeOptions& from = {});
+  Trainer(const Config& cfg, const std::string& run_dir, bool resume,
+          const ResumeOptions& from = {});
   // The same over a given communicator (which must outlive the trainer).
   Trainer(Communicator& comm, const Config& cfg, const std::string& run_dir, bool resume,
           const ResumeOptions& from = {});

@@ -36,7 +36,8 @@ void warn_about(const Config& c) {
   if (c.optim.warmup_steps > c.train.steps)
     fmt::print(stderr,
                "normlab: warning: optim.warmup_steps = {} is greater than train.steps = {}: the "
-               "warmup never ends, the learning rate peaks at {:.3g} instead of optim.lr = {:.3g}\n",
+               "warmup never ends, the learning rate peaks at {:.3g} instead of optim.lr = "
+               "{:.3g}\n",
                c.optim.warmup_steps, c.train.steps,
                c.optim.lr * static_cast<double>(c.train.steps) / c.optim.warmup_steps, c.optim.lr);
   if (const int cores = available_cores(); c.train.threads > cores)
@@ -92,7 +93,8 @@ void add_train(CLI::App& app, Action& action) {
       const bool root = comm.is_root();
       if (root) warn_about(cfg);
       const bool rewind = resume && !is_latest_checkpoint(dir, from->checkpoint);
-      Trainer trainer(cfg, dir, resume, resume ? ResumeOptions{from->checkpoint, cfg} : ResumeOptions{});
+      Trainer trainer(cfg, dir, resume,
+                      resume ? ResumeOptions{from->checkpoint, cfg} : ResumeOptions{});
       install_stop_signals(root);
       if (resume && trainer.step() >= cfg.train.steps) {
         if (root)

@@ -44,7 +44,8 @@ std::string eta(double s) {
 // Why the guards did what they did with the step ("" for a plain update).
 std::string guard_note(const StepRecord& r) {
   if (r.skipped && r.nonfinite)
-    return std::isfinite(r.loss) ? " | SKIPPED (non-finite gradient)" : " | SKIPPED (non-finite loss)";
+    return std::isfinite(r.loss) ? " | SKIPPED (non-finite gradient)"
+                                 : " | SKIPPED (non-finite loss)";
   if (r.skipped && r.rollback_unavailable)
     return " | SKIPPED (spike; no checkpoint to roll back to yet, skipped instead)";
   if (r.skipped) return " | SKIPPED (spike)";

@@ -159,7 +159,8 @@ ResumePoint resume_point(const std::string& path) {
                                   "(RUN/checkpoints/step_N): --resume continues a run",
                                   path));
   if (!fs::exists(p / "state.safetensors"))
-    throw FormatError(fmt::format("[checkpoint] {} has no state.safetensors: it is incomplete", path));
+    throw FormatError(
+        fmt::format("[checkpoint] {} has no state.safetensors: it is incomplete", path));
   fs::path run = p.parent_path().parent_path();
   if (run.empty()) run = fs::absolute(p).parent_path().parent_path();
   return {run.string(), p.string()};
@@ -182,7 +183,8 @@ bool is_latest_checkpoint(const std::string& run_dir, const std::string& ckpt_di
   }
 }
 
-std::vector<std::string> rewind_checkpoints(const std::string& run_dir, const std::string& ckpt_dir) {
+std::vector<std::string> rewind_checkpoints(const std::string& run_dir,
+                                            const std::string& ckpt_dir) {
   const fs::path root = fs::path(run_dir) / "checkpoints";
   const std::string name = fs::path(ckpt_dir).filename().string();
   write_file_atomic((root / "latest").string(), name + "\n", "[checkpoint]");

@@ -21,7 +21,8 @@ bool is_latest_checkpoint(const std::string& run_dir, const std::string& ckpt_di
 
 // Rewinds a run to its checkpoint `ckpt_dir`: moves `latest` to it, then deletes the checkpoint
 // folders of later steps (renamed away first, as pruning does). Returns the folders deleted.
-std::vector<std::string> rewind_checkpoints(const std::string& run_dir, const std::string& ckpt_dir);
+std::vector<std::string> rewind_checkpoints(const std::string& run_dir,
+                                            const std::string& ckpt_dir);
 
 // Loads weights (and, when given, moments and state) from a checkpoint folder. All-or-nothing:
 // throws FormatError naming the tensor or field that does not match, leaving the model as it was.

@@ -110,7 +110,8 @@ struct Trainer::Impl {
     const fs::path root = fs::path(dir) / "checkpoints";
     if (!fs::exists(ck / "model.safetensors") || !fs::exists(ck / "state.safetensors") ||
         !fs::exists(root) || !fs::equivalent(fs::absolute(ck).parent_path(), root))
-      throw InputError(fmt::format("{} is not a complete checkpoint of the run {}", from.checkpoint, dir));
+      throw InputError(
+          fmt::format("{} is not a complete checkpoint of the run {}", from.checkpoint, dir));
     return ck.string();
   }
 

@@ -7,7 +7,6 @@ import json
 import os
 import pathlib
 import re
-import shutil
 import signal
 import subprocess
 import time
@@ -140,7 +139,8 @@ def test_skipped_steps_print_their_reason(tmp_path):
     # A short spike window and a low threshold flag spikes; with the rollback policy and no
     # checkpoint before the end, every flagged step falls back to a skip.
     d = tmp_path / "spiky"
-    p = normlab("train", "--out", d, *TINY, "--set", "train.steps=40", "--set", "train.log_interval=1",
+    p = normlab("train", "--out", d, *TINY, "--set", "train.steps=40",
+                "--set", "train.log_interval=1",
                 "--set", "train.spike_policy=rollback", "--set", "train.spike_window=2",
                 "--set", "train.spike_threshold=0.5", "--set", "train.max_bad_steps=1000",
                 "--set", "train.checkpoint_interval=0", "--set", "train.eval_interval=0", check=0)
@@ -152,7 +152,8 @@ def test_skipped_steps_print_their_reason(tmp_path):
         r = recs[int(line.split()[1].split("/")[0])]
         if r["skipped"]:
             assert r["spike"] and not r["nonfinite"], r
-            assert "SKIPPED (spike; no checkpoint to roll back to yet, skipped instead)" in line, line
+            want = "SKIPPED (spike; no checkpoint to roll back to yet, skipped instead)"
+            assert want in line, line
             fallbacks += 1
         else:
             assert "SKIPPED" not in line, line
@@ -165,9 +166,10 @@ def test_second_ctrl_c_exits_at_once(tmp_path):
     # a checkpoint after every step.
     exe = pathlib.Path(BUILD) / "normlab"
     p = subprocess.Popen(
-        [str(exe), "train", "--out", str(run), "--set", "model.n_layer=4", "--set", "model.d_model=256",
-         "--set", "model.n_head=4", "--set", "model.d_ff=1024", "--set", "model.seq_len=128",
-         "--set", "train.batch_size=8", "--set", "train.threads=1", "--set", "train.steps=100000",
+        [str(exe), "train", "--out", str(run), "--set", "model.n_layer=4",
+         "--set", "model.d_model=256", "--set", "model.n_head=4", "--set", "model.d_ff=1024",
+         "--set", "model.seq_len=128", "--set", "train.batch_size=8", "--set", "train.threads=1",
+         "--set", "train.steps=100000",
          "--set", "train.log_interval=1", "--set", "train.eval_interval=0",
          "--set", "train.checkpoint_interval=1"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

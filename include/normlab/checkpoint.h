@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -36,5 +37,19 @@ std::string resolve_checkpoint(const std::string& path);
 
 // The config stored in a checkpoint's model.safetensors metadata.
 Config checkpoint_config(const std::string& ckpt_dir);
+
+// What `train --resume PATH` names: PATH is a run directory (its latest checkpoint) or one of the
+// run's checkpoint folders, RUN/checkpoints/step_00000100. Throws FormatError otherwise.
+struct ResumePoint {
+  std::string run_dir;
+  std::string checkpoint;  // the checkpoint folder
+};
+ResumePoint resume_point(const std::string& path);
+
+// The config a run resumed from `p` continues with: the run's config.toml (the checkpoint's
+// config when the run has none) with `overrides` ("section.key=value") applied. Throws
+// ConfigError for a bad override and, by name, for every key that differs from the checkpoint's
+// config and may not change on resume (check_resume_config in config_file.h).
+Config resume_config(const ResumePoint& p, const std::vector<std::string>& overrides = {});
 
 }  // namespace normlab

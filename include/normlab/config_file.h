@@ -37,4 +37,14 @@ Config config_from_json(const nlohmann::json& j);
 // Every valid key as "section.key", in the order of the structs.
 std::vector<std::string> config_keys();
 
+// The keys a resumed run may change ("section.key"): those that alter neither the parameters'
+// shapes, the model, the data, the batches nor the objective, only how training goes on from the
+// checkpoint (the learning-rate schedule and the other optimizer settings but the betas, the
+// length of the run, logging, evaluation, checkpoints, diagnostics, the guards, threads).
+std::vector<std::string> resumable_keys();
+// Throws ConfigError naming every key that differs between a checkpoint's config `saved` and the
+// config `next` a resumed run would continue with, and is not one of resumable_keys()
+// ("train.batch_size cannot change on resume: it changes the batches the run draws (8 -> 16)").
+void check_resume_config(const Config& saved, const Config& next);
+
 }  // namespace normlab

@@ -81,6 +81,8 @@ struct StepRecord {
   bool spike = false;     // the spike guard flagged the step
   bool nonfinite = false; // the loss or the gradient norm was not finite
   long skipped_total = 0; // skipped updates so far in the run
+  bool rollback_unavailable = false;  // a spike skipped although spike_policy = rollback: no
+                                      // checkpoint to roll back to yet (not written)
   std::optional<double> comm_ms_per_step;  // gradient all-reduce time, with more than one rank
   nlohmann::json diag;    // diagnostics fields, merged into the record
 };

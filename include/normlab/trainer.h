@@ -50,17 +50,35 @@ struct TrainHooks {
   std::function<void(long step, std::span<float> grads, double& loss)> inject;
 };
 
+// Where and how a run resumes (Trainer with resume = true).
+struct ResumeOptions {
+  // The checkpoint folder to continue from, one of run_dir/checkpoints/step_*; empty: the latest.
+  // An older one rewinds the run to it: the later checkpoints are deleted and the metrics records
+  // after its step dropped (the run writes them anew).
+  std::string checkpoint;
+  // The config to continue with (resume_config() in checkpoint.h); none: the run's saved config.
+  // Only resumable_keys() may differ from the checkpoint's config; it becomes the run's
+  // config.toml.
+  std::optional<Config> config;
+};
+
 class Trainer {
  public:
   // Starts a new run in run_dir (which must not hold a checkpoint) or, with resume, continues
-  // the latest checkpoint of run_dir (its saved config wins; `cfg` is ignored then).
-  // Data-parallel over the process's world communicator (MPI when launched by mpirun).
-  Trainer(const Config& cfg, const std::string& run_dir, bool resume);
+  // a checkpoint of run_dir as `from` says (the latest, with the run's saved config, by default;
+  // `cfg` is ignored then). Data-parallel over the process's world communicator (MPI when
+  // launched by mpirun).
+  Trainer(const Config& cfg, const std::string& run_dir, bool resume,
+          const ResumeOptions& from = {});
   // The same over a given communicator (which must outlive the trainer).
-  Trainer(Communicator& comm, const Config& cfg, const std::string& run_dir, bool resume);
+  Trainer(Communicator& comm, const Config& cfg, const std::string& run_dir, bool resume,
+          const ResumeOptions& from = {});
   ~Trainer();
   const Config& config() const;
   long step() const;
+  // Tokens in the training and the validation part of the data.
+  long train_tokens() const;
+  long val_tokens() const;
   TrainResult run(const TrainHooks& hooks = {});
   // Mean validation cross-entropy over cfg.train.eval_batches fixed batches.
   double evaluate();

@@ -1,19 +1,53 @@
 // `normlab train`: train a model from a config, or resume a run.
 #include <unistd.h>
 
-#include <csignal>
 #include <cstdio>
+#include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/commands.h"
 #include "cli/status.h"
+#include "normlab/checkpoint.h"
+#include "normlab/communicator.h"
 #include "normlab/config_file.h"
 #include "normlab/errors.h"
 #include "normlab/trainer.h"
-#include "normlab/communicator.h"
+#include "tensor/threading.h"
+#include "train/checkpoint.h"
 
 namespace normlab::cli {
+
+namespace {
+
+// 1234567 -> "1,234,567".
+std::string grouped(long n) {
+  std::string digits = std::to_string(n < 0 ? -n : n), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+// Settings that are valid but probably not what the user meant: warnings, not errors.
+void warn_about(const Config& c) {
+  if (c.optim.warmup_steps > c.train.steps)
+    fmt::print(stderr,
+               "normlab: warning: optim.warmup_steps = {} is greater than train.steps = {}: the "
+               "warmup never ends, the learning rate peaks at {:.3g} instead of optim.lr = "
+               "{:.3g}\n",
+               c.optim.warmup_steps, c.train.steps,
+               c.optim.lr * static_cast<double>(c.train.steps) / c.optim.warmup_steps, c.optim.lr);
+  if (const int cores = available_cores(); c.train.threads > cores)
+    fmt::print(stderr,
+               "normlab: warning: train.threads = {} is more than the {} cores available to this "
+               "process: the threads will share cores, which slows training down\n",
+               c.train.threads, cores);
+}
+
+}  // namespace
 
 void add_train(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("train", "Train a model (or --resume a run)");
@@ -25,28 +59,72 @@ void add_train(CLI::App& app, Action& action) {
   auto o = std::make_shared<Opts>();
   o->cfg.add_to(cmd);
   cmd->add_option("--out,-o", o->out, "Run directory: config.toml, metrics.jsonl/.csv, checkpoints/");
-  cmd->add_option("--resume", o->resume, "Continue the run in this directory from its latest checkpoint");
-  cmd->add_flag("--dump-config", o->dump, "Print the fully resolved config (TOML) and exit");
+  cmd->add_option("--resume", o->resume,
+                  "Continue the run RUN from its latest checkpoint, or from one of its checkpoint "
+                  "folders RUN/checkpoints/step_N (this rewinds the run: the later checkpoints and "
+                  "the metrics records after step N are removed). With the run's saved config; "
+                  "--set may change the keys listed below");
+  cmd->add_flag("--dump-config", o->dump,
+                "Print the fully resolved config (TOML) and exit (with --resume: the config the "
+                "resumed run would use)");
+  cmd->footer(fmt::format(
+      "Keys --resume RUN --set may change (they change no shapes, model, data or batches; e.g. "
+      "extend a finished run with --set train.steps=N):\n  {}\nWith a schedule that depends on "
+      "train.steps (cosine, linear), an extended run follows the new schedule from its step on.",
+      fmt::join(resumable_keys(), ", ")));
   cmd->callback([&action, o] {
     action = [o] {
+      const bool resume = !o->resume.empty();
+      if (resume && !o->cfg.config_path.empty())
+        throw ConfigError({"--resume continues a run with its saved config: drop --config (--set "
+                           "may change the keys `normlab train --help` lists)"});
+      const std::optional<ResumePoint> from =
+          resume ? std::optional(resume_point(o->resume)) : std::nullopt;
+      const Config cfg = resume ? resume_config(*from, o->cfg.overrides) : o->cfg.load();
       if (o->dump) {
-        std::fputs(dump_config_toml(o->cfg.load()).c_str(), stdout);
+        std::fputs(dump_config_toml(cfg).c_str(), stdout);
         return kExitOk;
       }
-      if (o->resume.empty() && o->out.empty())
+      if (!resume && o->out.empty())
         throw ConfigError({"train needs --out RUN_DIR (or --resume RUN_DIR)"});
-      if (!o->resume.empty() && (!o->cfg.config_path.empty() || !o->cfg.overrides.empty()))
-        throw ConfigError({"--resume continues a run with its saved config: drop --config/--set"});
-      const bool resume = !o->resume.empty();
-      const std::string dir = resume ? o->resume : o->out;
+      const std::string dir = resume ? from->run_dir : o->out;
       Communicator& comm = world_communicator();
       const std::string world = comm.describe();  // collective: every rank calls it
       const bool root = comm.is_root();
-      Trainer trainer(resume ? Config{} : o->cfg.load(), dir, resume);
-      install_stop_signals();
-      StatusLine status(stdout);
-      if (root && comm.world() > 1) fmt::print("{}\n", world);
-      if (root && resume) fmt::print("resuming {} at step {}\n", dir, trainer.step());
+      if (root) warn_about(cfg);
+      const bool rewind = resume && !is_latest_checkpoint(dir, from->checkpoint);
+      Trainer trainer(cfg, dir, resume,
+                      resume ? ResumeOptions{from->checkpoint, cfg} : ResumeOptions{});
+      install_stop_signals(root);
+      if (resume && trainer.step() >= cfg.train.steps) {
+        if (root)
+          fmt::print("{} is already complete at step {} (train.steps = {}). To train it further: "
+                     "normlab train --resume {} --set train.steps=N (N > {})\n",
+                     dir, trainer.step(), cfg.train.steps, dir, trainer.step());
+        return kExitOk;
+      }
+      if (root) {
+        if (comm.world() > 1) fmt::print("{}\n", world);
+        const std::string source =
+            resume ? fmt::format("{}/config.toml (the run's)", dir)
+                   : o->cfg.config_path.empty() ? "built-in default" : o->cfg.config_path;
+        const std::string sets =
+            o->cfg.overrides.empty() ? ""
+            : resume ? fmt::format(" with --set {}", fmt::join(o->cfg.overrides, " "))
+                     : fmt::format(" + {} --set", o->cfg.overrides.size());
+        fmt::print("normlab train: {} parameters | data: {} train + {} validation tokens\n"
+                   "run {} | config {}{} | {} thread{}{}\n",
+                   grouped(static_cast<long>(trainer.params().size())),
+                   grouped(trainer.train_tokens()), grouped(trainer.val_tokens()), dir, source,
+                   sets, thread_count(), thread_count() == 1 ? "" : "s",
+                   comm.world() > 1 ? fmt::format(" x {} MPI ranks", comm.world()) : "");
+        if (resume)
+          fmt::print("resuming {} at step {} of {}{}\n", dir, trainer.step(), cfg.train.steps,
+                     rewind ? fmt::format(" (rewound to {}: later checkpoints and metrics records "
+                                          "removed)", from->checkpoint)
+                            : "");
+      }
+      StatusLine status(stdout, trainer.step());
       TrainHooks hooks;
       hooks.on_log = [&](const StepRecord& r) { status.update(r); };
       hooks.stop_requested = [] { return stop_signal_received(); };

@@ -24,6 +24,7 @@
 #include <toml++/toml.h>
 
 #include "data/text_check.h"
+#include "normlab/config_file.h"
 #include "normlab/errors.h"
 
 namespace normlab::keytab {
@@ -175,7 +176,8 @@ std::optional<std::string> convert(const Scalar& v, T& out) {
 }
 
 template <class S, class T>
-KeySpec make_key(std::string_view section, S Config::*sec, std::string_view name, T S::*field) {
+KeySpec make_key(std::string_view section, S Config::*sec, std::string_view name, T S::*field,
+                 std::string_view fixed_on_resume) {
   KeySpec k;
   k.section = section;
   k.name = name;
@@ -184,80 +186,101 @@ KeySpec make_key(std::string_view section, S Config::*sec, std::string_view name
   k.allowed = allowed_of<T>();
   k.get = [sec, field](const Config& c) { return to_scalar((c.*sec).*field); };
   k.set = [sec, field](Config& c, const Scalar& v) { return convert(v, (c.*sec).*field); };
+  k.fixed_on_resume = fixed_on_resume;
   return k;
 }
 
 // ---- The table --------------------------------------------------------------------------------
 
-// NL_KEY(model, n_layer): key "model.n_layer" bound to Config::model.n_layer.
-#define NL_KEY(section, field) \
-  make_key(#section, &Config::section, #field, &decltype(Config::section)::field)
+// NL_KEY(model, n_layer, shapes): key "model.n_layer" bound to Config::model.n_layer, which a
+// resumed run may not change because it changes the parameter shapes (the third argument: one of
+// the reasons below, or `resumable`).
+#define NL_KEY(section, field, on_resume) \
+  make_key(#section, &Config::section, #field, &decltype(Config::section)::field, \
+           resume::on_resume)
+
+// Whether a resumed run (`train --resume RUN --set key=value`) may change a key. It may when the
+// change alters only how training goes on from the checkpoint: the length of the run, the
+// learning-rate schedule and the optimizer settings that do not define the saved moments, logging,
+// evaluation, checkpoints, diagnostics, the guards, threads and reduction settings. It may not
+// when the change would alter what the checkpoint holds or what the run trains on; the reason
+// names what, for the refusal "<key> cannot change on resume: it changes <reason>".
+namespace resume {
+constexpr std::string_view resumable = "";
+constexpr std::string_view shapes = "the parameter shapes";
+constexpr std::string_view model_fn = "the model the checkpoint was trained as";
+constexpr std::string_view moments = "the meaning of the saved AdamW moments";
+constexpr std::string_view batches = "the batches the run draws";
+constexpr std::string_view start = "how the run started (initialization and data order)";
+constexpr std::string_view objective = "the training objective";
+constexpr std::string_view data = "the training and validation data";
+}  // namespace resume
 
 const std::vector<KeySpec>& key_table() {
   static const std::vector<KeySpec> table = {
-      NL_KEY(model, vocab_size),
-      NL_KEY(model, n_layer),
-      NL_KEY(model, d_model),
-      NL_KEY(model, n_head),
-      NL_KEY(model, d_ff),
-      NL_KEY(model, seq_len),
-      NL_KEY(model, placement),
-      NL_KEY(model, mix_ratio),
-      NL_KEY(model, norm),
-      NL_KEY(model, norm_eps),
-      NL_KEY(model, norm_bias),
-      NL_KEY(model, norm_gain_offset),
-      NL_KEY(model, qk_norm),
-      NL_KEY(model, qk_norm_scope),
-      NL_KEY(model, qk_norm_position),
-      NL_KEY(model, pos),
-      NL_KEY(model, rope_theta),
-      NL_KEY(model, mlp),
-      NL_KEY(model, bias),
-      NL_KEY(model, tie_embeddings),
-      NL_KEY(model, attn_softcap),
-      NL_KEY(model, final_softcap),
-      NL_KEY(model, attn_scale),
-      NL_KEY(model, embed_scale),
-      NL_KEY(model, init),
-      NL_KEY(model, init_std),
+      NL_KEY(model, vocab_size, shapes),
+      NL_KEY(model, n_layer, shapes),
+      NL_KEY(model, d_model, shapes),
+      NL_KEY(model, n_head, shapes),
+      NL_KEY(model, d_ff, shapes),
+      NL_KEY(model, seq_len, batches),
+      NL_KEY(model, placement, model_fn),
+      NL_KEY(model, mix_ratio, model_fn),
+      NL_KEY(model, norm, model_fn),
+      NL_KEY(model, norm_eps, model_fn),
+      NL_KEY(model, norm_bias, shapes),
+      NL_KEY(model, norm_gain_offset, model_fn),
+      NL_KEY(model, qk_norm, shapes),
+      NL_KEY(model, qk_norm_scope, shapes),
+      NL_KEY(model, qk_norm_position, model_fn),
+      NL_KEY(model, pos, shapes),
+      NL_KEY(model, rope_theta, model_fn),
+      NL_KEY(model, mlp, shapes),
+      NL_KEY(model, bias, shapes),
+      NL_KEY(model, tie_embeddings, shapes),
+      NL_KEY(model, attn_softcap, model_fn),
+      NL_KEY(model, final_softcap, model_fn),
+      NL_KEY(model, attn_scale, model_fn),
+      NL_KEY(model, embed_scale, model_fn),
+      NL_KEY(model, init, model_fn),
+      NL_KEY(model, init_std, model_fn),
 
-      NL_KEY(optim, lr),
-      NL_KEY(optim, min_lr_ratio),
-      NL_KEY(optim, beta1),
-      NL_KEY(optim, beta2),
-      NL_KEY(optim, eps),
-      NL_KEY(optim, weight_decay),
-      NL_KEY(optim, decay_embeddings),
-      NL_KEY(optim, grad_clip),
-      NL_KEY(optim, warmup_steps),
-      NL_KEY(optim, schedule),
+      NL_KEY(optim, lr, resumable),
+      NL_KEY(optim, min_lr_ratio, resumable),
+      NL_KEY(optim, beta1, moments),
+      NL_KEY(optim, beta2, moments),
+      NL_KEY(optim, eps, resumable),
+      NL_KEY(optim, weight_decay, resumable),
+      NL_KEY(optim, decay_embeddings, resumable),
+      NL_KEY(optim, grad_clip, resumable),
+      NL_KEY(optim, warmup_steps, resumable),
+      NL_KEY(optim, schedule, resumable),
 
-      NL_KEY(train, seed),
-      NL_KEY(train, z_loss),
-      NL_KEY(train, steps),
-      NL_KEY(train, batch_size),
-      NL_KEY(train, grad_accum),
-      NL_KEY(train, eval_interval),
-      NL_KEY(train, eval_batches),
-      NL_KEY(train, log_interval),
-      NL_KEY(train, checkpoint_interval),
-      NL_KEY(train, keep_checkpoints),
-      NL_KEY(train, threads),
-      NL_KEY(train, spike_policy),
-      NL_KEY(train, spike_window),
-      NL_KEY(train, spike_threshold),
-      NL_KEY(train, max_bad_steps),
-      NL_KEY(train, matmul_precision),
+      NL_KEY(train, seed, start),
+      NL_KEY(train, z_loss, objective),
+      NL_KEY(train, steps, resumable),
+      NL_KEY(train, batch_size, batches),
+      NL_KEY(train, grad_accum, batches),
+      NL_KEY(train, eval_interval, resumable),
+      NL_KEY(train, eval_batches, resumable),
+      NL_KEY(train, log_interval, resumable),
+      NL_KEY(train, checkpoint_interval, resumable),
+      NL_KEY(train, keep_checkpoints, resumable),
+      NL_KEY(train, threads, resumable),
+      NL_KEY(train, spike_policy, resumable),
+      NL_KEY(train, spike_window, resumable),
+      NL_KEY(train, spike_threshold, resumable),
+      NL_KEY(train, max_bad_steps, resumable),
+      NL_KEY(train, matmul_precision, resumable),
 
-      NL_KEY(data, path),
-      NL_KEY(data, val_fraction),
+      NL_KEY(data, path, data),
+      NL_KEY(data, val_fraction, data),
 
-      NL_KEY(diag, interval),
-      NL_KEY(diag, per_head),
+      NL_KEY(diag, interval, resumable),
+      NL_KEY(diag, per_head, resumable),
 
-      NL_KEY(dist, deterministic),
-      NL_KEY(dist, bucket_size),
+      NL_KEY(dist, deterministic, resumable),
+      NL_KEY(dist, bucket_size, resumable),
   };
   return table;
 }
@@ -345,3 +368,26 @@ std::optional<std::string> nearest_section(std::string_view name) {
 }
 
 }  // namespace normlab::keytab
+
+namespace normlab {
+
+std::vector<std::string> resumable_keys() {
+  std::vector<std::string> out;
+  for (const auto& k : keytab::key_table())
+    if (k.fixed_on_resume.empty()) out.push_back(k.full);
+  return out;
+}
+
+void check_resume_config(const Config& saved, const Config& next) {
+  std::vector<std::string> problems;
+  for (const auto& k : keytab::key_table()) {
+    const keytab::Scalar was = k.get(saved), now = k.get(next);
+    if (k.fixed_on_resume.empty() || was == now) continue;
+    problems.push_back(fmt::format("{} cannot change on resume: it changes {} (saved {}, given {})",
+                                   k.full, k.fixed_on_resume, keytab::toml_text(was),
+                                   keytab::toml_text(now)));
+  }
+  if (!problems.empty()) throw ConfigError(std::move(problems));
+}
+
+}  // namespace normlab

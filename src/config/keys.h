@@ -29,6 +29,9 @@ struct KeySpec {
   std::function<Scalar(const Config&)> get;
   // Stores `v` into the field, or leaves the config untouched and says what is wrong with `v`.
   std::function<std::optional<std::string>(Config&, const Scalar&)> set;
+  // Empty when a resumed run may change the key (`train --resume RUN --set key=value`); else what
+  // a change would alter, for the refusal ("the parameter shapes"). See the table in keys.cpp.
+  std::string_view fixed_on_resume;
 };
 
 // TOML text of a value ("2.0", "\"peri\"", "true").

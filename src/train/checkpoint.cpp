@@ -156,6 +156,62 @@ Config checkpoint_config(const std::string& ckpt_dir) {
   return config_from_json(j);
 }
 
+ResumePoint resume_point(const std::string& path) {
+  fs::path p = fs::path(path).lexically_normal();
+  if (!p.has_filename() && p.has_parent_path()) p = p.parent_path();  // "RUN/" -> "RUN"
+  if (!fs::exists(p)) throw FormatError(fmt::format("[checkpoint] {} does not exist", path));
+  if (!fs::exists(p / "model.safetensors")) return {p.string(), latest_checkpoint(p.string())};
+  // A checkpoint folder: it must be one of a run's, RUN/checkpoints/step_N, and complete.
+  if (fs::absolute(p).parent_path().filename() != "checkpoints")
+    throw FormatError(fmt::format("[checkpoint] {} is a checkpoint folder but not one of a run's "
+                                  "(RUN/checkpoints/step_N): --resume continues a run",
+                                  path));
+  if (!fs::exists(p / "state.safetensors"))
+    throw FormatError(
+        fmt::format("[checkpoint] {} has no state.safetensors: it is incomplete", path));
+  fs::path run = p.parent_path().parent_path();
+  if (run.empty()) run = fs::absolute(p).parent_path().parent_path();
+  return {run.string(), p.string()};
+}
+
+Config resume_config(const ResumePoint& p, const std::vector<std::string>& overrides) {
+  const Config saved = checkpoint_config(p.checkpoint);
+  const fs::path toml = fs::path(p.run_dir) / "config.toml";
+  Config c = fs::exists(toml) ? load_config(toml.string(), overrides)
+                              : parse_config(dump_config_toml(saved), p.checkpoint, overrides);
+  check_resume_config(saved, c);
+  return c;
+}
+
+bool is_latest_checkpoint(const std::string& run_dir, const std::string& ckpt_dir) {
+  try {
+    return fs::equivalent(ckpt_dir, latest_checkpoint(run_dir));
+  } catch (const FormatError&) {
+    return false;  // `latest` is missing or names an incomplete folder
+  }
+}
+
+std::vector<std::string> rewind_checkpoints(const std::string& run_dir,
+                                            const std::string& ckpt_dir) {
+  const fs::path root = fs::path(run_dir) / "checkpoints";
+  const std::string name = fs::path(ckpt_dir).filename().string();
+  write_file_atomic((root / "latest").string(), name + "\n", "[checkpoint]");
+  std::vector<std::string> removed;
+  // step_NNNNNNNN names sort as their steps.
+  for (const auto& e : fs::directory_iterator(root)) {
+    const std::string n = e.path().filename().string();
+    if (e.is_directory() && n.rfind("step_", 0) == 0 && !e.path().has_extension() && n > name)
+      removed.push_back(e.path().string());
+  }
+  std::sort(removed.begin(), removed.end());
+  for (const auto& d : removed) {
+    const std::string trash = d + ".trash";
+    fs::rename(d, trash);
+    fs::remove_all(trash);
+  }
+  return removed;
+}
+
 void load_checkpoint(const std::string& ckpt_dir, Transformer<float>& model, AdamW<float>* opt,
                      TrainingState* state) {
   const fs::path dir(ckpt_dir);

@@ -2,6 +2,7 @@
 // include/normlab/checkpoint.h; this is the part that needs the engine's types).
 #pragma once
 #include <string>
+#include <vector>
 
 #include "model/transformer.h"
 #include "normlab/checkpoint.h"
@@ -14,6 +15,14 @@ namespace normlab {
 std::string save_checkpoint(const std::string& run_dir, const Config& cfg,
                             const Transformer<float>& model, const AdamW<float>& opt,
                             const TrainingState& state, int keep);
+
+// Whether `ckpt_dir` is the run's latest complete checkpoint.
+bool is_latest_checkpoint(const std::string& run_dir, const std::string& ckpt_dir);
+
+// Rewinds a run to its checkpoint `ckpt_dir`: moves `latest` to it, then deletes the checkpoint
+// folders of later steps (renamed away first, as pruning does). Returns the folders deleted.
+std::vector<std::string> rewind_checkpoints(const std::string& run_dir,
+                                            const std::string& ckpt_dir);
 
 // Loads weights (and, when given, moments and state) from a checkpoint folder. All-or-nothing:
 // throws FormatError naming the tensor or field that does not match, leaving the model as it was.

@@ -27,8 +27,10 @@ StepDecision SpikeGuard::decide(double loss, double grad_norm, SpikePolicy polic
     d.action = StepAction::skip;
   else if (d.spike && policy == SpikePolicy::skip)
     d.action = StepAction::skip;
-  else if (d.spike && policy == SpikePolicy::rollback)
+  else if (d.spike && policy == SpikePolicy::rollback) {
     d.action = can_rollback ? StepAction::rollback : StepAction::skip;
+    d.rollback_unavailable = !can_rollback;
+  }
   bad_run_ = d.action == StepAction::update ? 0 : bad_run_ + 1;
   d.bad_run = bad_run_;
   if (d.finite && d.action != StepAction::rollback) record(loss, grad_norm);
@@ -53,6 +55,9 @@ void SpikeGuard::from_json(const nlohmann::json& j) {
   const auto l = j.value("loss", std::vector<double>{}), g = j.value("grad_norm", std::vector<double>{});
   loss_.assign(l.begin(), l.end());
   grad_.assign(g.begin(), g.end());
+  // A resumed run may have shortened the window (train.spike_window): keep its newest steps.
+  while (static_cast<int>(loss_.size()) > window_) loss_.pop_front();
+  while (static_cast<int>(grad_.size()) > window_) grad_.pop_front();
 }
 
 }  // namespace normlab

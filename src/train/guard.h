@@ -19,6 +19,7 @@ struct StepDecision {
   bool finite = true;  // loss and gradient norm finite
   bool spike = false;  // flagged by the z-score test
   int bad_run = 0;     // consecutive steps not updated, this one included
+  bool rollback_unavailable = false;  // a spike to roll back, skipped: no checkpoint yet
 };
 
 class SpikeGuard {

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "diag/diagnostics.h"
+#include "io/atomic_file.h"
 #include "normlab/communicator.h"
 #include "io/metrics.h"
 #include "model/memory.h"
@@ -30,6 +31,7 @@ namespace normlab {
 
 struct Trainer::Impl {
   Communicator& comm;
+  std::string resume_ckpt;  // the checkpoint a resumed run continues from (empty for a new run)
   Config cfg;
   std::string run_dir;
   TokenCorpus corpus;
@@ -46,9 +48,11 @@ struct Trainer::Impl {
   int rollbacks_to_ckpt = 0;       // went back to it
   std::optional<RunEnd> previous_end;  // a resumed run's last end event (rank 0)
 
-  Impl(Communicator& cm, const Config& c, const std::string& dir, bool resume)
+  Impl(Communicator& cm, const Config& c, const std::string& dir, bool resume,
+       const ResumeOptions& from)
       : comm(cm),
-        cfg(resume ? checkpoint_config(latest_checkpoint(dir)) : c),
+        resume_ckpt(resume ? resume_checkpoint(dir, from) : std::string()),
+        cfg(resume ? resumed_config(dir, resume_ckpt, from) : c),
         run_dir(dir),
         corpus(TokenCorpus::from_path(cfg.data.path)),
         split(corpus.split(cfg.data.val_fraction, cfg.model.seq_len)),
@@ -71,12 +75,19 @@ struct Trainer::Impl {
                                    : GemmPrecision::float32);
     if (cfg.diag.interval > 0) before.resize(model.params().size());
     if (resume) {
-      const std::string ckpt = latest_checkpoint(dir);
-      load_checkpoint(ckpt, model, &opt, &state);
+      load_checkpoint(resume_ckpt, model, &opt, &state);
+      if (state.step > cfg.train.steps)
+        throw ConfigError({fmt::format("train.steps = {} is below step {} of the checkpoint {}",
+                                       cfg.train.steps, state.step, resume_ckpt)});
       sampler.restore({state.sampler_rng, static_cast<std::uint64_t>(state.sampler_draws)});
       guard.from_json(state.extra.value("guard", nlohmann::json::object()));
       if (comm.is_root()) {
-        if (const auto e = read_run_end(dir); e && e->from_event) previous_end = e;
+        // An older checkpoint rewinds the run: its later checkpoints go, and MetricsWriter drops
+        // the records after its step. The config (changed or not) becomes the run's config.toml.
+        const bool latest = is_latest_checkpoint(dir, resume_ckpt);
+        if (!latest) rewind_checkpoints(dir, resume_ckpt);
+        write_file_atomic((fs::path(dir) / "config.toml").string(), dump_config_toml(cfg), "[run]");
+        if (const auto e = read_run_end(dir); latest && e && e->from_event) previous_end = e;
         metrics = std::make_unique<MetricsWriter>(dir, state.step);  // drops the old end events
       }
     } else {
@@ -94,6 +105,28 @@ struct Trainer::Impl {
       }
     }
     comm.barrier();
+  }
+
+  // The checkpoint folder `from` names (it must be one of run_dir's), or the latest.
+  static std::string resume_checkpoint(const std::string& dir, const ResumeOptions& from) {
+    if (from.checkpoint.empty()) return latest_checkpoint(dir);
+    fs::path ck = fs::path(from.checkpoint).lexically_normal();
+    if (!ck.has_filename()) ck = ck.parent_path();
+    const fs::path root = fs::path(dir) / "checkpoints";
+    if (!fs::exists(ck / "model.safetensors") || !fs::exists(ck / "state.safetensors") ||
+        !fs::exists(root) || !fs::equivalent(fs::absolute(ck).parent_path(), root))
+      throw InputError(
+          fmt::format("{} is not a complete checkpoint of the run {}", from.checkpoint, dir));
+    return ck.string();
+  }
+
+  // The config a resumed run continues with: `from.config`, which may differ from the
+  // checkpoint's only in resumable keys, or the run's saved config.
+  static Config resumed_config(const std::string& dir, const std::string& ckpt,
+                               const ResumeOptions& from) {
+    if (!from.config) return resume_config({dir, ckpt});
+    check_resume_config(checkpoint_config(ckpt), *from.config);
+    return *from.config;
   }
 
   // Only rank 0 writes metrics.
@@ -212,6 +245,7 @@ struct Trainer::Impl {
     r.spike = d.spike;
     r.nonfinite = !d.finite;
     r.skipped_total = state.skipped_steps;
+    r.rollback_unavailable = d.rollback_unavailable;
     if (diag_step) {
       r.diag = diagnostics_json(model, model.grads(),
                                 update ? std::span<const float>(before) : std::span<const float>(),
@@ -273,13 +307,17 @@ struct Trainer::Impl {
   }
 };
 
-Trainer::Trainer(const Config& cfg, const std::string& run_dir, bool resume)
-    : Trainer(world_communicator(), cfg, run_dir, resume) {}
-Trainer::Trainer(Communicator& comm, const Config& cfg, const std::string& run_dir, bool resume)
-    : impl_(std::make_unique<Impl>(comm, cfg, run_dir, resume)) {}
+Trainer::Trainer(const Config& cfg, const std::string& run_dir, bool resume,
+                 const ResumeOptions& from)
+    : Trainer(world_communicator(), cfg, run_dir, resume, from) {}
+Trainer::Trainer(Communicator& comm, const Config& cfg, const std::string& run_dir, bool resume,
+                 const ResumeOptions& from)
+    : impl_(std::make_unique<Impl>(comm, cfg, run_dir, resume, from)) {}
 Trainer::~Trainer() = default;
 const Config& Trainer::config() const { return impl_->cfg; }
 long Trainer::step() const { return impl_->state.step; }
+long Trainer::train_tokens() const { return impl_->split.train.size(); }
+long Trainer::val_tokens() const { return impl_->split.validation.size(); }
 double Trainer::evaluate() { return impl_->evaluate(); }
 std::span<const float> Trainer::params() const { return impl_->model.params(); }
 std::span<const float> Trainer::adam_m() const { return impl_->opt.m(); }

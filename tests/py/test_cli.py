@@ -85,9 +85,9 @@ def test_info_shows_plan():
 def test_resume_continues(run, tmp_path):
     d = tmp_path / "r"
     shutil.copytree(run, d)
-    # extend: a resumed run keeps its config, so it is already finished at 10 steps
+    # a resumed run keeps its config, so it is already finished at 10 steps
     p = normlab("train", "--resume", d, check=0)
-    assert "resuming" in p.stdout
+    assert "is already complete at step 10" in p.stdout, p.stdout
 
 
 # ---- bad input -------------------------------------------------------------------------------

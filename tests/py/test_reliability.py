@@ -80,14 +80,16 @@ def test_signal_writes_checkpoint_and_resumes(tmp_path, sig):
     p.send_signal(sig)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 130, err
-    assert "interrupted at step" in err and "--resume" in err
+    ack = "normlab: stopping after this step, then saving a checkpoint (Ctrl-C again to exit now)"
+    assert ack in err and "interrupted at step" in err and "--resume" in err, err
+    assert err.index(ack) < err.index("interrupted at step"), err
     latest = (run / "checkpoints" / "latest").read_text().strip()
     stopped = int(latest.split("_")[1])
     assert stopped >= 2
     # Resume continues from there (stop it again right away with a short run).
     r = subprocess.Popen([exe("normlab"), "train", "--resume", str(run)], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
-    first = r.stdout.readline()
-    assert f"resuming {run} at step {stopped}" in first
+    head = [r.stdout.readline() for _ in range(3)]  # the banner, then the resumed step
+    assert f"resuming {run} at step {stopped} of 100000\n" == head[2], head
     r.send_signal(signal.SIGINT)
     r.communicate(timeout=60)

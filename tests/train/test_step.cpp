@@ -139,6 +139,21 @@ TEST(SpikeGuardDecide, RollbackWithoutCheckpointFallsBackToSkip) {
   const StepDecision d = g.decide(50.0, 1.0, SpikePolicy::rollback, false);
   EXPECT_TRUE(d.spike);
   EXPECT_EQ(d.action, StepAction::skip);
+  EXPECT_TRUE(d.rollback_unavailable);  // the status line says it fell back to a skip
+  // A skip the policy chose is no fallback.
+  SpikeGuard s(2, 3.0);
+  s.decide(2.0, 1.0, SpikePolicy::skip, false);
+  s.decide(2.1, 1.1, SpikePolicy::skip, false);
+  EXPECT_FALSE(s.decide(50.0, 1.0, SpikePolicy::skip, false).rollback_unavailable);
+}
+
+TEST(SpikeGuard, AShorterWindowOnResumeKeepsTheNewestSteps) {
+  SpikeGuard a(4, 3.0);
+  for (double l : {1.0, 2.0, 3.0, 4.0}) a.record(l, l);
+  SpikeGuard b(2, 3.0);  // train.spike_window lowered on resume
+  b.from_json(a.to_json());
+  EXPECT_EQ(b.to_json()["loss"], nlohmann::json({3.0, 4.0}));
+  EXPECT_EQ(b.to_json()["grad_norm"], nlohmann::json({3.0, 4.0}));
 }
 
 TEST(SpikeGuardDecide, RolledBackStepsStayOutOfTheWindowSkippedOnesEnterIt) {

@@ -14,10 +14,11 @@ namespace fs = std::filesystem;
 namespace normlab {
 
 namespace {
+// metrics.csv's columns, in this order (docs/metrics.md). New columns go at the end.
 const char* const kColumns[] = {metric::step,      metric::tokens,       metric::loss,
                                 metric::ce,        metric::z_loss,       metric::lr,
                                 metric::grad_norm, metric::tokens_per_s, metric::val_loss,
-                                nullptr};
+                                metric::log_z_mean, metric::time_s,      nullptr};
 
 constexpr MetricField kFields[] = {
     {metric::step, "step", "optimizer steps completed (the step this record closes)"},
@@ -35,6 +36,7 @@ constexpr MetricField kFields[] = {
     {metric::skipped_total, "step", "skipped updates so far in the run"},
     {metric::val_loss, "step", "mean validation cross-entropy over train.eval_batches batches"},
     {metric::comm_ms_per_step, "step", "gradient all-reduce milliseconds per step (MPI only)"},
+    {metric::time_s, "step", "seconds since the run started, summed across resumes"},
     {metric::grad_norm_block, "diagnostic", "gradient L2 norm of each block's parameters"},
     {metric::grad_norm_attn, "diagnostic", "gradient L2 norm of each block's attention"},
     {metric::grad_norm_mlp, "diagnostic", "gradient L2 norm of each block's MLP"},
@@ -52,10 +54,15 @@ constexpr MetricField kFields[] = {
     {metric::max_logit_raw, "diagnostic", "max |output logit| before the final soft-cap"},
     {metric::update_ratio, "diagnostic",
      "per group: ||w_after - w_before|| / ||w_before|| of the step's update"},
-    {metric::event, "event", "the kind of event: \"rollback\""},
+    {metric::event, "event", "the kind of event: \"rollback\" or \"end\""},
     {metric::to_step, "event", "the step of the checkpoint rolled back to"},
     {metric::checkpoint, "event", "the checkpoint folder rolled back to"},
     {metric::rollbacks_total, "event", "rollbacks so far in the run"},
+    {metric::reason, "event", "end: \"done\", \"interrupted\" or \"diverged\""},
+    {metric::detail, "event", "end: the stop reason in words, empty when done"},
+    {metric::train_loss, "event", "end: mean loss over the last 20 updated, finite steps"},
+    {metric::train_loss_steps, "event", "end: how many steps train_loss averages"},
+    {metric::wall_s, "event", "end: seconds of this process's run loop"},
 };
 
 nlohmann::json finite_or_null(double v) {
@@ -110,7 +117,8 @@ nlohmann::json to_json(const StepRecord& r) {
                       {metric::skipped, r.skipped},
                       {metric::spike, r.spike},
                       {metric::nonfinite, r.nonfinite},
-                      {metric::skipped_total, r.skipped_total}};
+                      {metric::skipped_total, r.skipped_total},
+                      {metric::time_s, r.time_s}};
   if (r.val_loss) j[metric::val_loss] = *r.val_loss;
   if (r.comm_ms_per_step) j[metric::comm_ms_per_step] = *r.comm_ms_per_step;
   if (!r.diag.is_null()) j.update(r.diag);
@@ -132,6 +140,7 @@ StepRecord step_record_from_json(const nlohmann::json& j) {
   r.spike = j.value(metric::spike, false);
   r.nonfinite = j.value(metric::nonfinite, false);
   r.skipped_total = j.value(metric::skipped_total, 0L);
+  r.time_s = j.value(metric::time_s, 0.0);
   if (j.contains(metric::val_loss)) r.val_loss = number_or_nan(j, metric::val_loss);
   if (j.contains(metric::comm_ms_per_step))
     r.comm_ms_per_step = number_or_nan(j, metric::comm_ms_per_step);
@@ -167,6 +176,7 @@ MetricsWriter::MetricsWriter(const std::string& run_dir, long resume_step) {
 void MetricsWriter::write(const nlohmann::json& r) {
   jsonl_ << r.dump() << '\n';
   jsonl_.flush();
+  if (r.contains(metric::event)) return;  // event lines (rollback, end) are in metrics.jsonl only
   for (int i = 0; kColumns[i]; ++i) {
     if (i) csv_ << ',';
     auto it = r.find(kColumns[i]);

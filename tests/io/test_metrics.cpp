@@ -34,7 +34,7 @@ std::set<std::string> documented() {
   return keys;
 }
 
-const fs::path kDoc = fs::path(__FILE__).parent_path().parent_path().parent_path() / "docs" / "metrics.md";
+const fs::path kDoc = fs::path(NORMLAB_SOURCE_DIR) / "docs" / "metrics.md";
 
 // The keys of the tables in docs/metrics.md's "## metrics.jsonl" section: the first cell of each
 // table row, "| `key` | ...".

@@ -450,12 +450,14 @@ struct Builder {
       const json* last = last_step_line(r);
       return last ? number_or_nan(*last, metric::loss) : kNaN;
     };
-    const std::vector<std::string> labels = chart_labels(runs, cx.keys, "optim.lr");
+    // One group per combination of everything but the learning rate that differs among these runs.
+    std::vector<std::map<std::string, json>> cfgs;
+    for (const RunView* v : runs) cfgs.push_back(v->cfg);
+    const std::vector<std::string> labels = distinguishing_labels(cfgs, cx.keys, "optim.lr");
     std::vector<LrGroup> groups;
     for (std::size_t i = 0; i < runs.size(); ++i) {
       const RunView* v = runs[i];
-      // Runs whose label is their name have nothing but the learning rate to tell them apart.
-      const std::string label = labels[i] == v->run->name ? "all runs" : labels[i];
+      const std::string label = labels[i].empty() ? "all runs" : labels[i];
       auto it = std::find_if(groups.begin(), groups.end(), [&](const LrGroup& g) { return g.label == label; });
       if (it == groups.end()) {
         groups.emplace_back();

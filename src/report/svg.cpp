@@ -65,6 +65,18 @@ Scale make_scale(const Axis& axis, std::vector<double> values) {
     std::erase_if(s.ticks, [&](double t) { return !(t >= lo * (1 - 1e-9) && t <= hi * (1 + 1e-9)); });
     s.minor = log_minor_ticks(lo, hi, s.ticks);
     s.minor_labels = log_minor_labels(lo, hi, s.ticks);
+    if (!axis.ticks.empty() && s.minor_labels.empty()) {
+      // Explicit ticks that are not all decades (swept learning rates such as 1e-3, 0.3): label the
+      // decades between them too, where they do not crowd a tick.
+      const int e0 = static_cast<int>(std::ceil(std::log10(lo) - 1e-9));
+      const int e1 = static_cast<int>(std::floor(std::log10(hi) + 1e-9));
+      for (int e = e0; e <= e1; ++e) {
+        const double t = e >= 0 ? std::pow(10.0, e) : 1 / std::pow(10.0, -e);
+        if (std::none_of(s.ticks.begin(), s.ticks.end(),
+                         [&](double m) { return std::fabs(std::log10(m / t)) < 0.15; }))
+          s.minor_labels.push_back(t);
+      }
+    }
     return s;
   }
   if (hi - lo <= std::max(std::fabs(hi), std::fabs(lo)) * 1e-12) {

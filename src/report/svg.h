@@ -1,7 +1,8 @@
 // A small, dependency-free SVG chart library for the HTML report: line charts with several series
 // on linear or logarithmic axes (with minor grid lines and labels between decades), "nice" tick
 // values, a legend, a title and axis labels. Missing values (NaN, +-Inf, and non-positive values
-// on a log axis) break a line into separate pieces instead of being drawn through; marks (a cross) flag points such as the end of a diverged run.
+// on a log axis) break a line into separate pieces instead of being drawn through; marks (a
+// cross, its title the tooltip) flag points such as the step where a diverged run stopped.
 //
 // The output is plain SVG text: with `standalone` it is a complete .svg file, otherwise an element
 // to inline in HTML (no namespace URI, so the page carries no URL at all). Nothing here reads files,

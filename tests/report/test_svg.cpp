@@ -134,6 +134,15 @@ TEST(SvgTicks, LogMinorTicksBetweenDecades) {
   EXPECT_EQ(count(svg, "<text class=\"minor\""), 8u);
   for (const char* label : {"0.5", "2", "5", "20", "50", "200", "500", "2000"})
     EXPECT_NE(svg.find(std::string("fill=\"#888\">") + label + "</text>"), std::string::npos) << label;
+  // Explicit ticks at swept values that are not decades (1e-3, 0.3): the decades between are
+  // labelled too, except where one would crowd a tick (1e-3 itself).
+  LineChart lr = chart_of({1e-3, 0.3}, {2.5, 2.4});
+  lr.x.log = true;
+  lr.x.ticks = {1e-3, 0.3};
+  const std::string lsvg = render(lr);
+  EXPECT_NE(lsvg.find("fill=\"#888\">0.01</text>"), std::string::npos);
+  EXPECT_NE(lsvg.find("fill=\"#888\">0.1</text>"), std::string::npos);
+  EXPECT_EQ(count(lsvg, "<text class=\"minor\""), 2u);
 }
 
 TEST(SvgChart, PaletteIsColourBlindSafeAndDistinct) {

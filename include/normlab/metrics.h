@@ -48,15 +48,14 @@ inline constexpr const char* log_z_max = "log_z_max";
 inline constexpr const char* max_logit = "max_logit";
 inline constexpr const char* max_logit_raw = "max_logit_raw";
 inline constexpr const char* update_ratio = "update_ratio";
-// Event records (not steps): a rollback to the last checkpoint.
+// Event records (not steps): a rollback to the last checkpoint; the end of the run.
 inline constexpr const char* event = "event";
 inline constexpr const char* to_step = "to_step";
 inline constexpr const char* checkpoint = "checkpoint";
 inline constexpr const char* rollbacks_total = "rollbacks_total";
-// The end event: how the run ended (docs/metrics.md).
-inline constexpr const char* reason = "reason";
-inline constexpr const char* detail = "detail";
-inline constexpr const char* train_loss = "train_loss";
+inline constexpr const char* reason = "reason";                  // end: done, interrupted, diverged
+inline constexpr const char* detail = "detail";                  // end: the stop reason's text
+inline constexpr const char* train_loss = "train_loss";          // end: mean loss, last 20 steps
 inline constexpr const char* train_loss_steps = "train_loss_steps";
 inline constexpr const char* wall_s = "wall_s";
 }  // namespace metric

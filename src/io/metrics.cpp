@@ -58,11 +58,12 @@ constexpr MetricField kFields[] = {
     {metric::to_step, "event", "the step of the checkpoint rolled back to"},
     {metric::checkpoint, "event", "the checkpoint folder rolled back to"},
     {metric::rollbacks_total, "event", "rollbacks so far in the run"},
-    {metric::reason, "event", "end: \"done\", \"interrupted\" or \"diverged\""},
-    {metric::detail, "event", "end: the stop reason in words, empty when done"},
-    {metric::train_loss, "event", "end: mean loss over the last 20 updated, finite steps"},
-    {metric::train_loss_steps, "event", "end: how many steps train_loss averages"},
-    {metric::wall_s, "event", "end: seconds of this process's run loop"},
+    {metric::reason, "event", "end: how the run ended: \"done\", \"interrupted\" or \"diverged\""},
+    {metric::detail, "event", "end: the stop reason (why it diverged), or empty"},
+    {metric::train_loss, "event",
+     "end: train loss, the mean optimized loss (ce + z_loss) of the last 20 updated steps"},
+    {metric::train_loss_steps, "event", "end: how many steps the train loss averages (<= 20)"},
+    {metric::wall_s, "event", "end: wall seconds of this process's run loop"},
 };
 
 nlohmann::json finite_or_null(double v) {

@@ -48,6 +48,7 @@ const json* last_step_line(const RunInput& r) {
 RunEnd run_end(const RunInput& r) {
   RunEnd e;
   for (auto it = r.metrics.rbegin(); it != r.metrics.rend(); ++it) {
+    if (!is_event(*it)) break;  // step lines after the last end event: a process that never ended
     if (it->value(metric::event, json()) != "end") continue;
     e.from_event = true;
     e.step = number_or_nan(*it, metric::step);

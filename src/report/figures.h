@@ -78,8 +78,8 @@ bool is_event(const nlohmann::json& record);
 // The last step line (not an event line) of a run's metrics, or nullptr.
 const nlohmann::json* last_step_line(const RunInput& r);
 
-// How a run ended: from its last `end` event line, else (runs written before the end event) from
-// its last step line with what can be said from it.
+// How a run ended: from its last `end` event line (unless step lines follow it: a resumed process
+// that never ended), else (runs written before the end event) from its last step line.
 struct RunEnd {
   double step = std::numeric_limits<double>::quiet_NaN();  // the step it reached
   std::string reason;  // "done", "interrupted", "diverged", or empty (no end event)

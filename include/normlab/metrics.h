@@ -32,6 +32,7 @@ inline constexpr const char* nonfinite = "nonfinite";
 inline constexpr const char* skipped_total = "skipped_total";
 inline constexpr const char* val_loss = "val_loss";
 inline constexpr const char* comm_ms_per_step = "comm_ms_per_step";
+inline constexpr const char* time_s = "time_s";                // seconds since the run started
 // Diagnostics (diag.interval > 0), merged into the step record.
 inline constexpr const char* grad_norm_block = "grad_norm_block";
 inline constexpr const char* grad_norm_attn = "grad_norm_attn";
@@ -76,6 +77,7 @@ struct StepRecord {
   double loss = 0, ce = 0, z_loss = 0, lse_mean = 0;
   double lr = 0, grad_norm = 0, tokens_per_s = 0;
   double elapsed_s = 0;  // since this process started training (not written)
+  double time_s = 0;     // since the run started, summed across resumes
   std::optional<double> val_loss;
   bool skipped = false;   // the update was skipped (non-finite or spiking loss or gradient)
   bool spike = false;     // the spike guard flagged the step

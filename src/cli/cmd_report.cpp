@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "normlab/errors.h"
 #include "report/inputs.h"
 #include "report/report.h"
 
@@ -18,6 +19,7 @@ void add_report(CLI::App& app, Action& action) {
     std::vector<std::string> dirs;
     std::string out = "report.html";
     std::string title = "normlab report";
+    double smoothing = report::ReportOptions{}.smoothing;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("RUN_DIR", o->dirs,
@@ -28,11 +30,17 @@ void add_report(CLI::App& app, Action& action) {
   cmd->add_option("--out,-o", o->out, "HTML file to write; figures go to <out stem>_figures/NAME.svg")
       ->capture_default_str();
   cmd->add_option("--title", o->title, "Title of the page")->capture_default_str();
+  cmd->add_option("--smoothing", o->smoothing,
+                  "EMA weight of the smoothed loss and gradient-norm curves over the logged steps (raw curves "
+                  "drawn faint underneath); 0 = raw curves only")
+      ->capture_default_str();
   cmd->callback([&action, o] {
     action = [o] {
+      if (!(o->smoothing >= 0 && o->smoothing < 1))
+        throw InputError("--smoothing must be a number from 0 (off) up to but not including 1");
       const report::ReportInputs in = report::load_inputs(o->dirs);
       const std::string link = std::filesystem::path(report::figures_dir_for(o->out)).filename().string();
-      const report::Report rep = report::build_report(in, o->title, link);
+      const report::Report rep = report::build_report(in, o->title, link, {o->smoothing});
       report::write_report(rep, o->out);
       fmt::print("wrote {} ({} figure{}; SVG files in {}/)\n", o->out, rep.figures.size(),
                  rep.figures.size() == 1 ? "" : "s", report::figures_dir_for(o->out));

@@ -14,10 +14,11 @@ namespace fs = std::filesystem;
 namespace normlab {
 
 namespace {
+// metrics.csv's columns, in this order (docs/metrics.md). New columns go at the end.
 const char* const kColumns[] = {metric::step,      metric::tokens,       metric::loss,
                                 metric::ce,        metric::z_loss,       metric::lr,
                                 metric::grad_norm, metric::tokens_per_s, metric::val_loss,
-                                nullptr};
+                                metric::log_z_mean, metric::time_s,      nullptr};
 
 constexpr MetricField kFields[] = {
     {metric::step, "step", "optimizer steps completed (the step this record closes)"},
@@ -35,6 +36,7 @@ constexpr MetricField kFields[] = {
     {metric::skipped_total, "step", "skipped updates so far in the run"},
     {metric::val_loss, "step", "mean validation cross-entropy over train.eval_batches batches"},
     {metric::comm_ms_per_step, "step", "gradient all-reduce milliseconds per step (MPI only)"},
+    {metric::time_s, "step", "seconds since the run started, summed across resumes"},
     {metric::grad_norm_block, "diagnostic", "gradient L2 norm of each block's parameters"},
     {metric::grad_norm_attn, "diagnostic", "gradient L2 norm of each block's attention"},
     {metric::grad_norm_mlp, "diagnostic", "gradient L2 norm of each block's MLP"},
@@ -122,7 +124,8 @@ nlohmann::json to_json(const StepRecord& r) {
                       {metric::skipped, r.skipped},
                       {metric::spike, r.spike},
                       {metric::nonfinite, r.nonfinite},
-                      {metric::skipped_total, r.skipped_total}};
+                      {metric::skipped_total, r.skipped_total},
+                      {metric::time_s, r.time_s}};
   if (r.val_loss) j[metric::val_loss] = *r.val_loss;
   if (r.comm_ms_per_step) j[metric::comm_ms_per_step] = *r.comm_ms_per_step;
   if (!r.diag.is_null()) j.update(r.diag);
@@ -144,6 +147,7 @@ StepRecord step_record_from_json(const nlohmann::json& j) {
   r.spike = j.value(metric::spike, false);
   r.nonfinite = j.value(metric::nonfinite, false);
   r.skipped_total = j.value(metric::skipped_total, 0L);
+  r.time_s = j.value(metric::time_s, 0.0);
   if (j.contains(metric::val_loss)) r.val_loss = number_or_nan(j, metric::val_loss);
   if (j.contains(metric::comm_ms_per_step))
     r.comm_ms_per_step = number_or_nan(j, metric::comm_ms_per_step);
@@ -212,7 +216,7 @@ MetricsWriter::MetricsWriter(const std::string& run_dir, long resume_step) {
 void MetricsWriter::write(const nlohmann::json& r) {
   jsonl_ << r.dump() << '\n';
   jsonl_.flush();
-  if (r.value(metric::event, "") == "end") return;  // not a row of the step table
+  if (r.contains(metric::event)) return;  // event lines (rollback, end) are in metrics.jsonl only
   for (int i = 0; kColumns[i]; ++i) {
     if (i) csv_ << ',';
     auto it = r.find(kColumns[i]);

@@ -18,8 +18,57 @@ using nlohmann::json;
 namespace normlab::report {
 
 namespace {
-
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr std::size_t kMinSmoothed = 10;  // fewer logged points than this are drawn raw
+}  // namespace
+
+std::vector<double> ema(const std::vector<double>& y, double beta, const std::vector<bool>& use) {
+  if (!(beta > 0)) return y;
+  std::vector<double> out(y.size(), kNaN);
+  double m = 0, weight = 0;  // weight = 1 - beta^n
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    if (!std::isfinite(y[i])) continue;  // a gap stays a gap
+    if (use.empty() || use[i]) {
+      m = beta * m + (1 - beta) * y[i];
+      weight = beta * weight + (1 - beta);
+    }
+    if (weight > 0) out[i] = m / weight;
+  }
+  return out;
+}
+
+bool is_event(const json& record) { return record.contains(metric::event); }
+
+const json* last_step_line(const RunInput& r) {
+  for (auto it = r.metrics.rbegin(); it != r.metrics.rend(); ++it)
+    if (!is_event(*it)) return &*it;
+  return nullptr;
+}
+
+RunEnd run_end(const RunInput& r) {
+  RunEnd e;
+  for (auto it = r.metrics.rbegin(); it != r.metrics.rend(); ++it) {
+    if (!is_event(*it)) break;  // step lines after the last end event: a process that never ended
+    if (it->value(metric::event, json()) != "end") continue;
+    e.from_event = true;
+    e.step = number_or_nan(*it, metric::step);
+    e.reason = it->value(metric::reason, json()).is_string() ? (*it)[metric::reason].get<std::string>() : "";
+    e.detail = it->value(metric::detail, json()).is_string() ? (*it)[metric::detail].get<std::string>() : "";
+    e.train_loss = number_or_nan(*it, metric::train_loss);
+    e.val_loss = number_or_nan(*it, metric::val_loss);
+    break;
+  }
+  if (const json* last = last_step_line(r); last && !e.from_event) e.step = number_or_nan(*last, metric::step);
+  if (!e.from_event || !std::isfinite(e.val_loss))
+    for (auto it = r.metrics.rbegin(); it != r.metrics.rend(); ++it)
+      if (!is_event(*it) && it->contains(metric::val_loss)) {
+        e.val_loss = number_or_nan(*it, metric::val_loss);
+        break;
+      }
+  return e;
+}
+
+namespace {
 
 svg::Axis axis(std::string label, bool log = false, bool integer = false) {
   svg::Axis a;
@@ -52,17 +101,22 @@ double finite_max(const json& v) {
   return m;
 }
 
-// (x, y) of every record that has `key`; a null value becomes a gap.
-std::pair<std::vector<double>, std::vector<double>> curve(const RunInput& r, const std::string& xkey,
-                                                          const char* key, const Reduce& reduce = as_number) {
-  std::vector<double> xs, ys;
+struct Curve {
+  std::vector<double> x, y;
+  std::vector<bool> updated;  // false: a step whose update the guards skipped
+};
+
+// (x, y) of every step line that has `key`; a null value becomes a gap.
+Curve curve(const RunInput& r, const std::string& xkey, const char* key, const Reduce& reduce = as_number) {
+  Curve c;
   for (const auto& rec : r.metrics) {
     const auto it = rec.find(key);
-    if (it == rec.end()) continue;
-    xs.push_back(number_or_nan(rec, xkey.c_str()));
-    ys.push_back(reduce(*it));
+    if (it == rec.end() || is_event(rec)) continue;
+    c.x.push_back(number_or_nan(rec, xkey.c_str()));
+    c.y.push_back(reduce(*it));
+    c.updated.push_back(!rec.value(metric::skipped, false));
   }
-  return {xs, ys};
+  return c;
 }
 
 bool any_finite(const std::vector<double>& v) {
@@ -123,11 +177,7 @@ std::vector<LrGroup> sweep_lr_groups(const SweepInput& sw) {
       const auto it = std::find(variants.begin(), variants.end(), variant);
       if (it == variants.end()) {
         variants.push_back(variant);
-        LrGroup g;
-        for (const auto& [k, val] : variant.items())
-          g.label += (g.label.empty() ? "" : ", ") + short_key(k) + "=" + value_text(val);
-        if (g.label.empty()) g.label = sw.name;
-        groups.push_back(std::move(g));
+        groups.emplace_back();
       }
     }
     for (const auto& r : sw.runs) {
@@ -137,6 +187,21 @@ std::vector<LrGroup> sweep_lr_groups(const SweepInput& sw) {
       groups[gi].points.emplace_back(lr_of(r), failed_status(r.status) ? kNaN : r.final_loss);
     }
   }
+  // Labelled by what differs among the variants: "post", "post, qk_norm rmsnorm".
+  std::vector<std::map<std::string, json>> cfgs;
+  std::set<std::string> key_set;
+  for (const auto& v : variants) {
+    cfgs.emplace_back();
+    if (!v.is_object()) continue;
+    for (const auto& [k, val] : v.items()) {
+      cfgs.back()[k] = val;
+      key_set.insert(k);
+    }
+  }
+  const std::vector<std::string> labels =
+      distinguishing_labels(cfgs, std::vector<std::string>(key_set.begin(), key_set.end()), sw.lr_key);
+  for (std::size_t gi = 0; gi < groups.size(); ++gi)
+    groups[gi].label = !labels[gi].empty() ? labels[gi] : !groups[gi].label.empty() ? groups[gi].label : sw.name;
   for (const auto& r : sw.runs) {
     if (!failed_status(r.status)) continue;
     for (std::size_t gi = 0; gi < groups.size(); ++gi)
@@ -148,9 +213,23 @@ std::vector<LrGroup> sweep_lr_groups(const SweepInput& sw) {
 
 // ---- figures ----
 
+// Where a curve of the chart's x key reaches `step`: the step itself, or the tokens of the step line
+// of that step (of the last step line when none has it).
+double x_at_step(const RunInput& r, const std::string& xkey, double step) {
+  if (xkey == metric::step) return step;
+  double x = kNaN;
+  for (const auto& rec : r.metrics)
+    if (!is_event(rec)) {
+      x = number_or_nan(rec, xkey.c_str());
+      if (number_or_nan(rec, metric::step) == step) return x;
+    }
+  return x;
+}
+
 struct Builder {
   const ReportInputs& in;
   const Context& cx;
+  const ReportOptions& opt;
   std::vector<Figure> figures;
   std::vector<std::string> not_shown;
 
@@ -165,49 +244,108 @@ struct Builder {
     figures.push_back(std::move(f));
   }
 
+  // The runs of `cx` that have a curve of `key`, their curves, and their labels within the chart.
+  struct ChartRuns {
+    std::vector<const RunView*> runs;
+    std::vector<Curve> curves;
+    std::vector<std::string> labels;
+  };
+  ChartRuns chart_runs(const char* key, const Reduce& reduce = as_number) const {
+    ChartRuns c;
+    for (const auto& v : cx.runs) {
+      Curve cv = curve(*v.run, cx.xkey, key, reduce);
+      if (!any_finite(cv.y)) continue;
+      c.runs.push_back(&v);
+      c.curves.push_back(std::move(cv));
+    }
+    c.labels = chart_labels(c.runs, cx.keys);
+    return c;
+  }
+
+  bool smoothed(const Curve& c) const { return opt.smoothing > 0 && c.y.size() >= kMinSmoothed; }
+
+  // A run's training curve: smoothed (solid, labelled) over the raw one (faint, unlabelled), or the
+  // raw one alone when it has too few points or smoothing is off. The labelled series is last.
+  void add_training_curve(Figure& f, const RunView& v, const Curve& c, const std::string& label) const {
+    svg::Series raw = line(label, c.x, c.y, v.color);
+    raw.dash = v.dash;
+    if (!smoothed(c)) {
+      f.chart.series.push_back(std::move(raw));
+      return;
+    }
+    raw.opacity = 0.25;
+    raw.in_legend = false;
+    f.chart.series.push_back(std::move(raw));
+    svg::Series sm = line(label, c.x, ema(c.y, opt.smoothing, c.updated), v.color);
+    sm.dash = v.dash;
+    f.chart.series.push_back(std::move(sm));
+  }
+
+  std::string smoothing_text() const {
+    return fmt::format("EMA {} of the logged steps; raw faint", svg::compact_number(opt.smoothing));
+  }
+
   void loss() {
     Figure f;
     f.name = "loss";
     f.chart.title = "Loss over training";
     f.chart.x.label = xlabel();
     f.chart.y = axis("loss", true);
-    bool val = false, marked = false;
-    for (const auto& v : cx.runs) {
-      auto [x, y] = curve(*v.run, cx.xkey, metric::loss);
-      if (x.empty()) continue;
-      svg::Series s = line(v.label, x, y, v.color);
+    bool val = false, marked = false, smooth = false;
+    const ChartRuns cr = chart_runs(metric::loss);
+    for (std::size_t i = 0; i < cr.runs.size(); ++i) {
+      const RunView& v = *cr.runs[i];
+      const Curve& c = cr.curves[i];
+      smooth = smooth || smoothed(c);
+      add_training_curve(f, v, c, cr.labels[i]);
       if (failed_status(v.run->status)) {
-        std::size_t i = y.size();
-        while (i > 0 && !std::isfinite(y[i - 1])) --i;
-        const double last_x = number_or_nan(v.run->metrics.back(), cx.xkey.c_str());
-        const std::string what = fmt::format("{} at {} {}", v.run->status, xlabel(), value_text(last_x));
-        s.marks.push_back(i > 0 ? svg::Mark{x[i - 1], y[i - 1], what} : svg::Mark{last_x, kNaN, what});
+        // The cross at the step where the run stopped, at that step's loss (the top edge when it
+        // was not finite); the reason as its tooltip.
+        const RunEnd end = run_end(*v.run);
+        const double x = x_at_step(*v.run, cx.xkey, end.step);
+        double y = kNaN;
+        for (std::size_t k = 0; k < c.x.size(); ++k)
+          if (c.x[k] == x) y = c.y[k];
+        std::string what = fmt::format("{} at step {}", v.run->status, value_text(end.step));
+        std::string detail = end.detail;
+        for (const auto& sw : in.sweeps)
+          for (const auto& sr : sw.runs)
+            if (detail.empty() && sr.dir == v.run->dir) detail = sr.message;
+        if (!detail.empty()) what += ": " + detail;
+        f.chart.series.back().marks.push_back({x, y, what});
         marked = true;
       }
-      f.chart.series.push_back(std::move(s));
-      auto [vx, vy] = curve(*v.run, cx.xkey, metric::val_loss);
-      if (any_finite(vy)) {
-        svg::Series sv = line(v.label + " (validation)", vx, vy, v.color);
+      const Curve vc = curve(*v.run, cx.xkey, metric::val_loss);
+      if (any_finite(vc.y)) {
+        svg::Series sv = line(cr.labels[i] + " (validation)", vc.x, vc.y, v.color);
         sv.dashed = true;
         sv.in_legend = false;
         f.chart.series.push_back(std::move(sv));
         val = true;
       }
     }
-    f.chart.subtitle = std::string(val ? "solid: training loss, dashed: validation loss" : "training loss") +
-                       (marked ? "; \u00d7 last finite value of a diverged run" : "");
+    f.chart.subtitle = "solid: training loss" + (smooth ? " (" + smoothing_text() + ")" : std::string()) +
+                       (val ? "; dashed: validation loss" : "") +
+                       (marked ? "; \u00d7 where a diverged run stopped" : "");
     f.caption = "Training loss (loss = cross-entropy + z-loss) of every logged step of each run" +
-                std::string(val ? ", and the validation loss at each evaluation" : "") + ".";
+                std::string(smooth ? fmt::format(", smoothed by an exponential moving average (weight {}, "
+                                                 "bias-corrected; skipped steps left out; `normlab report "
+                                                 "--smoothing 0` turns it off)",
+                                                 svg::compact_number(opt.smoothing))
+                               : "") +
+                std::string(val ? ", and the validation loss (mean cross-entropy) at each evaluation" : "") +
+                ". Hover a \u00d7 for why the run stopped.";
+    if (!marked) f.caption.erase(f.caption.find(" Hover"));
     add(std::move(f), "no run has metrics with a loss");
   }
 
   void lr_figure(const std::string& name, const std::string& title, std::vector<LrGroup> groups,
-                 const std::string& source) {
+                 const std::string& source, const std::string& loss_name = "final val loss") {
     Figure f;
     f.name = name;
     f.chart.title = title;
     f.chart.x = axis("learning rate", true);
-    f.chart.y.label = "final loss";
+    f.chart.y.label = loss_name;
     double lo = INFINITY, hi = -INFINITY;
     bool sens = false;
     for (const auto& g : groups)
@@ -256,13 +394,17 @@ struct Builder {
       f.chart.series.push_back(std::move(s));
     }
     f.chart.subtitle = "one line per variant; \u00d7 at the top: a run that diverged or failed";
-    f.caption = "Final loss of each run against its peak learning rate (from " + source + ")." +
+    f.caption = "The " + loss_name +
+                (loss_name == "final val loss"
+                     ? " (mean validation cross-entropy over train.eval_batches batches at the end of the run)"
+                     : " (mean training loss over the last 20 updated steps; no run has a validation loss)") +
+                " of each run against its peak learning rate (from " + source + ")." +
                 (sens ? " The legend and the table give each variant's learning-rate sensitivity as the sweep "
-                        "computed it."
+                        "computed it from the final val loss."
                       : "");
-    f.table_html = "<table class=\"lr\"><thead><tr><th>variant</th><th>sensitivity</th><th>best final loss</th>"
-                   "<th>at lr</th><th>diverged/failed</th></tr></thead><tbody>\n" +
-                   rows + "</tbody></table>\n";
+    f.table_html = "<table class=\"lr\"><thead><tr><th>variant</th><th>sensitivity</th><th>best " + h(loss_name) +
+                   "</th><th>at lr</th><th>diverged/failed</th></tr></thead><tbody>\n" + rows +
+                   "</tbody></table>\n";
     bool any_failure = false;
     for (const auto& g : groups) any_failure = any_failure || !g.failures.empty();
     if (svg::drawable_points(f.chart) == 0 && any_failure) {
@@ -279,7 +421,7 @@ struct Builder {
       const SweepInput& sw = in.sweeps[si];
       const std::string suffix = in.sweeps.size() > 1 ? "_" + std::to_string(si + 1) : "";
       lr_figure("lr_sensitivity" + suffix,
-                "Final loss vs learning rate" + (in.sweeps.size() > 1 ? " \u2014 " + sw.name : ""),
+                "Final validation loss vs learning rate" + (in.sweeps.size() > 1 ? " \u2014 " + sw.name : ""),
                 sweep_lr_groups(sw), sw.name + "/sweep.json");
     }
     if (in.sweeps.empty()) lr_from_runs();
@@ -299,11 +441,24 @@ struct Builder {
                           "learning rates");
       return;
     }
-    const auto keys = label_keys(cx, "optim.lr");
+    // Final val loss; the train loss when no run has been evaluated.
+    bool any_val = false;
+    for (const RunView* v : runs) any_val = any_val || std::isfinite(run_end(*v->run).val_loss);
+    const auto final_of = [&](const RunInput& r) {
+      const RunEnd end = run_end(r);
+      if (any_val) return end.val_loss;
+      if (end.from_event) return end.train_loss;
+      const json* last = last_step_line(r);
+      return last ? number_or_nan(*last, metric::loss) : kNaN;
+    };
+    // One group per combination of everything but the learning rate that differs among these runs.
+    std::vector<std::map<std::string, json>> cfgs;
+    for (const RunView* v : runs) cfgs.push_back(v->cfg);
+    const std::vector<std::string> labels = distinguishing_labels(cfgs, cx.keys, "optim.lr");
     std::vector<LrGroup> groups;
-    for (const RunView* v : runs) {
-      std::string label = label_from(v->cfg, keys);
-      if (label.empty()) label = "all runs";
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      const RunView* v = runs[i];
+      const std::string label = labels[i].empty() ? "all runs" : labels[i];
       auto it = std::find_if(groups.begin(), groups.end(), [&](const LrGroup& g) { return g.label == label; });
       if (it == groups.end()) {
         groups.emplace_back();
@@ -311,25 +466,36 @@ struct Builder {
         it = groups.end() - 1;
       }
       const double lr = v->cfg.at("optim.lr").get<double>();
-      const double final_loss = number_or_nan(v->run->metrics.back(), metric::loss);
-      it->points.emplace_back(lr, failed_status(v->run->status) ? kNaN : final_loss);
+      it->points.emplace_back(lr, failed_status(v->run->status) ? kNaN : final_of(*v->run));
       if (failed_status(v->run->status)) it->failures.emplace_back(lr, v->run->status);
     }
-    lr_figure("lr_sensitivity", "Final loss vs learning rate", groups, "last logged loss of each run");
+    lr_figure("lr_sensitivity", any_val ? "Final validation loss vs learning rate" : "Final train loss vs learning rate",
+              groups, any_val ? "the last evaluation of each run" : "each run's train loss",
+              any_val ? "final val loss" : "final train loss");
   }
 
   // One line per run over training: a metric of every record that has it.
   void over_training(const std::string& name, const std::string& title, const char* key, const std::string& ylabel,
-                     bool log, const Reduce& reduce, const std::string& caption, const std::string& reason) {
+                     bool log, const Reduce& reduce, const std::string& caption, const std::string& reason,
+                     bool smooth = false) {
     Figure f;
     f.name = name;
     f.chart.title = title;
     f.chart.x.label = xlabel();
     f.chart.y = axis(ylabel, log);
-    for (const auto& v : cx.runs) {
-      auto [x, y] = curve(*v.run, cx.xkey, key, reduce);
-      if (any_finite(y)) f.chart.series.push_back(line(v.label, x, y, v.color));
+    const ChartRuns cr = chart_runs(key, reduce);
+    bool any_smoothed = false;
+    for (std::size_t i = 0; i < cr.runs.size(); ++i) {
+      if (smooth) {
+        add_training_curve(f, *cr.runs[i], cr.curves[i], cr.labels[i]);
+        any_smoothed = any_smoothed || smoothed(cr.curves[i]);
+      } else {
+        svg::Series s = line(cr.labels[i], cr.curves[i].x, cr.curves[i].y, cr.runs[i]->color);
+        s.dash = cr.runs[i]->dash;
+        f.chart.series.push_back(std::move(s));
+      }
     }
+    if (any_smoothed) f.chart.subtitle = smoothing_text();
     f.caption = caption;
     add(std::move(f), reason);
   }
@@ -343,10 +509,15 @@ struct Builder {
     f.chart.x = axis(xlabel_, false, true);
     f.chart.y = axis(ylabel, true);
     std::set<double> steps;
-    for (const auto& v : cx.runs) {
+    std::vector<const RunView*> runs;
+    for (const auto& v : cx.runs)
+      if (last_with_array(*v.run, key)) runs.push_back(&v);
+    const std::vector<std::string> labels = chart_labels(runs, cx.keys);
+    for (std::size_t ri = 0; ri < runs.size(); ++ri) {
+      const RunView& v = *runs[ri];
       const json* rec = last_with_array(*v.run, key);
-      if (!rec) continue;
-      svg::Series s = line(v.label, {}, array_values(rec->at(key)), v.color);
+      svg::Series s = line(labels[ri], {}, array_values(rec->at(key)), v.color);
+      s.dash = v.dash;
       for (std::size_t i = 0; i < s.y.size(); ++i) s.x.push_back(i * x_per_index);
       s.markers = s.y.size() <= 24;
       steps.insert(number_or_nan(*rec, metric::step));
@@ -409,8 +580,9 @@ struct Builder {
                   "Root mean square of the residual stream at each sublayer boundary (resid_rms) in the last "
                   "diagnostics record of each run.");
     over_training("grad_norm", "Gradient norm over training", metric::grad_norm, "global gradient norm", true, as_number,
-                  "Global L2 norm of the gradient before clipping, at each logged step.",
-                  "no run has metrics with grad_norm");
+                  "Global L2 norm of the gradient before clipping, at each logged step (smoothed like the "
+                  "loss).",
+                  "no run has metrics with grad_norm", true);
     over_training("attn_max_logit", "Max attention logit over training", metric::attn_max_logit,
                   "max attention logit (over layers)", true, finite_max,
                   "Largest pre-softmax attention logit over all layers and heads (max of attn_max_logit) at "
@@ -426,8 +598,8 @@ struct Builder {
 
 }  // namespace
 
-Figures build_figures(const ReportInputs& in, const Context& cx) {
-  Builder b{in, cx, {}, {}};
+Figures build_figures(const ReportInputs& in, const Context& cx, const ReportOptions& opt) {
+  Builder b{in, cx, opt, {}, {}};
   b.all();
   return {std::move(b.figures), std::move(b.not_shown)};
 }

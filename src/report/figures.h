@@ -2,6 +2,7 @@
 // share. The runs as the figures see them (label, color, config as "section.key" -> value), the
 // helpers that label them, and build_figures, which turns the inputs into report figures.
 #pragma once
+#include <limits>
 #include <map>
 #include <string>
 #include <string_view>
@@ -29,7 +30,7 @@ bool failed_status(const std::string& s);
 // One run as the figures see it: its label and color, and its config as "section.key" -> value.
 struct RunView {
   const RunInput* run = nullptr;
-  std::string label, color;
+  std::string label, color, dash;  // label: among all the report's runs; dash: svg::dash_pattern
   std::map<std::string, nlohmann::json> cfg;  // empty without a config
 };
 
@@ -42,12 +43,52 @@ struct Context {
 
 Context make_context(const ReportInputs& in);
 
-// "key=value, ..." of `keys` in `cfg`; short keys unless two share a short name.
+// One config value in a series label: the placement bare ("post"), any other key as its short
+// name and the value ("lr 3e-3"); the full key when `full_key` (two keys share a short name).
+std::string label_part(const std::string& key, const nlohmann::json& value, bool full_key = false);
+
+// The label parts of `keys` in `cfg`, joined by ", ": "post, lr 3e-3".
 std::string label_from(const std::map<std::string, nlohmann::json>& cfg,
                        const std::vector<std::string>& keys);
 
+// Labels for configs drawn together in one chart: each names the keys, among `keys` (in that order,
+// the placement first), that are worth naming and whose values differ among `cfgs` (a key some
+// configs lack counts as differing), except `except`. Empty where nothing differs.
+std::vector<std::string> distinguishing_labels(const std::vector<std::map<std::string, nlohmann::json>>& cfgs,
+                                               const std::vector<std::string>& keys,
+                                               const std::string& except = "");
+
+// Series labels for the runs of one chart, by what differs among these runs (not among all the
+// report's inputs): distinguishing_labels of their configs; a run's name where a run has no
+// config or nothing differs; "name (label)" where two labels would be equal.
+std::vector<std::string> chart_labels(const std::vector<const RunView*>& runs, const std::vector<std::string>& keys,
+                                      const std::string& except = "");
+
 // Label keys: the differing ones worth naming, placement first.
 std::vector<std::string> label_keys(const Context& cx, const std::string& except = "");
+
+// Exponential moving average of a training curve, bias-corrected as TensorBoard's smoothing:
+// m_i = beta m_(i-1) + (1 - beta) y_i, s_i = m_i / (1 - beta^n_i) with n_i the points averaged so
+// far. A non-finite y_i is not averaged and s_i is NaN there (the smoothed line breaks where the
+// raw one does); a point with use[i] false (a skipped step) is not averaged and s_i carries the
+// previous value. beta = 0 returns y.
+std::vector<double> ema(const std::vector<double>& y, double beta, const std::vector<bool>& use = {});
+
+bool is_event(const nlohmann::json& record);
+// The last step line (not an event line) of a run's metrics, or nullptr.
+const nlohmann::json* last_step_line(const RunInput& r);
+
+// How a run ended: from its last `end` event line (unless step lines follow it: a resumed process
+// that never ended), else (runs written before the end event) from its last step line.
+struct RunEnd {
+  double step = std::numeric_limits<double>::quiet_NaN();  // the step it reached
+  std::string reason;  // "done", "interrupted", "diverged", or empty (no end event)
+  std::string detail;  // the stop reason in words
+  double train_loss = std::numeric_limits<double>::quiet_NaN();  // mean over the last 20 updated steps
+  double val_loss = std::numeric_limits<double>::quiet_NaN();    // the last evaluation's
+  bool from_event = false;
+};
+RunEnd run_end(const RunInput& r);
 
 struct Figures {
   std::vector<Figure> figures;
@@ -55,6 +96,6 @@ struct Figures {
 };
 
 // Every figure the inputs have data for, in page order; the others listed as not shown.
-Figures build_figures(const ReportInputs& in, const Context& cx);
+Figures build_figures(const ReportInputs& in, const Context& cx, const ReportOptions& opt = {});
 
 }  // namespace normlab::report

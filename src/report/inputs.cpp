@@ -91,10 +91,20 @@ std::vector<json> read_metrics_lenient(const fs::path& dir, std::vector<std::str
   return records;
 }
 
-// done / diverged / incomplete from the last record and the configured number of steps.
+// The reason of the last end event (done, interrupted, diverged); for runs without one, diverged /
+// incomplete / done from the last step line and the configured number of steps.
 std::string derive_status(const RunInput& r) {
-  if (r.metrics.empty()) return "";
-  const json& last = r.metrics.back();
+  const json* last_step = nullptr;
+  for (auto it = r.metrics.rbegin(); it != r.metrics.rend(); ++it) {
+    const auto ev = it->find(metric::event);
+    if (ev == it->end()) {
+      if (!last_step) last_step = &*it;
+    } else if (*ev == "end" && it->contains(metric::reason) && (*it)[metric::reason].is_string()) {
+      return (*it)[metric::reason].get<std::string>();
+    }
+  }
+  if (!last_step) return "";
+  const json& last = *last_step;
   if (!std::isfinite(number_or_nan(last, metric::loss))) return "diverged";
   if (r.config && number_or_nan(last, metric::step) < r.config->train.steps) return "incomplete";
   return r.config ? "done" : "";
@@ -118,12 +128,7 @@ RunInput load_run(const fs::path& dir, std::string name, ReportInputs& in) {
     r.metrics = read_metrics_lenient(dir, in.notes);
   else
     in.notes.push_back(fmt::format("{} has no metrics.jsonl", r.dir));
-  // The trainer's end event says how the run ended; the figures read the step records.
-  const std::optional<RunEnd> end = run_end_of(r.metrics);
-  std::erase_if(r.metrics, [](const json& j) { return j.value(metric::event, "") == "end"; });
-  r.status = !end || !end->from_event      ? derive_status(r)
-             : end->reason == "interrupted" ? std::string("incomplete")
-                                            : end->reason;
+  r.status = derive_status(r);  // the end event's reason, else judged from the step lines
   return r;
 }
 

@@ -25,7 +25,7 @@ struct RunInput {
   std::string name;                       // directory name, or the sweep's name for the run
   std::optional<Config> config;           // from config.toml, when it parses
   std::vector<nlohmann::json> metrics;    // metrics.jsonl records, in order
-  std::string status;                     // done, diverged, failed, incomplete, or empty (unknown)
+  std::string status;                     // done, diverged, interrupted, failed, incomplete, or empty
   std::string sweep;                      // the sweep directory it belongs to, if any
 };
 

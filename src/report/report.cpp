@@ -53,6 +53,11 @@ std::string value_text(const json& v) {
 
 std::string short_key(const std::string& key) { return key.substr(key.find('.') + 1); }
 
+std::string label_part(const std::string& key, const json& value, bool full_key) {
+  if (key == "model.placement") return value_text(value);
+  return (full_key ? key : short_key(key)) + " " + value_text(value);
+}
+
 std::string label_from(const std::map<std::string, json>& cfg, const std::vector<std::string>& keys) {
   std::set<std::string> shorts;
   bool clash = false;
@@ -61,8 +66,49 @@ std::string label_from(const std::map<std::string, json>& cfg, const std::vector
   for (const auto& k : keys) {
     const auto it = cfg.find(k);
     if (it == cfg.end()) continue;
-    out += (out.empty() ? "" : ", ") + (clash ? k : short_key(k)) + "=" + value_text(it->second);
+    out += (out.empty() ? "" : ", ") + label_part(k, it->second, clash);
   }
+  return out;
+}
+
+std::vector<std::string> distinguishing_labels(const std::vector<std::map<std::string, json>>& cfgs,
+                                               const std::vector<std::string>& keys, const std::string& except) {
+  std::vector<std::string> differing;
+  for (const auto& k : keys) {
+    if (!label_worthy(k) || k == except) continue;
+    std::vector<json> seen;
+    bool missing = false;
+    for (const auto& c : cfgs) {
+      const auto it = c.find(k);
+      if (it == c.end())
+        missing = true;
+      else if (std::find(seen.begin(), seen.end(), it->second) == seen.end())
+        seen.push_back(it->second);
+    }
+    if (seen.size() + (missing && !seen.empty() ? 1 : 0) > 1) differing.push_back(k);
+  }
+  std::stable_partition(differing.begin(), differing.end(), [](const std::string& k) { return k == "model.placement"; });
+  std::vector<std::string> out;
+  for (const auto& c : cfgs) out.push_back(label_from(c, differing));
+  return out;
+}
+
+std::vector<std::string> chart_labels(const std::vector<const RunView*>& runs, const std::vector<std::string>& keys,
+                                      const std::string& except) {
+  std::vector<std::map<std::string, json>> cfgs;  // of the runs that have a config
+  for (const RunView* v : runs)
+    if (!v->cfg.empty()) cfgs.push_back(v->cfg);
+  const std::vector<std::string> labels = distinguishing_labels(cfgs, keys, except);
+  std::vector<std::string> out;
+  std::size_t next = 0;
+  for (const RunView* v : runs) {
+    const std::string l = v->cfg.empty() ? std::string() : labels[next++];
+    out.push_back(l.empty() ? v->run->name : l);
+  }
+  std::map<std::string, int> count;
+  for (const auto& l : out) ++count[l];
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    if (count[out[i]] > 1 && out[i] != runs[i]->run->name) out[i] = runs[i]->run->name + " (" + out[i] + ")";
   return out;
 }
 
@@ -82,6 +128,7 @@ Context make_context(const ReportInputs& in) {
     RunView v;
     v.run = &in.runs[i];
     v.color = svg::palette(i);
+    v.dash = svg::dash_pattern(i);
     if (v.run->config) {
       const json j = config_to_json(*v.run->config);
       for (const auto& k : cx.keys) {
@@ -101,14 +148,10 @@ Context make_context(const ReportInputs& in) {
     }
     if (seen.size() > 1) cx.differing.push_back(k);
   }
-  const auto lk = label_keys(cx);
-  std::map<std::string, int> count;
-  for (auto& v : cx.runs) {
-    v.label = v.cfg.empty() || lk.empty() ? v.run->name : label_from(v.cfg, lk);
-    ++count[v.label];
-  }
-  for (auto& v : cx.runs)
-    if (count[v.label] > 1 && v.label != v.run->name) v.label = v.run->name + " (" + v.label + ")";
+  std::vector<const RunView*> all;
+  for (const auto& v : cx.runs) all.push_back(&v);
+  const std::vector<std::string> labels = chart_labels(all, cx.keys);
+  for (std::size_t i = 0; i < cx.runs.size(); ++i) cx.runs[i].label = labels[i];
   for (const char* k : {"train.batch_size", "train.grad_accum", "model.seq_len"})
     if (std::find(cx.differing.begin(), cx.differing.end(), k) != cx.differing.end()) cx.xkey = metric::tokens;
   return cx;
@@ -119,12 +162,6 @@ bool failed_status(const std::string& s) { return s == "diverged" || s == "faile
 namespace {
 
 std::string number_cell(double v) { return std::isfinite(v) ? fmt::format("{:.4f}", v) : "\u2014"; }
-
-std::string last_number(const RunInput& r, const char* key) {
-  for (auto it = r.metrics.rbegin(); it != r.metrics.rend(); ++it)
-    if (it->contains(key)) return number_cell(number_or_nan(*it, key));
-  return "\u2014";
-}
 
 std::string runs_table(const Context& cx) {
   std::vector<std::string> cols;
@@ -138,20 +175,30 @@ std::string runs_table(const Context& cx) {
   bool any_cfg = false;
   for (const auto& v : cx.runs) any_cfg = any_cfg || !v.cfg.empty();
   if (!any_cfg) cols.clear();
-  std::string o = "<div class=\"scroll\"><table class=\"runs\"><thead><tr><th>run</th><th>status</th><th>steps</th>"
-                  "<th>final loss</th><th>final val loss</th>";
+  std::string o =
+      "<div class=\"scroll\"><table class=\"runs\"><thead><tr><th>run</th><th>status</th>"
+      "<th title=\"the step the run reached\">steps</th>"
+      "<th title=\"mean training loss (cross-entropy + z-loss) over the last 20 updated steps\">train loss</th>"
+      "<th title=\"mean validation cross-entropy at the last evaluation\">final val loss</th>";
   for (const auto& k : cols)
     o += fmt::format("<th{}>{}</th>", diff.contains(k) ? " class=\"diff\" title=\"differs between runs\"" : "", h(k));
   o += "</tr></thead><tbody>\n";
+  bool older = false;  // a run without an end event: its train loss is the last logged loss
   for (const auto& v : cx.runs) {
     const RunInput& r = *v.run;
-    const std::string steps = r.metrics.empty() ? "\u2014" : value_text(r.metrics.back().value(metric::step, json()));
+    const RunEnd end = run_end(r);
+    std::string train = number_cell(end.train_loss);
+    if (!end.from_event) {
+      const json* last = last_step_line(r);
+      train = last ? number_cell(number_or_nan(*last, metric::loss)) + "*" : "\u2014";
+      older = older || last;
+    }
     o += fmt::format(
-        "<tr><td title=\"{}\"><span class=\"sw\" style=\"background:{}\"></span>{}</td><td class=\"st {}\">{}</td>"
-        "<td>{}</td><td>{}</td><td>{}</td>",
-        h(r.dir), v.color, h(r.name), h(r.status), r.status.empty() ? "\u2014" : h(r.status), h(steps),
-        r.metrics.empty() ? "\u2014" : number_cell(number_or_nan(r.metrics.back(), metric::loss)),
-        last_number(r, metric::val_loss));
+        "<tr><td title=\"{}\"><span class=\"sw\" style=\"background:{}\"></span>{}</td>"
+        "<td class=\"st {}\"{}>{}</td><td>{}</td><td>{}</td><td>{}</td>",
+        h(r.dir), v.color, h(r.name), h(r.status), end.detail.empty() ? "" : " title=\"" + h(end.detail) + "\"",
+        r.status.empty() ? "\u2014" : h(r.status), std::isfinite(end.step) ? h(value_text(end.step)) : "\u2014",
+        train, number_cell(end.val_loss));
     for (const auto& k : cols) {
       const auto it = v.cfg.find(k);
       o += fmt::format("<td{}>{}</td>", diff.contains(k) ? " class=\"diff\"" : "",
@@ -160,6 +207,11 @@ std::string runs_table(const Context& cx) {
     o += "</tr>\n";
   }
   o += "</tbody></table></div>\n";
+  o += "<p class=\"note\">steps: the step the run reached. train loss: mean training loss (cross-entropy + "
+       "z-loss) over the last 20 updated steps, from the run's end event";
+  if (older) o += " (* a run without one: the loss of its last logged step)";
+  o += ". final val loss: mean validation cross-entropy over train.eval_batches batches at the run's last "
+       "evaluation.</p>\n";
   std::string full;
   for (const auto& v : cx.runs)
     if (v.run->config)
@@ -220,18 +272,20 @@ details.all { margin-top: 10px; }
 details.cfg { margin: 4px 0 4px 16px; }
 details pre { background: #fff; border: 1px solid #ddd; padding: 8px; font-size: 12px; overflow-x: auto; }
 ul.notes li { color: #555; }
+p.note { color: #555; font-size: 13px; margin: 4px 0 8px; }
 )";
 
 // Catches script errors from the start; the last script counts the charts that drew something
-// (a series path of non-zero length, or a dot) into data-charts, and the errors into data-errors,
-// so that a headless browser can check the page.
+// (a series path of non-zero length, or a dot) into data-charts, the charts whose legend repeats a
+// label into data-legend-repeats, the marks with a tooltip into data-marks, and the errors into
+// data-errors, so that a headless browser can check the page.
 constexpr const char* kHeadScript =
     "window.__normlabErrors = [];\n"
     "window.addEventListener('error', function (e) { window.__normlabErrors.push(String(e.message || e)); });\n";
 constexpr const char* kBodyScript = R"(
 (function () {
   function check() {
-    var n = 0;
+    var n = 0, repeats = 0, marks = 0;
     try {
       var charts = document.querySelectorAll('svg.chart');
       for (var i = 0; i < charts.length; i++) {
@@ -239,11 +293,20 @@ constexpr const char* kBodyScript = R"(
         var paths = charts[i].querySelectorAll('g.series path:not(.mark)');
         for (var j = 0; j < paths.length && !drawn; j++) drawn = paths[j].getTotalLength() > 0;
         if (drawn) n++;
+        var seen = {}, repeated = false, labels = charts[i].querySelectorAll('g.legend title');
+        for (var k = 0; k < labels.length; k++) {
+          repeated = repeated || seen[labels[k].textContent] === true;
+          seen[labels[k].textContent] = true;
+        }
+        if (repeated) repeats++;
+        marks += charts[i].querySelectorAll('path.mark > title').length;
       }
     } catch (e) {
       window.__normlabErrors.push(String(e));
     }
     document.body.dataset.charts = String(n);
+    document.body.dataset.legendRepeats = String(repeats);
+    document.body.dataset.marks = String(marks);
     document.body.dataset.errors = window.__normlabErrors.join('\n');
   }
   check();
@@ -253,9 +316,10 @@ constexpr const char* kBodyScript = R"(
 
 }  // namespace
 
-Report build_report(const ReportInputs& in, const std::string& title, const std::string& figures_link) {
+Report build_report(const ReportInputs& in, const std::string& title, const std::string& figures_link,
+                    const ReportOptions& opt) {
   const Context cx = make_context(in);
-  Figures figs = build_figures(in, cx);
+  Figures figs = build_figures(in, cx, opt);
   Report rep;
   rep.title = title;
   rep.figures = std::move(figs.figures);
@@ -291,7 +355,8 @@ Report build_report(const ReportInputs& in, const std::string& title, const std:
   if (!in.runs.empty()) {
     o += "<section id=\"runs\"><h2>Runs and configurations</h2>\n";
     if (!cx.differing.empty())
-      o += "<p>Highlighted columns differ between runs; series in the figures are labelled by them.</p>\n";
+      o += "<p>Highlighted columns differ between runs; each figure labels its series by those that differ "
+           "among its own runs.</p>\n";
     o += runs_table(cx) + "</section>\n";
   }
   o += fmt::format("</main>\n<script>{}</script>\n</body>\n</html>\n", kBodyScript);

@@ -31,6 +31,7 @@ struct Scale {
   double lo = 0, hi = 1;
   bool log = false;
   std::vector<double> ticks;
+  std::vector<double> minor, minor_labels;  // log axes: light grid lines, and the labelled ones
   double step = 1;  // linear tick step (for labels)
   double a = 0, b = 1;  // pixel range
 
@@ -62,6 +63,20 @@ Scale make_scale(const Axis& axis, std::vector<double> values) {
     s.ticks = log_ticks(lo, hi);
     if (!axis.ticks.empty()) s.ticks = axis.ticks;
     std::erase_if(s.ticks, [&](double t) { return !(t >= lo * (1 - 1e-9) && t <= hi * (1 + 1e-9)); });
+    s.minor = log_minor_ticks(lo, hi, s.ticks);
+    s.minor_labels = log_minor_labels(lo, hi, s.ticks);
+    if (!axis.ticks.empty() && s.minor_labels.empty()) {
+      // Explicit ticks that are not all decades (swept learning rates such as 1e-3, 0.3): label the
+      // decades between them too, where they do not crowd a tick.
+      const int e0 = static_cast<int>(std::ceil(std::log10(lo) - 1e-9));
+      const int e1 = static_cast<int>(std::floor(std::log10(hi) + 1e-9));
+      for (int e = e0; e <= e1; ++e) {
+        const double t = e >= 0 ? std::pow(10.0, e) : 1 / std::pow(10.0, -e);
+        if (std::none_of(s.ticks.begin(), s.ticks.end(),
+                         [&](double m) { return std::fabs(std::log10(m / t)) < 0.15; }))
+          s.minor_labels.push_back(t);
+      }
+    }
     return s;
   }
   if (hi - lo <= std::max(std::fabs(hi), std::fabs(lo)) * 1e-12) {
@@ -140,12 +155,16 @@ std::string escape(std::string_view text) {
 }
 
 std::string palette(std::size_t i) {
-  // Tableau 10, then darker shades of the same hues for reports with more than ten series.
-  static const char* const kColors[] = {"#4e79a7", "#e15759", "#59a14f", "#f28e2b", "#b07aa1",
-                                        "#76b7b2", "#edc948", "#9c755f", "#ff9da7", "#bab0ac",
-                                        "#1f4e79", "#8c1c13", "#2d6a2e", "#b35900", "#6b3d7a",
-                                        "#3a8c86", "#a68a00", "#5c3d2e", "#d6336c", "#555555"};
+  // Okabe & Ito, "Color Universal Design" (2008): blue, vermillion, bluish green, reddish purple,
+  // orange, sky blue, black, yellow (the yellow last: the faintest on white).
+  static const char* const kColors[] = {"#0072b2", "#d55e00", "#009e73", "#cc79a7",
+                                        "#e69f00", "#56b4e9", "#000000", "#f0e442"};
   return kColors[i % std::size(kColors)];
+}
+
+std::string dash_pattern(std::size_t i) {
+  static const char* const kDashes[] = {"", "8 3 2 3", "2 3"};
+  return kDashes[(i / 8) % std::size(kDashes)];
 }
 
 double nice_step(double lo, double hi, int target) {
@@ -217,6 +236,37 @@ std::vector<double> log_ticks(double lo, double hi) {
     }
   }
   if (out.empty()) out = {lo, hi};  // a sliver of a decade: label its ends
+  return out;
+}
+
+std::vector<double> log_minor_ticks(double lo, double hi, const std::vector<double>& major) {
+  std::vector<double> out;
+  if (!(lo > 0) || !std::isfinite(lo) || !std::isfinite(hi)) return out;
+  if (hi < lo) std::swap(lo, hi);
+  const double a = std::log10(lo), b = std::log10(hi);
+  if (b - a > 6) return out;
+  const auto near = [](double x, double y) { return std::fabs(x - y) <= 1e-9 * std::fabs(y); };
+  for (int e = static_cast<int>(std::floor(a)); e <= static_cast<int>(std::ceil(b)); ++e)
+    for (int m = 2; m <= 9; ++m) {
+      const double v = e >= 0 ? m * std::pow(10.0, e) : m / std::pow(10.0, -e);
+      if (v < lo * (1 - 1e-9) || v > hi * (1 + 1e-9)) continue;
+      if (std::none_of(major.begin(), major.end(), [&](double t) { return near(t, v); })) out.push_back(v);
+    }
+  return out;
+}
+
+std::vector<double> log_minor_labels(double lo, double hi, const std::vector<double>& major) {
+  std::vector<double> out;
+  if (!(lo > 0) || !std::isfinite(lo) || !std::isfinite(hi) || major.empty()) return out;
+  if (std::fabs(std::log10(hi) - std::log10(lo)) > 4) return out;
+  for (double t : major) {
+    const double e = std::log10(t);
+    if (std::fabs(e - std::round(e)) > 1e-9) return out;  // labels between decades already
+  }
+  for (double v : log_minor_ticks(lo, hi, major)) {
+    const double m = v / std::pow(10.0, std::floor(std::log10(v) + 1e-9));
+    if (std::fabs(m - 2) < 1e-6 || std::fabs(m - 5) < 1e-6) out.push_back(v);
+  }
   return out;
 }
 
@@ -292,6 +342,7 @@ Layout layout_chart(const LineChart& c) {
     }
   std::size_t ytick_chars = 1;
   for (double t : l.sy.ticks) ytick_chars = std::max(ytick_chars, l.sy.label(t).size());
+  for (double t : l.sy.minor_labels) ytick_chars = std::max(ytick_chars, l.sy.label(t).size());
   const double legend_w = l.legend.empty() ? 0 : 40 + legend_chars * kCharWidth;
   l.left = 30 + ytick_chars * kCharWidth + 8;
   l.top = c.subtitle.empty() ? 38 : 54;
@@ -331,7 +382,18 @@ std::string render_head(const LineChart& c, const Layout& l, bool standalone, st
 // Grid lines at the ticks and the plot frame.
 std::string render_grid(const Layout& l) {
   const double left = l.left, top = l.top, pw = l.pw, ph = l.ph;
-  std::string o = "<g class=\"grid\" stroke=\"#e6e6e6\" stroke-width=\"1\">\n";
+  std::string o;
+  if (!l.sx.minor.empty() || !l.sy.minor.empty()) {
+    o += "<g class=\"grid minor\" stroke=\"#f2f2f2\" stroke-width=\"1\">\n";
+    for (double t : l.sx.minor)
+      o += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\"/>\n", fixed(l.sx.px(t)), fixed(top),
+                       fixed(top + ph));
+    for (double t : l.sy.minor)
+      o += fmt::format("<line x1=\"{1}\" y1=\"{0}\" x2=\"{2}\" y2=\"{0}\"/>\n", fixed(l.sy.px(t)), fixed(left),
+                       fixed(left + pw));
+    o += "</g>\n";
+  }
+  o += "<g class=\"grid\" stroke=\"#e0e0e0\" stroke-width=\"1\">\n";
   for (double t : l.sx.ticks)
     o += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\"/>\n", fixed(l.sx.px(t)), fixed(top),
                      fixed(top + ph));
@@ -355,6 +417,9 @@ std::string render_axes(const LineChart& c, const Layout& l) {
     o += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", fixed(x), fixed(top + ph + 16),
                      escape(l.sx.label(t)));
   }
+  for (double t : l.sx.minor_labels)
+    o += fmt::format("<text class=\"minor\" x=\"{}\" y=\"{}\" font-size=\"9\" fill=\"#888\">{}</text>\n",
+                     fixed(l.sx.px(t)), fixed(top + ph + 15), escape(l.sx.label(t)));
   if (!c.x.label.empty())
     o += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"#222\">{}</text>\n", fixed(left + pw / 2),
                      fixed(top + ph + 36), escape(c.x.label + (c.x.log ? " (log scale)" : "")));
@@ -366,12 +431,23 @@ std::string render_axes(const LineChart& c, const Layout& l) {
     o += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", fixed(left - 7), fixed(y + 4),
                      escape(l.sy.label(t)));
   }
+  for (double t : l.sy.minor_labels)
+    o += fmt::format("<text class=\"minor\" x=\"{}\" y=\"{}\" font-size=\"9\" fill=\"#888\">{}</text>\n",
+                     fixed(left - 7), fixed(l.sy.px(t) + 3), escape(l.sy.label(t)));
   if (!c.y.label.empty())
     o += fmt::format(
         "<text transform=\"translate(14 {}) rotate(-90)\" text-anchor=\"middle\" fill=\"#222\">{}</text>\n",
         fixed(top + ph / 2), escape(c.y.label + (c.y.log ? " (log scale)" : "")));
   o += "</g>\n";
   return o;
+}
+
+// The series' stroke-dasharray: dashed for validation curves, else its own pattern, else (no color
+// of its own) the palette's pattern for its index.
+std::string stroke_dash(const Series& s, std::size_t si) {
+  if (s.dashed) return "6 4";
+  if (!s.dash.empty() || !s.color.empty()) return s.dash;
+  return dash_pattern(si);
 }
 
 // The series split into runs of drawable points, in pixels; a non-drawable point starts a new run.
@@ -411,6 +487,7 @@ std::string render_marks(const LineChart& c, const Layout& l, const Series& s,
 std::string render_series(const LineChart& c, const Layout& l, std::size_t si) {
   const Series& s = c.series[si];
   const std::string color = s.color.empty() ? palette(si) : s.color;
+  const std::string dash = stroke_dash(s, si);
   std::string o = fmt::format("<g class=\"series\" data-label=\"{}\">\n", escape(s.label));
   const auto pieces = pixel_pieces(c, l, s);
   std::string d;
@@ -426,14 +503,16 @@ std::string render_series(const LineChart& c, const Layout& l, std::size_t si) {
   if (!d.empty())
     o += fmt::format(
         "<path d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.8\" stroke-linejoin=\"round\" "
-        "stroke-linecap=\"round\"{}><title>{}</title></path>\n",
-        d, escape(color), s.dashed ? " stroke-dasharray=\"6 4\"" : "", escape(s.label));
+        "stroke-linecap=\"round\"{}{}><title>{}</title></path>\n",
+        d, escape(color), dash.empty() ? "" : fmt::format(" stroke-dasharray=\"{}\"", escape(dash)),
+        s.opacity < 1 ? fmt::format(" stroke-opacity=\"{}\"", fixed(s.opacity)) : "", escape(s.label));
   if (s.markers)
     for (const auto& p : pieces)
       for (const auto& q : p) dots.push_back(q);
   for (const auto& [x, y] : dots)
-    o += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"3\" fill=\"{}\"><title>{}</title></circle>\n", fixed(x),
-                     fixed(y), escape(color), escape(s.label));
+    o += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"3\" fill=\"{}\"{}><title>{}</title></circle>\n", fixed(x),
+                     fixed(y), escape(color),
+                     s.opacity < 1 ? fmt::format(" fill-opacity=\"{}\"", fixed(s.opacity)) : "", escape(s.label));
   o += render_marks(c, l, s, color);
   o += "</g>\n";
   return o;
@@ -465,10 +544,11 @@ std::string render_legend(const LineChart& c, const Layout& l) {
     const Series& s = *l.legend[i];
     const std::size_t si = static_cast<std::size_t>(&s - c.series.data());
     const std::string color = s.color.empty() ? palette(si) : s.color;
+    const std::string dash = stroke_dash(s, si);
     const double y = l.top + 10 + 17.0 * i;
     o += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"2.2\"{}/>",
                      fixed(lx), fixed(y), fixed(lx + 22), fixed(y), escape(color),
-                     s.dashed ? " stroke-dasharray=\"6 4\"" : "");
+                     dash.empty() ? "" : fmt::format(" stroke-dasharray=\"{}\"", escape(dash)));
     if (s.markers)
       o += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"3\" fill=\"{}\"/>", fixed(lx + 11), fixed(y), escape(color));
     o += fmt::format("<text x=\"{}\" y=\"{}\"><title>{}</title>{}</text>\n", fixed(lx + 28), fixed(y + 4),

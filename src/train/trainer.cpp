@@ -47,6 +47,10 @@ struct Trainer::Impl {
   std::string last_rollback_ckpt;  // the checkpoint of the last rollback, and how many in a row
   int rollbacks_to_ckpt = 0;       // went back to it
   std::optional<RunEnd> previous_end;  // a resumed run's last end event (rank 0)
+  // The run's clock: seconds of earlier processes of this run (from the checkpoint) plus this
+  // process's since it was ready to train. Written as time_s and saved in state.extra["time_s"].
+  double time_before_s = 0;
+  std::chrono::steady_clock::time_point clock_start;
 
   Impl(Communicator& cm, const Config& c, const std::string& dir, bool resume,
        const ResumeOptions& from)
@@ -81,6 +85,7 @@ struct Trainer::Impl {
                                        cfg.train.steps, state.step, resume_ckpt)});
       sampler.restore({state.sampler_rng, static_cast<std::uint64_t>(state.sampler_draws)});
       guard.from_json(state.extra.value("guard", nlohmann::json::object()));
+      time_before_s = state.extra.value(metric::time_s, 0.0);
       if (comm.is_root()) {
         // An older checkpoint rewinds the run: its later checkpoints go, and MetricsWriter drops
         // the records after its step. The config (changed or not) becomes the run's config.toml.
@@ -105,6 +110,11 @@ struct Trainer::Impl {
       }
     }
     comm.barrier();
+    clock_start = std::chrono::steady_clock::now();
+  }
+
+  double time_s(std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now()) const {
+    return time_before_s + std::chrono::duration<double>(now - clock_start).count();
   }
 
   // The checkpoint folder `from` names (it must be one of run_dir's), or the latest.
@@ -139,6 +149,7 @@ struct Trainer::Impl {
     state.sampler_rng = s.rng_state;
     state.sampler_draws = static_cast<long>(s.batches_drawn);
     state.extra["guard"] = guard.to_json();
+    state.extra[metric::time_s] = time_s();
     if (comm.is_root()) save_checkpoint(run_dir, cfg, model, opt, state, cfg.train.keep_checkpoints);
     comm.barrier();  // nobody reads a checkpoint before it is complete
   }
@@ -266,6 +277,7 @@ struct Trainer::Impl {
     const double dt = std::chrono::duration<double>(now - w.start).count();
     r.tokens_per_s = dt > 0 ? w.tokens / dt : 0;
     r.elapsed_s = std::chrono::duration<double>(now - t_start).count();
+    r.time_s = time_s(now);
     if (comm.world() > 1) r.comm_ms_per_step = 1e3 * w.comm_s / std::max(1, w.steps);
     write_metrics(to_json(r));
     if (hooks.on_log && comm.is_root()) hooks.on_log(r);

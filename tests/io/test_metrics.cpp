@@ -1,12 +1,18 @@
-// The metrics schema: every field a run writes is listed (and explained) in metric_fields(), a
-// step record survives to_json / step_record_from_json, and non-finite values are written as null.
+// The metrics schema: every field a run writes is listed (and explained) in metric_fields() and
+// in docs/metrics.md, a step record survives to_json / step_record_from_json, non-finite values
+// are written as null, metrics.csv has its documented columns, and time_s runs on across resumes.
 #include <gtest/gtest.h>
 
+#include <cctype>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "fixtures.h"
 #include "io/metrics.h"
@@ -28,6 +34,44 @@ std::set<std::string> documented() {
   return keys;
 }
 
+const fs::path kDoc = fs::path(NORMLAB_SOURCE_DIR) / "docs" / "metrics.md";
+
+// The keys of the tables in docs/metrics.md's "## metrics.jsonl" section: the first cell of each
+// table row, "| `key` | ...".
+std::set<std::string> documented_in_doc() {
+  std::ifstream in(kDoc);
+  EXPECT_TRUE(in) << "cannot read " << kDoc;
+  std::set<std::string> keys;
+  std::string line;
+  bool in_section = false;
+  while (std::getline(in, line)) {
+    if (line.starts_with("## ")) in_section = line == "## metrics.jsonl";
+    if (!in_section || !line.starts_with("| `")) continue;
+    const std::size_t end = line.find('`', 3);
+    if (end == std::string::npos) continue;
+    EXPECT_TRUE(keys.insert(line.substr(3, end - 3)).second) << "documented twice: " << line;
+  }
+  return keys;
+}
+
+// The cells of one CSV line.
+std::vector<std::string> cells(const std::string& line) {
+  std::vector<std::string> out;
+  std::stringstream ss(line);
+  std::string cell;
+  while (std::getline(ss, cell, ',')) out.push_back(cell);
+  if (!line.empty() && line.back() == ',') out.emplace_back();
+  return out;
+}
+
+std::vector<std::string> lines_of(const fs::path& path) {
+  std::ifstream in(path);
+  std::vector<std::string> out;
+  std::string line;
+  while (std::getline(in, line)) out.push_back(line);
+  return out;
+}
+
 TEST(Metrics, EveryKeyARunWritesIsDocumented) {
   Config c = test::tiny_run(6);
   c.train.threads = 1;
@@ -47,17 +91,109 @@ TEST(Metrics, EveryKeyARunWritesIsDocumented) {
     if (step == 3 && !injected) loss = 1e6, injected = true;
   };
   Trainer(c, dir.string(), false).run(h);
+  std::vector<nlohmann::json> records = read_metrics(dir.string());
+  // And a run without spikes, whose diagnostics steps update (update_ratio).
+  c.train.spike_policy = Config{}.train.spike_policy;
+  c.train.spike_threshold = Config{}.train.spike_threshold;
+  fs::remove_all(dir);
+  Trainer(c, dir.string(), false).run({});
+  for (auto& rec : read_metrics(dir.string())) records.push_back(std::move(rec));
   const std::set<std::string> keys = documented();
-  bool saw_diag = false, saw_event = false, saw_end = false;
-  for (const auto& rec : read_metrics(dir.string())) {
-    for (const auto& [k, v] : rec.items()) EXPECT_TRUE(keys.contains(k)) << "undocumented key " << k;
+  const std::set<std::string> doc = documented_in_doc();
+  bool saw_diag = false, saw_event = false, saw_update_ratio = false, saw_val = false, saw_end = false;
+  for (const auto& rec : records) {
+    for (const auto& [k, v] : rec.items()) {
+      EXPECT_TRUE(keys.contains(k)) << "key " << k << " is not in metric_fields()";
+      EXPECT_TRUE(doc.contains(k)) << "key " << k << " is not documented in " << kDoc;
+    }
     saw_diag |= rec.contains(metric::attn_max_logit_head);
-    saw_event |= rec.value(metric::event, "") == "rollback";
+    saw_update_ratio |= rec.contains(metric::update_ratio);
+    saw_val |= rec.contains(metric::val_loss);
+    saw_event |= rec.contains(metric::event);
     saw_end |= rec.value(metric::event, "") == "end";
   }
   EXPECT_TRUE(saw_diag);
+  EXPECT_TRUE(saw_update_ratio);
+  EXPECT_TRUE(saw_val);
   EXPECT_TRUE(saw_event);
   EXPECT_TRUE(saw_end);
+  // The doc and the schema list the same keys.
+  for (const auto& k : doc) EXPECT_TRUE(keys.contains(k)) << kDoc << " documents " << k << ", not in metric_fields()";
+  for (const auto& k : keys) EXPECT_TRUE(doc.contains(k)) << k << " is not documented in " << kDoc;
+  fs::remove_all(dir);
+}
+
+TEST(Metrics, CsvColumnsAreDocumentedAndStable) {
+  const char* const* cols = MetricsWriter::csv_columns();
+  std::vector<std::string> names;
+  for (int i = 0; cols[i]; ++i) names.emplace_back(cols[i]);
+  // The first nine are the original columns, in their order; new ones are appended.
+  EXPECT_EQ(names, (std::vector<std::string>{"step", "tokens", "loss", "ce", "z_loss", "lr", "grad_norm",
+                                             "tokens_per_s", "val_loss", "log_z_mean", "time_s"}));
+  // docs/metrics.md lists them in the same order: "| 1 | `step` |".
+  std::vector<std::string> doc;
+  for (const auto& line : lines_of(kDoc))
+    if (line.starts_with("| ") && line.size() > 2 && std::isdigit(static_cast<unsigned char>(line[2]))) {
+      const std::size_t a = line.find('`'), b = line.find('`', a + 1);
+      ASSERT_NE(b, std::string::npos) << line;
+      doc.push_back(line.substr(a + 1, b - a - 1));
+    }
+  EXPECT_EQ(doc, names);
+
+  Config c = test::tiny_run(4);
+  c.train.threads = 1;
+  c.train.eval_interval = 2;
+  c.train.eval_batches = 1;
+  const fs::path dir = test::temp_dir("metrics_csv");
+  Trainer(c, dir.string(), false).run({});
+  const auto csv = lines_of(dir / "metrics.csv");
+  std::vector<nlohmann::json> jsonl;  // the step lines (event lines have no row)
+  for (auto& rec : read_metrics(dir.string()))
+    if (!rec.contains(metric::event)) jsonl.push_back(std::move(rec));
+  ASSERT_EQ(csv.size(), 1 + jsonl.size());  // a header, then one row per step line
+  EXPECT_EQ(cells(csv[0]), names);
+  for (std::size_t i = 0; i < jsonl.size(); ++i) {
+    const auto row = cells(csv[i + 1]);
+    ASSERT_EQ(row.size(), names.size()) << csv[i + 1];
+    EXPECT_EQ(std::stol(row[0]), jsonl[i].at(metric::step).get<long>());
+    EXPECT_DOUBLE_EQ(std::stod(row[9]), jsonl[i].at(metric::log_z_mean).get<double>());
+    EXPECT_DOUBLE_EQ(std::stod(row[10]), jsonl[i].at(metric::time_s).get<double>());
+    EXPECT_EQ(row[8].empty(), !jsonl[i].contains(metric::val_loss)) << csv[i + 1];
+  }
+  fs::remove_all(dir);
+}
+
+TEST(Metrics, TimeRunsOnAcrossResume) {
+  Config c = test::tiny_run(4);
+  c.train.threads = 1;
+  const fs::path dir = test::temp_dir("metrics_time");
+  // The first process takes at least 0.3 s for its two steps, then stops (and checkpoints) after
+  // step 2.
+  TrainHooks first;
+  first.inject = [](long, std::span<float>, double&) { std::this_thread::sleep_for(std::chrono::milliseconds(150)); };
+  long steps_done = 0;
+  first.on_log = [&](const StepRecord& r) { steps_done = r.step; };
+  first.stop_requested = [&] { return steps_done >= 2; };
+  Trainer(c, dir.string(), false).run(first);
+  std::vector<nlohmann::json> before;  // the step lines
+  for (auto& rec : read_metrics(dir.string()))
+    if (!rec.contains(metric::event)) before.push_back(std::move(rec));
+  ASSERT_EQ(before.size(), 2u);
+  const double t2 = before[1].at(metric::time_s).get<double>();
+  EXPECT_GE(t2, 0.3);
+  EXPECT_GT(t2, before[0].at(metric::time_s).get<double>());
+  Trainer(c, dir.string(), true).run({});  // fast steps: without the saved time, time_s < 0.3
+  double prev = 0;
+  std::vector<long> steps;
+  for (const auto& rec : read_metrics(dir.string())) {
+    if (rec.contains(metric::event)) continue;
+    const double t = rec.at(metric::time_s).get<double>();
+    EXPECT_GT(t, prev) << "time_s goes back at step " << rec.at(metric::step);
+    prev = t;
+    steps.push_back(rec.at(metric::step).get<long>());
+  }
+  EXPECT_EQ(steps, (std::vector<long>{1, 2, 3, 4}));
+  EXPECT_GE(prev, t2);
   fs::remove_all(dir);
 }
 

@@ -20,8 +20,9 @@ def normlab(*args, check=None):
     return run_normlab(*args, check=check, timeout=60)
 
 
-def write_run(d, placement, lr, steps=100, diag=True, diverge_at=None, scale=1.0):
-    """A run directory: config.toml and metrics.jsonl as `normlab train` writes them."""
+def write_run(d, placement, lr, steps=100, diag=True, diverge_at=None, scale=1.0, end_event=False):
+    """A run directory: config.toml and metrics.jsonl as `normlab train` writes them (with
+    `end_event`, ending with the end event line; a diverged run then stops at diverge_at)."""
     d.mkdir(parents=True)
     (d / "config.toml").write_text(
         f'[model]\nplacement = "{placement}"\nn_layer = {L}\nd_model = 32\nn_head = 2\n'
@@ -54,6 +55,15 @@ def write_run(d, placement, lr, steps=100, diag=True, diverge_at=None, scale=1.0
             if loss is None:
                 rec["attn_max_logit"] = [None] * L
         lines.append(json.dumps(rec))
+        if end_event and diverge_at is not None and step >= diverge_at:
+            break
+    if end_event:
+        diverged = diverge_at is not None
+        lines.append(json.dumps({
+            "event": "end", "step": diverge_at if diverged else steps, "reason": "diverged" if diverged else "done",
+            "detail": f"diverged: smoothed loss above the initial loss since step {diverge_at - 20}" if diverged else "",
+            "train_loss": 2.2, "train_loss_steps": 20, "val_loss": None if diverged else 2.3, "tokens_per_s": 1e5,
+            "wall_s": 3.0}))
     (d / "metrics.jsonl").write_text("\n".join(lines) + "\n")
 
 
@@ -105,7 +115,7 @@ def report(tmp_path_factory):
     root = tmp_path_factory.mktemp("report")
     runs = []
     for placement, lr, div in [("post", 3e-3, 80), ("pre", 3e-3, None), ("peri", 3e-3, None)]:
-        write_run(root / "runs" / placement, placement, lr, diverge_at=div)
+        write_run(root / "runs" / placement, placement, lr, diverge_at=div, end_event=True)
         runs.append(root / "runs" / placement)
     write_sweep(root / "sweep")
     write_gradflow(root / "gradflow")
@@ -121,8 +131,13 @@ def test_page_is_self_contained(report):
     assert not re.search(r"https?:", html, re.I), "the page must not reference the network"
     assert "<svg" in html and "<script src" not in html and "<link" not in html and "@import" not in html
     assert "Norms &amp; &lt;friends&gt;" in html  # the title is escaped
-    # Series are labelled by what differs between the runs' configs.
-    assert "placement=peri, lr=3e-3" in html
+    # Series are labelled by what differs among the runs of each chart, short.
+    assert "peri, lr 3e-3" in html and "placement=" not in html
+    # The diverged run is marked where it stopped, with the reason as the tooltip.
+    assert "diverged at step 80: diverged: smoothed loss above the initial loss since step 60</title>" in html
+    # Smoothed training curves over faint raw ones; minor ticks on log axes; which loss is which.
+    assert "EMA 0.9" in html and 'stroke-opacity="0.25"' in html and 'class="grid minor"' in html
+    assert "final val loss" in html and "train loss" in html
     # The sweep's sensitivity is in the legend and its diverged run is marked.
     assert "sensitivity 0.42" in html and 'class="mark"' in html
     assert "<details" in html and 'class="diff"' in html
@@ -180,6 +195,11 @@ def test_renders_in_headless_chromium(report, tmp_path):
     errors = re.search(r'data-errors="([^"]*)"', body.group(1))
     assert charts and errors is not None, body.group(0)
     assert int(charts.group(1)) >= 8, body.group(0)
+    # In the browser: no chart's legend repeats a label, and the diverged runs' marks carry tooltips
+    # (the lone post run, the sweep's diverged run and its failed one).
+    assert re.search(r'data-legend-repeats="0"', body.group(1)), body.group(0)
+    marks = re.search(r'data-marks="(\d+)"', body.group(1))
+    assert marks and int(marks.group(1)) >= 3, body.group(0)
     assert errors.group(1) == "", errors.group(1)
     console = [l for l in p.stderr.splitlines() if "CONSOLE" in l and "Uncaught" in l]
     assert not console, console

@@ -1,27 +1,36 @@
-// The report builder on in-memory inputs: series labelled by what differs between configs,
-// figures left out (and said so) when no input has their data, diverged runs marked.
+// The report builder on in-memory inputs: series labelled by what differs among the runs of each
+// chart, figures left out (and said so) when no input has their data, diverged runs marked where
+// they stopped with the reason, smoothed training curves, the runs table's steps and losses.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <map>
+#include <set>
 
 #include "normlab/config_file.h"
 #include "normlab/errors.h"
+#include "report/figures.h"
 #include "report/report.h"
 
 namespace normlab::report {
 namespace {
 
-RunInput run(const std::string& name, const std::string& placement, double lr, bool diag, bool diverge = false) {
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+RunInput run(const std::string& name, const std::string& placement, double lr, bool diag, bool diverge = false,
+             int last_step = 50) {
   RunInput r;
   r.name = name;
   r.dir = "runs/" + name;
   r.config = parse_config("", "test", {"model.placement=" + placement, fmt::format("optim.lr={}", lr),
                                        "model.n_layer=2"});
-  for (int step = 10; step <= 50; step += 10) {
+  for (int step = 10; step <= last_step; step += 10) {
     nlohmann::json rec = {{"step", step}, {"tokens", step * 100}, {"loss", 5.0 - step / 20.0}, {"lr", lr},
                           {"grad_norm", 1.0}, {"log_z_mean", 4.0}};
-    if (diverge && step == 50) rec["loss"] = nullptr;
+    if (diverge && step == last_step) rec["loss"] = nullptr;
     if (diag) {
       rec["grad_norm_block"] = {0.1, 0.2};
       rec["resid_rms"] = {1.0, 1.5, 2.0, 2.5, 3.0};
@@ -46,16 +55,22 @@ TEST(Report, LabelsFromConfigDifferences) {
   const Figure* loss = find(rep, "loss");
   ASSERT_NE(loss, nullptr);
   ASSERT_EQ(loss->chart.series.size(), 3u);
-  EXPECT_EQ(loss->chart.series[0].label, "placement=post, lr=1e-3");
-  EXPECT_EQ(loss->chart.series[1].label, "placement=peri, lr=3e-3");
-  ASSERT_EQ(loss->chart.series[2].marks.size(), 1u);  // the diverged run
-  EXPECT_DOUBLE_EQ(loss->chart.series[2].marks[0].x, 40);
+  EXPECT_EQ(loss->chart.series[0].label, "post, lr 1e-3");
+  EXPECT_EQ(loss->chart.series[1].label, "peri, lr 3e-3");
+  // The diverged run (no end event: an older run) is marked at its last step line, at the top edge
+  // since its loss there is not finite.
+  ASSERT_EQ(loss->chart.series[2].marks.size(), 1u);
+  EXPECT_DOUBLE_EQ(loss->chart.series[2].marks[0].x, 50);
+  EXPECT_TRUE(std::isnan(loss->chart.series[2].marks[0].y));
   for (const char* name : {"grad_norm_layers_runs", "resid_rms_runs", "attn_max_logit", "log_z", "grad_norm"})
     EXPECT_NE(find(rep, name), nullptr) << name;
   // Lone runs with different learning rates make a learning-rate figure of their own.
   const Figure* lr = find(rep, "lr_sensitivity");
   ASSERT_NE(lr, nullptr);
-  EXPECT_EQ(lr->chart.series.size(), 2u);  // placement=post, placement=peri
+  ASSERT_EQ(lr->chart.series.size(), 2u);  // post, peri: the learning rate is the x axis
+  EXPECT_EQ(lr->chart.series[0].label, "post");
+  EXPECT_EQ(lr->chart.series[1].label, "peri");
+  EXPECT_EQ(lr->chart.y.label, "final train loss");  // no run was evaluated
   // resid_rms has 2L+1 values at depths 0, 0.5, ..., L.
   EXPECT_EQ(find(rep, "resid_rms_runs")->chart.series[0].x, (std::vector<double>{0, 0.5, 1, 1.5, 2}));
   EXPECT_NE(rep.html.find("<details"), std::string::npos);
@@ -82,6 +97,152 @@ TEST(Report, MissingDataIsSaidNotDrawn) {
   EXPECT_NE(none.html.find("No input holds data"), std::string::npos);
 }
 
+std::vector<std::string> legend(const Figure& f) {
+  std::vector<std::string> out;
+  for (const auto& s : f.chart.series)
+    if (s.in_legend) out.push_back(s.label);
+  return out;
+}
+
+TEST(Report, LabelsDifferWithinEachChart) {
+  // A placement x learning-rate sweep: four runs; only the two post-norm runs have diagnostics.
+  ReportInputs in;
+  in.runs = {run("post_a", "post", 1e-3, true), run("post_b", "post", 1e-2, true),
+             run("pre_a", "pre", 1e-3, false), run("pre_b", "pre", 1e-2, false)};
+  const Report rep = build_report(in, "T", "f");
+  // The loss chart holds all four: placement and learning rate, short, all distinct.
+  EXPECT_EQ(legend(*find(rep, "loss")),
+            (std::vector<std::string>{"post, lr 1e-3", "post, lr 0.01", "pre, lr 1e-3", "pre, lr 0.01"}));
+  // The diagnostics charts hold the post-norm runs only: within them only the learning rate differs.
+  for (const char* name : {"grad_norm_layers_runs", "resid_rms_runs", "attn_max_logit"}) {
+    const Figure* f = find(rep, name);
+    ASSERT_NE(f, nullptr) << name;
+    EXPECT_EQ(legend(*f), (std::vector<std::string>{"lr 1e-3", "lr 0.01"})) << name;
+  }
+  // The learning-rate chart: one line per placement.
+  EXPECT_EQ(legend(*find(rep, "lr_sensitivity")), (std::vector<std::string>{"post", "pre"}));
+  // Every chart's labels are distinct.
+  for (const auto& f : rep.figures) {
+    const auto l = legend(f);
+    EXPECT_EQ(std::set<std::string>(l.begin(), l.end()).size(), l.size()) << f.name;
+  }
+}
+
+TEST(Report, DistinguishingLabels) {
+  using Cfg = std::map<std::string, nlohmann::json>;
+  const std::vector<std::string> keys = {"optim.lr", "model.placement", "model.n_layer", "train.threads"};
+  // The placement first, bare; other keys short with their value; noise keys (threads) never.
+  EXPECT_EQ(distinguishing_labels({Cfg{{"model.placement", "post"}, {"optim.lr", 3e-3}, {"train.threads", 1}},
+                                   Cfg{{"model.placement", "pre"}, {"optim.lr", 1e-3}, {"train.threads", 2}}},
+                                  keys),
+            (std::vector<std::string>{"post, lr 3e-3", "pre, lr 1e-3"}));
+  // What all share is left out; `except` too.
+  EXPECT_EQ(distinguishing_labels({Cfg{{"model.placement", "post"}, {"model.n_layer", 4}, {"optim.lr", 3e-3}},
+                                   Cfg{{"model.placement", "post"}, {"model.n_layer", 8}, {"optim.lr", 1e-3}}},
+                                  keys, "optim.lr"),
+            (std::vector<std::string>{"n_layer 4", "n_layer 8"}));
+  // Nothing differs: empty labels (the caller names the runs).
+  EXPECT_EQ(distinguishing_labels({Cfg{{"optim.lr", 3e-3}}, Cfg{{"optim.lr", 3e-3}}}, keys),
+            (std::vector<std::string>{"", ""}));
+  // Two keys with one short name keep their sections.
+  EXPECT_EQ(distinguishing_labels({Cfg{{"data.seed", 1}, {"train.seed", 1}}, Cfg{{"data.seed", 2}, {"train.seed", 3}}},
+                                  {"data.seed", "train.seed"}),
+            (std::vector<std::string>{"data.seed 1, train.seed 1", "data.seed 2, train.seed 3"}));
+  EXPECT_EQ(label_part("model.placement", "peri"), "peri");
+  EXPECT_EQ(label_part("optim.lr", 0.003), "lr 3e-3");
+}
+
+TEST(Report, EmaSmoothsSkipsAndKeepsGaps) {
+  // Bias-corrected: a constant stays constant from the first point.
+  EXPECT_EQ(ema({2, 2, 2}, 0.9), (std::vector<double>{2, 2, 2}));
+  // s_2 = (0.1 * 0.9 * 1 + 0.1 * 3) / (1 - 0.81) = 0.39 / 0.19.
+  const auto s = ema({1, 3}, 0.9);
+  EXPECT_DOUBLE_EQ(s[0], 1);
+  EXPECT_NEAR(s[1], 0.39 / 0.19, 1e-12);
+  // A NaN stays a gap and is not averaged; a skipped step carries the previous value.
+  const auto g = ema({1, kNaN, 1, 100, 1}, 0.5, {true, true, true, false, true});
+  EXPECT_DOUBLE_EQ(g[0], 1);
+  EXPECT_TRUE(std::isnan(g[1]));
+  EXPECT_DOUBLE_EQ(g[2], 1);
+  EXPECT_DOUBLE_EQ(g[3], 1);
+  EXPECT_DOUBLE_EQ(g[4], 1);
+  EXPECT_EQ(ema({1, 5, 2}, 0), (std::vector<double>{1, 5, 2}));  // off
+  // A smoothed line lags a step change: half-way after 0.9^n = 0.5, n ~ 6.6 points (plus the bias).
+  std::vector<double> step(40, 1.0);
+  for (std::size_t i = 20; i < 40; ++i) step[i] = 3;
+  const auto st = ema(step, 0.9);
+  EXPECT_LT(st[21], 2);
+  EXPECT_GT(st[39], 2.78);  // 3 - 2 (0.9^20 - 0.9^40) / (1 - 0.9^40) = 2.783
+  EXPECT_LT(st[39], 2.79);
+}
+
+TEST(Report, TrainingCurvesAreSmoothedOverTheRaw) {
+  ReportInputs in;
+  in.runs = {run("long", "pre", 1e-3, false, false, 300)};  // 30 logged points
+  const Report rep = build_report(in, "T", "f");
+  const Figure* f = find(rep, "loss");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(f->chart.series.size(), 2u);  // raw (faint, no legend), smoothed (solid, labelled)
+  EXPECT_LT(f->chart.series[0].opacity, 1);
+  EXPECT_FALSE(f->chart.series[0].in_legend);
+  EXPECT_EQ(f->chart.series[1].opacity, 1);
+  EXPECT_TRUE(f->chart.series[1].in_legend);
+  EXPECT_EQ(f->chart.series[1].y, ema(f->chart.series[0].y, 0.9));
+  EXPECT_NE(f->chart.subtitle.find("EMA 0.9"), std::string::npos);
+  // --smoothing 0: the raw curve only.
+  ReportOptions off;
+  off.smoothing = 0;
+  const Report raw_only = build_report(in, "T", "f", off);
+  const Figure* r = find(raw_only, "loss");
+  ASSERT_NE(r, nullptr);
+  ASSERT_EQ(r->chart.series.size(), 1u);
+  EXPECT_EQ(r->chart.series[0].opacity, 1);
+  EXPECT_EQ(r->chart.subtitle.find("EMA"), std::string::npos);
+}
+
+TEST(Report, DivergedRunMarkedWhereItStoppedWithTheReason) {
+  ReportInputs in;
+  // Logged every 10 steps up to 40; the trainer stopped it at step 43 (its step line, then the end
+  // event), a rollback event on the way.
+  RunInput r = run("boom", "post", 1e-2, false, false, 40);
+  r.metrics.push_back({{"step", 35}, {"event", "rollback"}, {"loss", 1e9}, {"to_step", 30}});
+  r.metrics.push_back({{"step", 43}, {"tokens", 4300}, {"loss", 9.5}, {"lr", 1e-2}, {"grad_norm", 50.0}});
+  r.metrics.push_back({{"event", "end"}, {"step", 43}, {"reason", "diverged"},
+                       {"detail", "diverged: smoothed loss above the initial loss for 50 steps"},
+                       {"train_loss", 7.25}, {"train_loss_steps", 20}, {"val_loss", nullptr}, {"tokens_per_s", 1.0},
+                       {"wall_s", 2.0}});
+  r.status = "";
+  in.runs = {r, run("ok", "pre", 1e-2, false, false, 100)};
+  // The status comes from the end event once loaded; here as load_inputs would set it.
+  in.runs[0].status = "diverged";
+  const Report rep = build_report(in, "T", "f");
+  const Figure* f = find(rep, "loss");
+  ASSERT_NE(f, nullptr);
+  const svg::Series* boom = nullptr;
+  for (const auto& s : f->chart.series)
+    if (!s.marks.empty()) boom = &s;
+  ASSERT_NE(boom, nullptr);
+  ASSERT_EQ(boom->marks.size(), 1u);
+  EXPECT_DOUBLE_EQ(boom->marks[0].x, 43);
+  EXPECT_DOUBLE_EQ(boom->marks[0].y, 9.5);
+  EXPECT_NE(boom->marks[0].title.find("step 43: diverged: smoothed loss above"), std::string::npos);
+  // The rollback event is not a point of the curve.
+  for (const auto& s : f->chart.series)
+    for (double x : s.x) EXPECT_NE(x, 35);
+  // The tooltip is an SVG <title> of the mark.
+  const std::string svg = svg::render(f->chart);
+  EXPECT_NE(svg.find("<title>post: diverged at step 43: diverged: smoothed loss above"), std::string::npos);
+  // The runs table: the step reached (43, not train.steps), the end event's train loss.
+  EXPECT_NE(rep.html.find("<td>43</td><td>7.2500</td>"), std::string::npos);
+  EXPECT_NE(rep.html.find("train loss"), std::string::npos);
+  EXPECT_NE(rep.html.find("final val loss"), std::string::npos);
+  // run_end: from the end event; for a run without one, its last step line.
+  EXPECT_EQ(run_end(in.runs[0]).reason, "diverged");
+  EXPECT_TRUE(run_end(in.runs[0]).from_event);
+  EXPECT_DOUBLE_EQ(run_end(in.runs[1]).step, 100);
+  EXPECT_FALSE(run_end(in.runs[1]).from_event);
+}
+
 TEST(Report, LoadsDirectoriesAndRejectsUnknownOnes) {
   namespace fs = std::filesystem;
   const fs::path root = fs::temp_directory_path() / "normlab_test_report_inputs";
@@ -99,6 +260,16 @@ TEST(Report, LoadsDirectoriesAndRejectsUnknownOnes) {
   EXPECT_THROW(load_inputs({(root / "missing").string()}), FormatError);
   std::ofstream(root / "g" / "gradflow.json") << "[1, 2";
   EXPECT_THROW(load_inputs({(root / "g").string()}), FormatError);
+  // A run's status comes from its last end event (a resumed run's last one), and event lines are
+  // not step lines: a run whose file ends with an end event is not "diverged" for lack of a loss.
+  fs::create_directories(root / "r");
+  std::ofstream(root / "r" / "metrics.jsonl")
+      << R"({"step": 1, "loss": 5.0})" "\n" R"({"event": "end", "step": 1, "reason": "interrupted"})" "\n"
+      << R"({"step": 2, "loss": 4.0})" "\n" R"({"event": "end", "step": 2, "reason": "done"})" "\n";
+  EXPECT_EQ(load_inputs({(root / "r").string()}).runs.at(0).status, "done");
+  std::ofstream(root / "r" / "metrics.jsonl") << R"({"step": 1, "loss": 5.0})" "\n"
+                                              << R"({"step": 2, "event": "rollback", "to_step": 0})" "\n";
+  EXPECT_EQ(load_inputs({(root / "r").string()}).runs.at(0).status, "");  // no config: unknown, not diverged
   fs::remove_all(root);
 }
 

@@ -1,9 +1,11 @@
-// The SVG chart library: tick values and labels, linear and log scales, gaps at missing values,
-// escaping of text, and charts with nothing to draw.
+// The SVG chart library: tick values and labels (log axes with minor ticks between decades),
+// linear and log scales, gaps at missing values, escaping of text, charts with nothing to draw,
+// the palette.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include "report/svg.h"
@@ -111,6 +113,52 @@ TEST(SvgTicks, LogTicks) {
   for (double v : {2.0, 5.0, 10.0, 20.0}) EXPECT_NE(std::find(loss.begin(), loss.end(), v), loss.end()) << v;
   EXPECT_TRUE(log_ticks(0, 10).empty());
   EXPECT_TRUE(log_ticks(-1, 10).empty());
+}
+
+TEST(SvgTicks, LogMinorTicksBetweenDecades) {
+  // Two decades labelled at 1, 10, 100: grid lines at 2..9 and 20..90, labels at 2, 5, 20, 50.
+  const std::vector<double> major = {1, 10, 100};
+  EXPECT_EQ(log_minor_ticks(1, 100, major),
+            (std::vector<double>{2, 3, 4, 5, 6, 7, 8, 9, 20, 30, 40, 50, 60, 70, 80, 90}));
+  EXPECT_EQ(log_minor_labels(1, 100, major), (std::vector<double>{2, 5, 20, 50}));
+  // Below one and part decades: only what lies inside, none that is already major.
+  EXPECT_EQ(log_minor_ticks(0.03, 0.2, {0.05, 0.1, 0.2}), (std::vector<double>{0.03, 0.04, 0.06, 0.07, 0.08, 0.09}));
+  // Majors between decades already (1-2-5): no minor labels. Wide axes: no minor ticks at all.
+  EXPECT_TRUE(log_minor_labels(1, 20, {1, 2, 5, 10, 20}).empty());
+  EXPECT_TRUE(log_minor_ticks(1e-5, 1e5, {1e-5, 1, 1e5}).empty());
+  EXPECT_TRUE(log_minor_labels(1e-5, 1e1, {1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1, 10}).empty());  // six decades
+  // As drawn: a log axis over 0.5 .. 2000 (labelled at the decades) gets light grid lines and
+  // labels at 0.5, 2, 5, 20, 50, 200, 500, 2000.
+  const std::string svg = render(chart_of({0, 1, 2}, {0.5, 9, 2000}, true));
+  EXPECT_NE(svg.find("class=\"grid minor\""), std::string::npos);
+  EXPECT_EQ(count(svg, "<text class=\"minor\""), 8u);
+  for (const char* label : {"0.5", "2", "5", "20", "50", "200", "500", "2000"})
+    EXPECT_NE(svg.find(std::string("fill=\"#888\">") + label + "</text>"), std::string::npos) << label;
+  // Explicit ticks at swept values that are not decades (1e-3, 0.3): the decades between are
+  // labelled too, except where one would crowd a tick (1e-3 itself).
+  LineChart lr = chart_of({1e-3, 0.3}, {2.5, 2.4});
+  lr.x.log = true;
+  lr.x.ticks = {1e-3, 0.3};
+  const std::string lsvg = render(lr);
+  EXPECT_NE(lsvg.find("fill=\"#888\">0.01</text>"), std::string::npos);
+  EXPECT_NE(lsvg.find("fill=\"#888\">0.1</text>"), std::string::npos);
+  EXPECT_EQ(count(lsvg, "<text class=\"minor\""), 2u);
+}
+
+TEST(SvgChart, PaletteIsColourBlindSafeAndDistinct) {
+  // Okabe-Ito: eight distinct colors, then the same colors with dash-dot, then dotted strokes.
+  std::set<std::string> colors, styles;
+  for (std::size_t i = 0; i < 8; ++i) colors.insert(palette(i));
+  EXPECT_EQ(colors.size(), 8u);
+  EXPECT_TRUE(colors.contains("#0072b2") && colors.contains("#d55e00") && colors.contains("#009e73"));
+  for (std::size_t i = 0; i < 24; ++i) styles.insert(palette(i) + "/" + dash_pattern(i));
+  EXPECT_EQ(styles.size(), 24u);
+  EXPECT_EQ(dash_pattern(0), "");
+  // A ninth series without a color of its own is drawn dash-dot, in the legend too.
+  LineChart c = chart_of({0, 1}, {0, 1});
+  for (int i = 0; i < 8; ++i) c.series.push_back(c.series[0]);
+  const std::string svg = render(c);
+  EXPECT_EQ(count(svg, "stroke-dasharray=\"8 3 2 3\""), 2u);  // its line and its legend entry
 }
 
 TEST(SvgChart, LinearScaleIsLinear) {

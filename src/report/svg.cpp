@@ -382,25 +382,21 @@ std::string render_head(const LineChart& c, const Layout& l, bool standalone, st
 // Grid lines at the ticks and the plot frame.
 std::string render_grid(const Layout& l) {
   const double left = l.left, top = l.top, pw = l.pw, ph = l.ph;
-  std::string o;
-  if (!l.sx.minor.empty() || !l.sy.minor.empty()) {
-    o += "<g class=\"grid minor\" stroke=\"#f2f2f2\" stroke-width=\"1\">\n";
-    for (double t : l.sx.minor)
-      o += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\"/>\n", fixed(l.sx.px(t)), fixed(top),
+  // One line per tick of each axis, across the plot.
+  const auto lines = [&](const std::vector<double>& xs, const std::vector<double>& ys) {
+    std::string g;
+    for (double t : xs)
+      g += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\"/>\n", fixed(l.sx.px(t)), fixed(top),
                        fixed(top + ph));
-    for (double t : l.sy.minor)
-      o += fmt::format("<line x1=\"{1}\" y1=\"{0}\" x2=\"{2}\" y2=\"{0}\"/>\n", fixed(l.sy.px(t)), fixed(left),
+    for (double t : ys)
+      g += fmt::format("<line x1=\"{1}\" y1=\"{0}\" x2=\"{2}\" y2=\"{0}\"/>\n", fixed(l.sy.px(t)), fixed(left),
                        fixed(left + pw));
-    o += "</g>\n";
-  }
-  o += "<g class=\"grid\" stroke=\"#e0e0e0\" stroke-width=\"1\">\n";
-  for (double t : l.sx.ticks)
-    o += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\"/>\n", fixed(l.sx.px(t)), fixed(top),
-                     fixed(top + ph));
-  for (double t : l.sy.ticks)
-    o += fmt::format("<line x1=\"{1}\" y1=\"{0}\" x2=\"{2}\" y2=\"{0}\"/>\n", fixed(l.sy.px(t)), fixed(left),
-                     fixed(left + pw));
-  o += "</g>\n";
+    return g;
+  };
+  std::string o;
+  if (!l.sx.minor.empty() || !l.sy.minor.empty())
+    o += "<g class=\"grid minor\" stroke=\"#f2f2f2\" stroke-width=\"1\">\n" + lines(l.sx.minor, l.sy.minor) + "</g>\n";
+  o += "<g class=\"grid\" stroke=\"#e0e0e0\" stroke-width=\"1\">\n" + lines(l.sx.ticks, l.sy.ticks) + "</g>\n";
   o += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#9a9a9a\"/>\n",
                    fixed(left), fixed(top), fixed(pw), fixed(ph));
   return o;

@@ -31,7 +31,7 @@ void add_report(CLI::App& app, Action& action) {
       ->capture_default_str();
   cmd->add_option("--title", o->title, "Title of the page")->capture_default_str();
   cmd->add_option("--smoothing", o->smoothing,
-                  "EMA weight of the smoothed loss and gradient-norm curves over the logged steps (raw curves "
+                  "EMA weight per step of the smoothed loss and gradient-norm curves (raw curves "
                   "drawn faint underneath); 0 = raw curves only")
       ->capture_default_str();
   cmd->callback([&action, o] {

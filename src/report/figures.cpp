@@ -22,15 +22,20 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr std::size_t kMinSmoothed = 10;  // fewer logged points than this are drawn raw
 }  // namespace
 
-std::vector<double> ema(const std::vector<double>& y, double beta, const std::vector<bool>& use) {
+std::vector<double> ema(const std::vector<double>& y, double beta, const std::vector<bool>& use,
+                        const std::vector<double>& x) {
   if (!(beta > 0)) return y;
   std::vector<double> out(y.size(), kNaN);
-  double m = 0, weight = 0;  // weight = 1 - beta^n
+  double m = 0, weight = 0;  // weight: the total weight of the points averaged so far
+  double x_prev = 0;
   for (std::size_t i = 0; i < y.size(); ++i) {
     if (!std::isfinite(y[i])) continue;  // a gap stays a gap
     if (use.empty() || use[i]) {
-      m = beta * m + (1 - beta) * y[i];
-      weight = beta * weight + (1 - beta);
+      const double xi = x.empty() ? static_cast<double>(i) : x[i];
+      const double b = weight > 0 ? std::pow(beta, xi - x_prev) : 0;  // beta per step between points
+      m = b * m + y[i];
+      weight = b * weight + 1;
+      x_prev = xi;
     }
     if (weight > 0) out[i] = m / weight;
   }
@@ -276,13 +281,13 @@ struct Builder {
     raw.opacity = 0.25;
     raw.in_legend = false;
     f.chart.series.push_back(std::move(raw));
-    svg::Series sm = line(label, c.x, ema(c.y, opt.smoothing, c.updated), v.color);
+    svg::Series sm = line(label, c.x, ema(c.y, opt.smoothing, c.updated, c.x), v.color);
     sm.dash = v.dash;
     f.chart.series.push_back(std::move(sm));
   }
 
   std::string smoothing_text() const {
-    return fmt::format("EMA {} of the logged steps; raw faint", svg::compact_number(opt.smoothing));
+    return fmt::format("EMA, weight {} per step; raw faint", svg::compact_number(opt.smoothing));
   }
 
   void loss() {
@@ -328,8 +333,9 @@ struct Builder {
                        (val ? "; dashed: validation loss" : "") +
                        (marked ? "; \u00d7 where a diverged run stopped" : "");
     f.caption = "Training loss (loss = cross-entropy + z-loss) of every logged step of each run" +
-                std::string(smooth ? fmt::format(", smoothed by an exponential moving average (weight {}, "
-                                                 "bias-corrected; skipped steps left out; `normlab report "
+                std::string(smooth ? fmt::format(", smoothed by an exponential moving average (weight {} per "
+                                                 "step, so beta^k between logged steps k apart; bias-corrected; "
+                                                 "skipped steps left out; `normlab report "
                                                  "--smoothing 0` turns it off)",
                                                  svg::compact_number(opt.smoothing))
                                : "") +

@@ -67,12 +67,15 @@ std::vector<std::string> chart_labels(const std::vector<const RunView*>& runs, c
 // Label keys: the differing ones worth naming, placement first.
 std::vector<std::string> label_keys(const Context& cx, const std::string& except = "");
 
-// Exponential moving average of a training curve, bias-corrected as TensorBoard's smoothing:
-// m_i = beta m_(i-1) + (1 - beta) y_i, s_i = m_i / (1 - beta^n_i) with n_i the points averaged so
-// far. A non-finite y_i is not averaged and s_i is NaN there (the smoothed line breaks where the
+// Exponential moving average of a training curve with weight beta per step, bias-corrected (as
+// TensorBoard's smoothing when the points are one step apart): s_i = sum_j beta^(x_i - x_j) y_j /
+// sum_j beta^(x_i - x_j) over the points averaged so far (x = the steps; unit spacing when x is
+// empty). So a curve logged every 10 steps is smoothed over the same ~10-step time constant
+// (beta 0.9) as one logged every step, instead of lagging 10 times as far behind. A non-finite y_i is not averaged and s_i is NaN there (the smoothed line breaks where the
 // raw one does); a point with use[i] false (a skipped step) is not averaged and s_i carries the
 // previous value. beta = 0 returns y.
-std::vector<double> ema(const std::vector<double>& y, double beta, const std::vector<bool>& use = {});
+std::vector<double> ema(const std::vector<double>& y, double beta, const std::vector<bool>& use = {},
+                        const std::vector<double>& x = {});
 
 bool is_event(const nlohmann::json& record);
 // The last step line (not an event line) of a run's metrics, or nullptr.

@@ -136,7 +136,7 @@ def test_page_is_self_contained(report):
     # The diverged run is marked where it stopped, with the reason as the tooltip.
     assert "diverged at step 80: diverged: smoothed loss above the initial loss since step 60</title>" in html
     # Smoothed training curves over faint raw ones; minor ticks on log axes; which loss is which.
-    assert "EMA 0.9" in html and 'stroke-opacity="0.25"' in html and 'class="grid minor"' in html
+    assert "EMA, weight 0.9 per step" in html and 'stroke-opacity="0.25"' in html and 'class="grid minor"' in html
     assert "final val loss" in html and "train loss" in html
     # The sweep's sensitivity is in the legend and its diverged run is marked.
     assert "sensitivity 0.42" in html and 'class="mark"' in html

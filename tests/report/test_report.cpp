@@ -174,6 +174,19 @@ TEST(Report, EmaSmoothsSkipsAndKeepsGaps) {
   EXPECT_LT(st[21], 2);
   EXPECT_GT(st[39], 2.78);  // 3 - 2 (0.9^20 - 0.9^40) / (1 - 0.9^40) = 2.783
   EXPECT_LT(st[39], 2.79);
+  // The weight is per step: points 10 steps apart weigh beta^10 against each other, so a curve
+  // logged every 10 steps follows a change as fast (in steps) as one logged every step.
+  const double b = std::pow(0.9, 10);
+  const auto sp = ema({1, 3}, 0.9, {}, {0, 10});
+  EXPECT_DOUBLE_EQ(sp[0], 1);
+  EXPECT_NEAR(sp[1], (b * 1 + 3) / (b + 1), 1e-12);
+  std::vector<double> every(31), sparse_x, sparse_y;
+  for (int i = 0; i <= 30; ++i) every[i] = i < 10 ? 1 : 3;
+  for (int i = 0; i <= 30; i += 10) sparse_x.push_back(i), sparse_y.push_back(every[i]);
+  const double dense_end = ema(every, 0.9).back();
+  const double sparse_end = ema(sparse_y, 0.9, {}, sparse_x).back();
+  EXPECT_GT(sparse_end, 2.8);  // per logged point (0.9 between points) it would still be near 2.4
+  EXPECT_NEAR(sparse_end, dense_end, 0.15);
 }
 
 TEST(Report, TrainingCurvesAreSmoothedOverTheRaw) {
@@ -187,8 +200,9 @@ TEST(Report, TrainingCurvesAreSmoothedOverTheRaw) {
   EXPECT_FALSE(f->chart.series[0].in_legend);
   EXPECT_EQ(f->chart.series[1].opacity, 1);
   EXPECT_TRUE(f->chart.series[1].in_legend);
-  EXPECT_EQ(f->chart.series[1].y, ema(f->chart.series[0].y, 0.9));
-  EXPECT_NE(f->chart.subtitle.find("EMA 0.9"), std::string::npos);
+  EXPECT_EQ(f->chart.series[1].y, ema(f->chart.series[0].y, 0.9, {}, f->chart.series[0].x));
+  EXPECT_NE(f->chart.series[1].y, ema(f->chart.series[0].y, 0.9));  // logged every 10 steps, not every step
+  EXPECT_NE(f->chart.subtitle.find("EMA, weight 0.9 per step"), std::string::npos);
   // --smoothing 0: the raw curve only.
   ReportOptions off;
   off.smoothing = 0;

@@ -20,6 +20,11 @@ enum class QKNormKind { none, rmsnorm, layernorm };
 enum class QKNormScope { head, full };
 enum class QKNormPosition { pre_rope, post_rope };
 enum class PosKind { rope, learned };
+// How RoPE's inverse frequencies are scaled for contexts longer than training (global layers):
+// none; linear (position interpolation: every frequency / factor); llama3 (Llama 3.1: wavelengths
+// above original_seq_len / low_freq_factor divided by factor, below original_seq_len /
+// high_freq_factor kept, smooth interpolation in between).
+enum class RopeScaling { none, linear, llama3 };
 // gelu: exact erf GELU; gelu_tanh: GPT-2's tanh approximation; swiglu: silu(gate) * up;
 // geglu: gelu_tanh(gate) * up (Gemma).
 enum class MlpKind { gelu, gelu_tanh, swiglu, geglu };
@@ -43,6 +48,8 @@ struct ModelConfig {
   int n_layer = 4;
   int d_model = 128;
   int n_head = 4;
+  int n_kv_head = 0;  // key/value heads, shared by n_head / n_kv_head query heads (GQA); 0 = n_head
+  int head_dim = 0;   // size of one head; 0 = d_model / n_head. Queries are n_head * head_dim wide
   int d_ff = 512;   // hidden width of the MLP (per branch for gated MLPs)
   int seq_len = 128;
   Placement placement = Placement::pre;
@@ -56,8 +63,24 @@ struct ModelConfig {
   QKNormPosition qk_norm_position = QKNormPosition::pre_rope;
   PosKind pos = PosKind::rope;
   double rope_theta = 10000.0;
+  RopeScaling rope_scaling = RopeScaling::none;  // applies to global layers' RoPE
+  double rope_factor = 1.0;             // linear and llama3
+  double rope_low_freq_factor = 1.0;    // llama3
+  double rope_high_freq_factor = 4.0;   // llama3
+  int rope_original_seq_len = 8192;     // llama3: the context the model was trained at
+  // Sliding-window attention: a sliding layer's query i attends keys i - sliding_window < j <= i
+  // (sliding_window keys, itself included). Which layers slide: layer_pattern, one of
+  //   "global" (every layer global; the default), "sliding" (every layer sliding),
+  //   "every:K" (layers K-1, 2K-1, ... global, the others sliding: Gemma 2 is every:2, Gemma 3
+  //   every:6), or a comma list of "global"/"sliding", one per layer.
+  int sliding_window = 0;               // 0 = no sliding layers
+  std::string layer_pattern = "global";
+  double rope_local_theta = 0.0;        // RoPE base of sliding layers, unscaled; 0 = as global
   MlpKind mlp = MlpKind::gelu;
-  bool bias = false;               // biases on every linear layer (GPT-2 style)
+  bool bias = false;               // shorthand: biases on every linear layer (GPT-2 style)
+  bool attn_qkv_bias = false;      // biases on the q, k, v projections (Qwen 2)
+  bool attn_out_bias = false;      // bias on the attention output projection
+  bool mlp_bias = false;           // biases on both MLP projections
   bool tie_embeddings = true;
   double attn_softcap = 0.0;       // 0 = off
   double final_softcap = 0.0;      // 0 = off
@@ -66,7 +89,24 @@ struct ModelConfig {
   InitKind init = InitKind::gpt2;
   double init_std = 0.02;
 
-  int head_dim() const { return d_model / n_head; }
+  // Effective values of the options above (the fields hold what the user wrote).
+  int head_size() const { return head_dim > 0 ? head_dim : d_model / n_head; }
+  int kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
+  int q_width() const { return n_head * head_size(); }    // Cq: queries, attention output
+  int kv_width() const { return kv_heads() * head_size(); }  // Ckv: keys, values
+  bool has_qkv_bias() const { return bias || attn_qkv_bias; }
+  bool has_out_bias() const { return bias || attn_out_bias; }
+  bool has_mlp_bias() const { return bias || mlp_bias; }
+  // Whether layer l is a sliding-window layer (layer_pattern; false when it is not valid).
+  bool layer_sliding(int l) const;
+  // RoPE of layer l: base and whether the scaling applies (sliding layers with rope_local_theta
+  // > 0 use that base, unscaled; all other layers rope_theta with rope_scaling).
+  double layer_rope_theta(int l) const {
+    return layer_sliding(l) && rope_local_theta > 0 ? rope_local_theta : rope_theta;
+  }
+  bool layer_rope_scaled(int l) const {
+    return rope_scaling != RopeScaling::none && !(layer_sliding(l) && rope_local_theta > 0);
+  }
 
   friend bool operator==(const ModelConfig&, const ModelConfig&) = default;
 };
@@ -138,6 +178,9 @@ struct Config {
   friend bool operator==(const Config&, const Config&) = default;
 };
 
+// Why model.layer_pattern is not valid for n_layer layers; std::nullopt when it is.
+std::optional<std::string> layer_pattern_error(std::string_view pattern, int n_layer);
+
 // Every problem with a config, one line each (empty when valid).
 std::vector<std::string> validation_errors(const Config& c);
 // Throws ConfigError listing every problem.
@@ -150,6 +193,7 @@ std::string_view to_string(QKNormKind v);
 std::string_view to_string(QKNormScope v);
 std::string_view to_string(QKNormPosition v);
 std::string_view to_string(PosKind v);
+std::string_view to_string(RopeScaling v);
 std::string_view to_string(MlpKind v);
 std::string_view to_string(InitKind v);
 std::string_view to_string(ScheduleKind v);

@@ -21,7 +21,7 @@ void add_info(CLI::App& app, Action& action) {
       const ModelSummary s = summarize(cfg.model, cfg.train.batch_size);
       const auto& m = cfg.model;
       fmt::print("model: {} layers, d_model {}, {} heads (head_dim {}), d_ff {}, vocab {}, seq_len {}\n",
-                 m.n_layer, m.d_model, m.n_head, m.head_dim(), m.d_ff, m.vocab_size, m.seq_len);
+                 m.n_layer, m.d_model, m.n_head, m.head_size(), m.d_ff, m.vocab_size, m.seq_len);
       fmt::print("placement {}  norm {}  qk_norm {}{}  pos {}  mlp {}  caps attn {} final {}\n",
                  to_string(m.placement), to_string(m.norm), to_string(m.qk_norm),
                  m.qk_norm == QKNormKind::none

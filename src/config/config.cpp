@@ -4,6 +4,8 @@
 // problem instead of stopping at the first, and each message names the key and its value.
 #include "normlab/config.h"
 
+#include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstddef>
 #include <iterator>
@@ -53,6 +55,11 @@ template <>
 struct EnumTable<PosKind> {
   static constexpr std::string_view names[] = {"rope", "learned"};
   static constexpr PosKind last = PosKind::learned;
+};
+template <>
+struct EnumTable<RopeScaling> {
+  static constexpr std::string_view names[] = {"none", "linear", "llama3"};
+  static constexpr RopeScaling last = RopeScaling::llama3;
 };
 template <>
 struct EnumTable<MlpKind> {
@@ -115,6 +122,7 @@ NL_ENUM(QKNormKind)
 NL_ENUM(QKNormScope)
 NL_ENUM(QKNormPosition)
 NL_ENUM(PosKind)
+NL_ENUM(RopeScaling)
 NL_ENUM(MlpKind)
 NL_ENUM(InitKind)
 NL_ENUM(ScheduleKind)
@@ -168,6 +176,54 @@ class Checker {
 
 }  // namespace
 
+namespace {
+// The layer types a valid pattern gives (true = sliding), or the reason it is not valid.
+std::optional<std::string> parse_layer_pattern(std::string_view pat, int n_layer,
+                                               std::vector<bool>* out) {
+  std::vector<bool> t;
+  if (pat == "global" || pat == "sliding") {
+    t.assign(n_layer > 0 ? n_layer : 0, pat == "sliding");
+  } else if (pat.starts_with("every:")) {
+    const std::string_view num = pat.substr(6);
+    int k = 0;
+    const auto [end, ec] = std::from_chars(num.data(), num.data() + num.size(), k);
+    if (ec != std::errc() || end != num.data() + num.size() || k < 1)
+      return "is not valid: \"every:K\" needs an integer K >= 1";
+    for (int l = 0; l < n_layer; ++l) t.push_back((l + 1) % k != 0);
+  } else {
+    std::size_t pos = 0;
+    while (pos <= pat.size()) {
+      const std::size_t comma = std::min(pat.find(',', pos), pat.size());
+      std::string_view w = pat.substr(pos, comma - pos);
+      while (!w.empty() && w.front() == ' ') w.remove_prefix(1);
+      while (!w.empty() && w.back() == ' ') w.remove_suffix(1);
+      if (w == "global" || w == "sliding")
+        t.push_back(w == "sliding");
+      else
+        return fmt::format("is not valid: \"{}\" is not a layer type (allowed: \"global\", "
+                           "\"sliding\", \"every:K\", or a comma list of global/sliding, one "
+                           "per layer)",
+                           w);
+      pos = comma + 1;
+    }
+    if (static_cast<int>(t.size()) != n_layer)
+      return fmt::format("lists {} layer types; model.n_layer = {}", t.size(), n_layer);
+  }
+  if (out) *out = std::move(t);
+  return std::nullopt;
+}
+}  // namespace
+
+std::optional<std::string> layer_pattern_error(std::string_view pattern, int n_layer) {
+  return parse_layer_pattern(pattern, n_layer, nullptr);
+}
+
+bool ModelConfig::layer_sliding(int l) const {
+  std::vector<bool> t;
+  if (parse_layer_pattern(layer_pattern, n_layer, &t)) return false;
+  return l >= 0 && l < static_cast<int>(t.size()) && t[l];
+}
+
 std::vector<std::string> validation_errors(const Config& c) {
   Checker k;
   // KEY(model.n_layer) expands to the key's name and its value, so messages cannot drift from the
@@ -198,16 +254,59 @@ std::vector<std::string> validation_errors(const Config& c) {
   k.greater_than(KEY(model.embed_scale), 0.0);
   k.valid_enum(KEY(model.init));
   k.greater_than(KEY(model.init_std), 0.0);
-  if (m.d_model > 0 && m.n_head > 0) {
-    if (m.d_model % m.n_head != 0) {
-      k.add(fmt::format("model.d_model = {} is not divisible by model.n_head = {}", m.d_model,
-                        m.n_head));
-    } else if (m.pos == PosKind::rope && m.head_dim() % 2 != 0) {
+  k.at_least(KEY(model.n_kv_head), 0);
+  k.at_least(KEY(model.head_dim), 0);
+  if (m.n_head > 0 && m.n_kv_head > 0 && m.n_head % m.n_kv_head != 0)
+    k.add(fmt::format("model.n_head = {} is not divisible by model.n_kv_head = {} (each key/value "
+                      "head serves n_head / n_kv_head query heads)",
+                      m.n_head, m.n_kv_head));
+  if (m.d_model > 0 && m.n_head > 0 && m.head_dim >= 0) {
+    if (m.head_dim == 0 && m.d_model % m.n_head != 0) {
+      k.add(fmt::format("model.d_model = {} is not divisible by model.n_head = {} (or set "
+                        "model.head_dim)",
+                        m.d_model, m.n_head));
+    } else if (m.pos == PosKind::rope && m.head_size() % 2 != 0) {
       // RoPE rotates pairs (x[i], x[i + D/2]) of each head's D dimensions.
-      k.add(fmt::format("model.d_model / model.n_head = {} / {} = {} is an odd head dimension; "
-                        "model.pos = \"rope\" needs an even one",
-                        m.d_model, m.n_head, m.head_dim()));
+      if (m.head_dim > 0)
+        k.add(fmt::format("model.head_dim = {} is odd; model.pos = \"rope\" needs an even one",
+                          m.head_dim));
+      else
+        k.add(fmt::format("model.d_model / model.n_head = {} / {} = {} is an odd head dimension; "
+                          "model.pos = \"rope\" needs an even one",
+                          m.d_model, m.n_head, m.head_size()));
     }
+  }
+  k.valid_enum(KEY(model.rope_scaling));
+  k.greater_than(KEY(model.rope_factor), 0.0);
+  k.greater_than(KEY(model.rope_low_freq_factor), 0.0);
+  k.greater_than(KEY(model.rope_high_freq_factor), 0.0);
+  k.greater_than(KEY(model.rope_original_seq_len), 0);
+  if (m.rope_scaling == RopeScaling::llama3 &&
+      !(m.rope_high_freq_factor > m.rope_low_freq_factor))
+    k.add(fmt::format("model.rope_high_freq_factor = {} must be > model.rope_low_freq_factor = {} "
+                      "(llama3 RoPE scaling)",
+                      m.rope_high_freq_factor, m.rope_low_freq_factor));
+  if (m.rope_scaling != RopeScaling::none && m.pos != PosKind::rope)
+    k.add(fmt::format("model.rope_scaling = \"{}\" needs model.pos = \"rope\"",
+                      to_string(m.rope_scaling)));
+  k.at_least(KEY(model.sliding_window), 0);
+  k.at_least(KEY(model.rope_local_theta), 0.0);
+  if (auto why = layer_pattern_error(m.layer_pattern, m.n_layer)) {
+    k.add(fmt::format("model.layer_pattern = \"{}\" {}", m.layer_pattern, *why));
+  } else {
+    bool any_sliding = false;
+    for (int l = 0; l < m.n_layer; ++l) any_sliding = any_sliding || m.layer_sliding(l);
+    if (any_sliding && m.sliding_window == 0)
+      k.add(fmt::format("model.layer_pattern = \"{}\" has sliding layers: set "
+                        "model.sliding_window > 0",
+                        m.layer_pattern));
+    if (!any_sliding && m.sliding_window > 0)
+      k.add(fmt::format("model.sliding_window = {} has no effect: model.layer_pattern = \"{}\" "
+                        "has no sliding layers (\"sliding\", \"every:K\" or a list)",
+                        m.sliding_window, m.layer_pattern));
+    if (!any_sliding && m.rope_local_theta > 0)
+      k.add(fmt::format("model.rope_local_theta = {} has no effect: no layer is sliding",
+                        m.rope_local_theta));
   }
 
   k.greater_than(KEY(optim.lr), 0.0);

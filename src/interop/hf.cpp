@@ -253,7 +253,7 @@ std::vector<HfLink> hf_links(HfFamily family, const ModelConfig& m) {
       case Dim::F: return m.d_ff;
       case Dim::V: return m.vocab_size;
       case Dim::T: return m.seq_len;
-      case Dim::D: return m.head_dim();
+      case Dim::D: return m.head_size();
     }
     return 0;
   };
@@ -321,7 +321,7 @@ std::string hf_config_json(HfFamily family, const ModelConfig& m) {
   for (const hf::IntKey& key : f.ints) j[key.keys[0]] = m.*key.field;
   if (f.head_layout_keys) {
     j["num_key_value_heads"] = m.n_head;
-    j["head_dim"] = m.head_dim();
+    j["head_dim"] = m.head_size();
   }
   j[f.eps_key] = m.norm_eps;
   const auto act = std::find_if(f.acts.begin(), f.acts.end(),

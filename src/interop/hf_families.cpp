@@ -16,7 +16,7 @@ namespace {
 
 std::string fam(const FamilySpec& f) { return f.model_type; }
 double inv_sqrt_d(const ModelConfig& m) {
-  return 1.0 / std::sqrt(static_cast<double>(m.head_dim()));
+  return 1.0 / std::sqrt(static_cast<double>(m.head_size()));
 }
 bool gated(const ModelConfig& m) { return m.mlp == MlpKind::swiglu || m.mlp == MlpKind::geglu; }
 const char* qk_scope_name(const FamilySpec& f) {
@@ -340,7 +340,7 @@ void llama_write(json& j, const FamilySpec& f, const ModelConfig& m) {
 }
 void gemma_write(json& j, const FamilySpec& f, const ModelConfig& m) {
   llama_write(j, f, m);
-  const int D = m.head_dim();
+  const int D = m.head_size();
   const long q = m.attn_scale > 0 ? std::lround(1.0 / (m.attn_scale * m.attn_scale)) : D;
   j["query_pre_attn_scalar"] = q;
   // Every layer attends to the whole context: no sliding window inside normlab's seq_len.

@@ -25,7 +25,7 @@ using namespace model_detail;
 template <class T>
 void Transformer<T>::attn_forward(int l, const T* u, T* f) {
   const long N = static_cast<long>(B_) * T_;
-  const int C = cfg_.d_model, H = cfg_.n_head, D = cfg_.head_dim();
+  const int C = cfg_.d_model, H = cfg_.n_head, D = cfg_.head_size();
   const AttnSlots& s = blocks_[l].attn;
   AttnActs& a = attn_acts_[l];
   ops::linear_forward(a.qkv, u, p(s.wqkv), p(s.bqkv), static_cast<int>(N), C, 3 * C, mm_);
@@ -100,7 +100,7 @@ typename Transformer<T>::QkView Transformer<T>::qk_view(int l) const {
 template <class T>
 void Transformer<T>::attn_backward(int l, const T* u, const T* df, T* du, ops::Accum du_accum) {
   const long N = static_cast<long>(B_) * T_;
-  const int C = cfg_.d_model, H = cfg_.n_head, D = cfg_.head_dim();
+  const int C = cfg_.d_model, H = cfg_.n_head, D = cfg_.head_size();
   const AttnSlots& s = blocks_[l].attn;
   AttnActs& a = attn_acts_[l];
   ops::linear_backward(d_heads_, g(s.wo), g(s.bo), df, a.o, p(s.wo), static_cast<int>(N), C, C,

@@ -73,7 +73,7 @@ class TableBuilder {
 
 BlockSlots block_params(TableBuilder& tb, const ModelConfig& cfg, const BlockPlan& bp, int l,
                         double beta, double out_scale) {
-  const int C = cfg.d_model, D = cfg.head_dim(), F = cfg.d_ff;
+  const int C = cfg.d_model, D = cfg.head_size(), F = cfg.d_ff;
   const bool ln = cfg.norm == NormKind::layernorm;
   const std::string pre = fmt::format("blocks.{}.", l);
   auto res_norms = [&](SublayerSlots& rs, const SublayerPlan& pl, const std::string& base,

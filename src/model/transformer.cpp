@@ -32,6 +32,16 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
     : cfg_(cfg), plan_(build_plan(cfg)), maxB_(max_batch), maxT_(max_seq) {
   NL_CHECK(max_batch > 0 && max_seq > 0 && max_seq <= cfg.seq_len,
            "batch {} x seq {} does not fit model.seq_len = {}", max_batch, max_seq, cfg.seq_len);
+  // TEMPORARY (issue #18 in progress): options declared in the config but not yet in the engine.
+  if (cfg.n_kv_head > 0 && cfg.n_kv_head != cfg.n_head)
+    throw InputError("model.n_kv_head: grouped-query attention is not implemented yet");
+  if (cfg.head_dim > 0 && cfg.head_dim * cfg.n_head != cfg.d_model)
+    throw InputError("model.head_dim: a head size other than d_model / n_head is not implemented yet");
+  if (cfg.sliding_window > 0 || cfg.rope_scaling != RopeScaling::none ||
+      cfg.attn_qkv_bias != cfg.attn_out_bias || cfg.attn_out_bias != cfg.mlp_bias ||
+      (cfg.attn_qkv_bias && !cfg.bias))
+    throw InputError("model: sliding windows, RoPE scaling and per-group biases are not "
+                     "implemented yet");
   {
     ParamLayout layout = build_param_table(cfg_, plan_);
     table_ = std::move(layout.table);
@@ -58,7 +68,7 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
 
   // Size the activation arena once: first pass counts, second pass assigns.
   const long N = static_cast<long>(max_batch) * max_seq;
-  const int H = cfg_.n_head, D = cfg_.head_dim(), V = cfg_.vocab_size, L = cfg_.n_layer;
+  const int H = cfg_.n_head, D = cfg_.head_size(), V = cfg_.vocab_size, L = cfg_.n_layer;
   head_chunk_ = head_chunk_rows(N, V);
   head_chunk_alloc_ = head_chunk_;
   for (int pass = 0; pass < (allocate ? 2 : 1); ++pass) {
@@ -85,7 +95,7 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
 // final norm, and the RoPE tables.
 template <class T>
 void Transformer<T>::layout_activations(long N) {
-  const int C = cfg_.d_model, H = cfg_.n_head, D = cfg_.head_dim(), F = cfg_.d_ff,
+  const int C = cfg_.d_model, H = cfg_.n_head, D = cfg_.head_size(), F = cfg_.d_ff,
             L = cfg_.n_layer;
   const int F_in = gated(cfg_.mlp) ? 2 * F : F;
   res_.assign(2 * L + 1, nullptr);

@@ -33,6 +33,8 @@ DEFAULTS = {
         "n_layer": 4,
         "d_model": 128,
         "n_head": 4,
+        "n_kv_head": 0,
+        "head_dim": 0,
         "d_ff": 512,
         "seq_len": 128,
         "placement": "pre",
@@ -46,8 +48,19 @@ DEFAULTS = {
         "qk_norm_position": "pre_rope",
         "pos": "rope",
         "rope_theta": 10000.0,
+        "rope_scaling": "none",
+        "rope_factor": 1.0,
+        "rope_low_freq_factor": 1.0,
+        "rope_high_freq_factor": 4.0,
+        "rope_original_seq_len": 8192,
+        "sliding_window": 0,
+        "layer_pattern": "global",
+        "rope_local_theta": 0.0,
         "mlp": "gelu",
         "bias": False,
+        "attn_qkv_bias": False,
+        "attn_out_bias": False,
+        "mlp_bias": False,
         "tie_embeddings": True,
         "attn_softcap": 0.0,
         "final_softcap": 0.0,
@@ -83,6 +96,7 @@ CHOICES = {
     "qk_norm_scope": ("head", "full"),
     "qk_norm_position": ("pre_rope", "post_rope"),
     "pos": ("rope", "learned"),
+    "rope_scaling": ("none", "linear", "llama3"),
     "mlp": ("gelu", "gelu_tanh", "swiglu", "geglu"),
     "init": ("gpt2", "normal", "xavier"),
     "schedule": ("cosine", "linear", "constant"),
@@ -107,9 +121,80 @@ def make_config(model=None, optim=None, train=None):
                 raise ValueError(f"[ref_model] {section}.{key} = {value!r}: not in {CHOICES[key]}")
             cfg[section][key] = value
     m = cfg["model"]
-    if m["d_model"] % m["n_head"] or (m["d_model"] // m["n_head"]) % 2:
-        raise ValueError("[ref_model] d_model / n_head must be an even integer")
+    if m["head_dim"] == 0 and m["d_model"] % m["n_head"]:
+        raise ValueError("[ref_model] d_model / n_head must be an integer (or set head_dim)")
+    if m["pos"] == "rope" and head_size(m) % 2:
+        raise ValueError("[ref_model] the head size must be even for RoPE")
+    if m["n_head"] % kv_heads(m):
+        raise ValueError("[ref_model] n_head must be a multiple of n_kv_head")
+    sliding = layer_types(m)  # raises on a bad pattern
+    if any(sliding) != (m["sliding_window"] > 0):
+        raise ValueError("[ref_model] sliding layers need sliding_window > 0, and only they")
+    if m["rope_local_theta"] > 0 and not any(sliding):
+        raise ValueError("[ref_model] rope_local_theta needs a sliding layer")
     return cfg
+
+
+# Effective values of the attention options (README: "Dimensions").
+def head_size(m):
+    """D: head_dim, or d_model / n_head when head_dim = 0."""
+    return m["head_dim"] if m["head_dim"] > 0 else m["d_model"] // m["n_head"]
+
+
+def kv_heads(m):
+    """Hkv: n_kv_head, or n_head when n_kv_head = 0."""
+    return m["n_kv_head"] if m["n_kv_head"] > 0 else m["n_head"]
+
+
+def layer_types(m):
+    """[True if layer l is a sliding-window layer] from layer_pattern: "global", "sliding",
+    "every:K" (layers K-1, 2K-1, ... global, the others sliding), or a comma list."""
+    L, pat = m["n_layer"], m["layer_pattern"]
+    if pat in ("global", "sliding"):
+        return [pat == "sliding"] * L
+    if pat.startswith("every:"):
+        k = int(pat[len("every:"):])
+        if k < 1:
+            raise ValueError(f"[ref_model] layer_pattern {pat!r}: K must be >= 1")
+        return [(l + 1) % k != 0 for l in range(L)]
+    words = [w.strip() for w in pat.split(",")]
+    if len(words) != L or any(w not in ("global", "sliding") for w in words):
+        raise ValueError(f"[ref_model] layer_pattern {pat!r} is not {L} global/sliding words")
+    return [w == "sliding" for w in words]
+
+
+def rope_inv_freq(m, layer_sliding):
+    """RoPE inverse frequencies (D/2,) in float64 of a layer. Sliding layers with
+    rope_local_theta > 0: rope_local_theta^(-2i/D), unscaled. Every other layer: base rope_theta,
+    then rope_scaling:
+      linear: every frequency / factor (position interpolation);
+      llama3 (Llama 3.1): wavelength w = 2 pi / f; w < original / high_freq_factor keeps f;
+        w > original / low_freq_factor gives f / factor; in between
+        f * ((1 - s) / factor + s), s = (original / w - low_freq_factor) /
+        (high_freq_factor - low_freq_factor)."""
+    D = head_size(m)
+    local = layer_sliding and m["rope_local_theta"] > 0
+    base = m["rope_local_theta"] if local else m["rope_theta"]
+    i = torch.arange(D // 2, dtype=torch.float64)
+    freq = base ** (-2.0 * i / D)
+    kind = "none" if local else m["rope_scaling"]
+    if kind == "linear":
+        return freq / m["rope_factor"]
+    if kind == "llama3":
+        factor, lo, hi = m["rope_factor"], m["rope_low_freq_factor"], m["rope_high_freq_factor"]
+        orig = m["rope_original_seq_len"]
+        out = []
+        for f in freq.tolist():
+            w = 2.0 * math.pi / f
+            if w < orig / hi:
+                out.append(f)
+            elif w > orig / lo:
+                out.append(f / factor)
+            else:
+                s = (orig / w - lo) / (hi - lo)
+                out.append(f * ((1.0 - s) / factor + s))
+        return torch.tensor(out, dtype=torch.float64)
+    return freq
 
 
 def _toml_value(value):
@@ -191,7 +276,11 @@ class RefModel:
         m = self.m
         self.L, self.C, self.H, self.F, self.V = (
             m["n_layer"], m["d_model"], m["n_head"], m["d_ff"], m["vocab_size"])
-        self.D = self.C // self.H
+        self.D = head_size(m)          # head size
+        self.Hkv = kv_heads(m)         # key/value heads; query head h reads kv head h // (H / Hkv)
+        self.Cq = self.H * self.D      # width of q and of the attention output
+        self.Ckv = self.Hkv * self.D   # width of k and of v
+        self.sliding = layer_types(m)
         self.plans = block_plans(m)
         # The final norm exists iff the last sublayer of the last block has no norm_after_add.
         self.has_final_norm = not self.plans[-1].norm_after_add
@@ -203,13 +292,17 @@ class RefModel:
         if kind == "layernorm" and self.m["norm_bias"]:
             specs.append(ParamSpec(f"{prefix}.bias", (width,), "bias"))
 
-    def _linear_specs(self, prefix, n_out, n_in, specs):
+    def _linear_specs(self, prefix, n_out, n_in, specs, bias):
         specs.append(ParamSpec(f"{prefix}.weight", (n_out, n_in), "linear"))
-        if self.m["bias"]:
+        if bias:
             specs.append(ParamSpec(f"{prefix}.bias", (n_out,), "bias"))
 
     def _param_specs(self):
         m, C, D, F_, V = self.m, self.C, self.D, self.F, self.V
+        Cq, Ckv = self.Cq, self.Ckv
+        qkv_bias = m["bias"] or m["attn_qkv_bias"]
+        out_bias = m["bias"] or m["attn_out_bias"]
+        mlp_bias = m["bias"] or m["mlp_bias"]
         specs = [ParamSpec("tok_emb.weight", (V, C), "embedding")]
         if m["pos"] == "learned":
             specs.append(ParamSpec("pos_emb.weight", (m["seq_len"], C), "embedding"))
@@ -219,16 +312,16 @@ class RefModel:
                 if plan.norm_in:
                     self._norm_specs(f"{p}.norm_in", m["norm"], C, specs)
                 if sub == "attn":
-                    self._linear_specs(f"{p}.wqkv", 3 * C, C, specs)
+                    self._linear_specs(f"{p}.wqkv", Cq + 2 * Ckv, C, specs, qkv_bias)
                     if m["qk_norm"] != "none":
-                        width = D if m["qk_norm_scope"] == "head" else C
-                        self._norm_specs(f"{p}.q_norm", m["qk_norm"], width, specs)
-                        self._norm_specs(f"{p}.k_norm", m["qk_norm"], width, specs)
-                    self._linear_specs(f"{p}.wo", C, C, specs)
+                        head = m["qk_norm_scope"] == "head"
+                        self._norm_specs(f"{p}.q_norm", m["qk_norm"], D if head else Cq, specs)
+                        self._norm_specs(f"{p}.k_norm", m["qk_norm"], D if head else Ckv, specs)
+                    self._linear_specs(f"{p}.wo", C, Cq, specs, out_bias)
                 else:
                     gated = m["mlp"] in ("swiglu", "geglu")
-                    self._linear_specs(f"{p}.w_in", 2 * F_ if gated else F_, C, specs)
-                    self._linear_specs(f"{p}.w_out", C, F_, specs)
+                    self._linear_specs(f"{p}.w_in", 2 * F_ if gated else F_, C, specs, mlp_bias)
+                    self._linear_specs(f"{p}.w_out", C, F_, specs, mlp_bias)
                 if plan.norm_out:
                     self._norm_specs(f"{p}.norm_out", m["norm"], C, specs)
                 if plan.norm_after_add:
@@ -275,7 +368,7 @@ class RefModel:
             else:
                 t = torch.randn(s.shape, generator=gen, dtype=torch.float64) / math.sqrt(s.shape[1])
                 if s.name.endswith("attn.wqkv.weight"):
-                    t[: 2 * self.C] *= 1.5
+                    t[: self.Cq + self.Ckv] *= 1.5  # query and key rows
             params[s.name] = t.to(torch.float32).to(dtype)
         return params
 
@@ -295,12 +388,14 @@ class RefModel:
         bias = params.get(f"{prefix}.bias")
         return y if bias is None else y + bias
 
-    def rope(self, x):
-        """Rotate-half RoPE on (B, H, T, D): for i < D/2, a = t * theta^(-2i/D),
-        out[i] = x1 cos a - x2 sin a, out[i + D/2] = x2 cos a + x1 sin a."""
+    def rope(self, x, layer=None):
+        """Rotate-half RoPE on (B, H, T, D): for i < D/2, a = t * freq_i (rope_inv_freq of the
+        layer; theta^(-2i/D) unscaled), out[i] = x1 cos a - x2 sin a,
+        out[i + D/2] = x2 cos a + x1 sin a. layer None: a global layer."""
         T, D = x.shape[-2], x.shape[-1]
-        i = torch.arange(D // 2, dtype=torch.float64)
-        freq = self.m["rope_theta"] ** (-2.0 * i / D)  # (D/2)
+        assert D == self.D
+        sliding = layer is not None and self.sliding[layer]
+        freq = rope_inv_freq(self.m, sliding)  # (D/2)
         angle = torch.arange(T, dtype=torch.float64)[:, None] * freq[None, :]  # (T, D/2)
         cos, sin = torch.cos(angle).to(x.dtype), torch.sin(angle).to(x.dtype)
         x1, x2 = x[..., : D // 2], x[..., D // 2 :]
@@ -312,42 +407,54 @@ class RefModel:
         bias = params.get(f"{prefix}.bias")
         return y if bias is None else y + bias
 
-    def attention(self, u, params, prefix):
-        m, C, H, D = self.m, self.C, self.H, self.D
+    def attention(self, u, params, prefix, layer=None):
+        """layer: the block index (RoPE base and scaling, sliding window); None reads it from
+        a prefix "blocks.{l}.attn", else the layer is global."""
+        m, H, Hkv, D, Cq, Ckv = self.m, self.H, self.Hkv, self.D, self.Cq, self.Ckv
+        if layer is None and prefix.startswith("blocks."):
+            layer = int(prefix.split(".")[1])
+        sliding = layer is not None and self.sliding[layer]
         B, T, _ = u.shape
-        qkv = self._linear(u, params, f"{prefix}.wqkv")  # (B, T, 3C)
-        q, k, v = qkv[..., :C], qkv[..., C : 2 * C], qkv[..., 2 * C :]
+        qkv = self._linear(u, params, f"{prefix}.wqkv")  # (B, T, Cq + 2 Ckv)
+        q, k, v = qkv[..., :Cq], qkv[..., Cq : Cq + Ckv], qkv[..., Cq + Ckv :]
         qk_kind, scope, position = m["qk_norm"], m["qk_norm_scope"], m["qk_norm_position"]
         use_rope = m["pos"] == "rope"
 
-        def heads(t):  # (B, T, C) -> (B, H, T, D)
-            return t.reshape(B, T, H, D).transpose(1, 2)
+        def heads(t):  # (B, T, n * D) -> (B, n, T, D)
+            return t.reshape(B, T, -1, D).transpose(1, 2)
 
-        def merge(t):  # (B, H, T, D) -> (B, T, C)
-            return t.transpose(1, 2).reshape(B, T, C)
+        def merge(t):  # (B, n, T, D) -> (B, T, n * D)
+            return t.transpose(1, 2).reshape(B, T, -1)
 
-        def qk_norm(t, which):  # t: (B, H, T, D)
+        def qk_norm(t, which):  # t: (B, n, T, D)
             if scope == "full":
                 return heads(self.norm(merge(t), params, f"{prefix}.{which}_norm", qk_kind))
             return self.norm(t, params, f"{prefix}.{which}_norm", qk_kind)
 
-        q, k, v = heads(q), heads(k), heads(v)
+        q, k, v = heads(q), heads(k), heads(v)  # (B, H, T, D), (B, Hkv, T, D) twice
         if qk_kind != "none" and position == "pre_rope":
             q, k = qk_norm(q, "q"), qk_norm(k, "k")
         if use_rope:
-            q, k = self.rope(q), self.rope(k)
+            q, k = self.rope(q, layer), self.rope(k, layer)
         if qk_kind != "none" and position == "post_rope":
             q, k = qk_norm(q, "q"), qk_norm(k, "k")
+        # Grouped-query attention: query head h reads key/value head h // (H / Hkv).
+        group = H // Hkv
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
 
         scale = m["attn_scale"] if m["attn_scale"] != 0 else 1.0 / math.sqrt(D)
         s = scale * (q @ k.transpose(-1, -2))  # (B, H, T, T)
         cap = m["attn_softcap"]
         if cap > 0:
             s = cap * torch.tanh(s / cap)
-        causal = torch.ones(T, T, dtype=torch.bool).triu(1)  # key j > query i
-        s = s.masked_fill(causal, float("-inf"))
+        i = torch.arange(T)[:, None]
+        j = torch.arange(T)[None, :]
+        hidden = j > i  # causal: key j after query i
+        if sliding:  # a sliding layer's query i sees keys i - W < j <= i
+            hidden = hidden | (j <= i - m["sliding_window"])
+        s = s.masked_fill(hidden, float("-inf"))
         p = torch.softmax(s, dim=-1)
-        o = merge(p @ v)  # (B, T, C)
+        o = merge(p @ v)  # (B, T, Cq): head h in columns [hD, (h+1)D)
         return self._linear(o, params, f"{prefix}.wo")
 
     @staticmethod

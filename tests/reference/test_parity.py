@@ -107,6 +107,88 @@ def describe(cfg):
 
 CASES = [(f"{p}-{i:02d}", case_config(p, i)) for p in PLACEMENTS for i in range(CASES_PER_PLACEMENT)]
 
+# ----------------------------------------------------------------------------------------------
+# Attention layouts (issue #18): grouped-query attention, explicit head size, sliding-window layers
+# with per-type RoPE bases, scaled RoPE, per-group biases. Four configurations per placement, in
+# which each of these option values meets every placement (test_attention_design_covers...), on
+# top of the other options cycling as above. T = 8, so windows of 2-5 keys cut every sequence.
+ATTN_CASES_PER_PLACEMENT = 4
+# (n_head, n_kv_head, head_dim): 8 query heads over 2 kv heads with D = 4 != C/H = 2; multi-query
+# with D = 6; 8 over 2 with the default D = C/H = 2; 2 heads, n_kv_head = n_head written out,
+# D = 12 (queries 24 wide for C = 16).
+ATTN_HEADS = [(8, 2, 4), (4, 1, 6), (8, 2, 0), (2, 2, 12)]
+# (layer_pattern for L = 2, for L = 3 (mix), sliding_window, rope_local_theta)
+ATTN_LAYERS = [("every:2", "every:2", 3, 100.0), ("global,sliding", "global,sliding,sliding", 2, 0.0),
+               ("sliding", "sliding", 4, 0.0), ("sliding,global", "sliding,global,global", 5, 50.0)]
+# Llama 3.1 scaling with original contexts 32 and 64 (T = 8): wavelength bounds [4, 32] and
+# [8, 64]. At D = 4..12 and theta 10000 the first interpolates every frequency it keeps in the
+# second (2 pi), both divide the low ones; D = 2 (one frequency, 2 pi) only ever takes the first.
+ROPE_SCALINGS = [{"rope_scaling": "llama3", "rope_factor": 4.0, "rope_low_freq_factor": 1.0,
+                  "rope_high_freq_factor": 8.0, "rope_original_seq_len": 32},
+                 {"rope_scaling": "linear", "rope_factor": 2.5},
+                 {"rope_scaling": "none"},
+                 {"rope_scaling": "llama3", "rope_factor": 8.0, "rope_low_freq_factor": 1.0,
+                  "rope_high_freq_factor": 8.0, "rope_original_seq_len": 64}]
+# (attn_qkv_bias, attn_out_bias, mlp_bias)
+BIAS_GROUPS = [(True, False, False), (False, True, True), (False, False, True), (True, True, False)]
+ATTN_QK = [("rmsnorm", "head", "pre_rope"), ("layernorm", "full", "post_rope"),
+           ("rmsnorm", "full", "pre_rope"), ("layernorm", "head", "post_rope"),
+           ("none", "head", "pre_rope")]
+
+
+def attn_case_config(placement, i):
+    """Attention-layout configuration i of a placement: the layout options of index i (so every
+    placement sees all four), the other options shifted by the placement."""
+    pi = PLACEMENTS.index(placement)
+    j = i + pi
+    H, Hkv, D = ATTN_HEADS[i]
+    pattern2, pattern3, window, local_theta = ATTN_LAYERS[(i + pi) % 4 if pi % 2 else i]
+    qkv_b, out_b, mlp_b = BIAS_GROUPS[(i + 2 * pi) % 4]
+    qk, scope, position = ATTN_QK[(i + pi) % 5]
+    norm, norm_bias = NORMS[j % 4]
+    rope_index = (i + pi) % 4
+    if ref_model.head_size({"head_dim": D, "d_model": 16, "n_head": H}) == 2 and rope_index == 3:
+        rope_index = 0  # the second llama3 keeps D = 2's only frequency: no scaling at all
+    capped = (i + pi) % 3 == 0
+    mix = placement == "mix"
+    model = {
+        "vocab_size": 32, "n_layer": 3 if mix else 2, "d_model": 16, "n_head": H, "n_kv_head": Hkv,
+        "head_dim": D, "d_ff": 24, "seq_len": 8, "placement": placement, "norm": norm,
+        "norm_bias": norm_bias, "qk_norm": qk, "qk_norm_scope": scope, "qk_norm_position": position,
+        "pos": "rope", "rope_theta": 10000.0, "mlp": MLPS[(j + 1) % 4],
+        "layer_pattern": pattern3 if mix else pattern2, "sliding_window": window,
+        "rope_local_theta": local_theta, **ROPE_SCALINGS[rope_index],
+        "attn_qkv_bias": qkv_b, "attn_out_bias": out_b, "mlp_bias": mlp_b,
+        "tie_embeddings": j % 2 == 0,
+        "attn_softcap": 1.5 if capped else 0.0, "final_softcap": 1.5 if capped else 0.0,
+        "norm_gain_offset": 1.0 if j % 3 == 1 else 0.0,
+    }
+    if mix:
+        model["mix_ratio"] = 0.5
+    optim = {"lr": 1e-2, "weight_decay": 0.1, "grad_clip": 1.0, "warmup_steps": 2,
+             "schedule": "cosine", "min_lr_ratio": 0.1, "eps": 1e-4}
+    train = {"seed": 2000 + 10 * pi + i, "z_loss": 1e-2 if j % 2 else 0.0, "steps": 3,
+             "batch_size": 2}
+    return make_config(model, optim, train)
+
+
+def describe_attention(cfg):
+    m = cfg["model"]
+    parts = [f"H={m['n_head']}/kv={m['n_kv_head']}/D={ref_model.head_size(m)}",
+             f"{m['layer_pattern']}/W={m['sliding_window']}"]
+    if m["rope_local_theta"]:
+        parts.append(f"local_theta={m['rope_local_theta']:g}")
+    if m["rope_scaling"] != "none":
+        parts.append(f"{m['rope_scaling']}x{m['rope_factor']:g}")
+    parts.append("bias=" + "+".join(g for g, on in (("qkv", m["attn_qkv_bias"]),
+                                                     ("out", m["attn_out_bias"]),
+                                                     ("mlp", m["mlp_bias"])) if on))
+    return ", ".join(parts) + "; " + describe(cfg)
+
+
+ATTN_CASES = [(f"attn-{p}-{i}", attn_case_config(p, i)) for p in PLACEMENTS
+              for i in range(ATTN_CASES_PER_PLACEMENT)]
+
 
 @pytest.fixture(scope="module")
 def summary():
@@ -145,6 +227,108 @@ def test_design_covers_every_option_with_every_placement():
             assert seen[k] == values, f"placement {p}: option {k} covers {seen[k]}, want {values}"
     mix_ratios = {c["model"]["mix_ratio"] for _, c in CASES if c["model"]["placement"] == "mix"}
     assert mix_ratios == {0.2, 0.5, 1.0}
+
+
+def test_attention_design_covers_every_option_with_every_placement():
+    for p in PLACEMENTS:
+        cases = [c for _, c in ATTN_CASES if c["model"]["placement"] == p]
+        ms = [c["model"] for c in cases]
+        T = ms[0]["seq_len"]
+        heads = {(m["n_head"], ref_model.kv_heads(m)) for m in ms}
+        assert {(8, 2), (4, 1)} <= heads, (p, heads)  # GQA 8 over 2, and MQA
+        assert any(ref_model.head_size(m) != m["d_model"] // m["n_head"] for m in ms), p
+        assert any(m["n_head"] * ref_model.head_size(m) != m["d_model"] for m in ms), p
+        patterns = {m["layer_pattern"].split(":")[0] if "every" in m["layer_pattern"] else
+                    ("list" if "," in m["layer_pattern"] else m["layer_pattern"]) for m in ms}
+        assert {"every", "list", "sliding"} <= patterns, (p, patterns)
+        for m in ms:
+            types = ref_model.layer_types(m)
+            assert 0 < m["sliding_window"] < T and any(types), (p, m["layer_pattern"])
+        # A sliding layer with its own base, and a sliding layer that shares the global RoPE.
+        assert any(m["rope_local_theta"] > 0 for m in ms), p
+        assert any(m["rope_local_theta"] == 0 and m["rope_scaling"] != "none" for m in ms), p
+        assert {"none", "linear", "llama3"} == {m["rope_scaling"] for m in ms}, p
+        for group in ("attn_qkv_bias", "attn_out_bias", "mlp_bias"):
+            assert {True, False} == {m[group] for m in ms}, (p, group)
+        assert {"head", "full"} == {m["qk_norm_scope"] for m in ms if m["qk_norm"] != "none"}, p
+        assert {"pre_rope", "post_rope"} == {m["qk_norm_position"] for m in ms
+                                             if m["qk_norm"] != "none"}, p
+    # Every llama3 case changes some frequency; together they keep, interpolate and divide.
+    bands = set()
+    for _, cfg in ATTN_CASES:
+        m = cfg["model"]
+        if m["rope_scaling"] != "llama3":
+            continue
+        D = ref_model.head_size(m)
+        plain = m["rope_theta"] ** (-2.0 * torch.arange(D // 2, dtype=torch.float64) / D)
+        ratio = ref_model.rope_inv_freq(m, False) / plain
+        assert (ratio < 1).any(), (D, ratio)
+        for r in ratio.tolist():
+            bands.add("kept" if r == 1 else "divided" if math.isclose(r, 1 / m["rope_factor"])
+                      else "interpolated")
+    assert bands == {"kept", "divided", "interpolated"}, bands
+
+
+def test_oracle_attention_layouts():
+    """GQA, head size, sliding windows and scaled RoPE of the oracle, against torch primitives
+    and transformers' RoPE initialisation (modeling_rope_utils.ROPE_INIT_FUNCTIONS)."""
+    torch.manual_seed(1)
+    base = {"vocab_size": 32, "n_layer": 2, "d_model": 16, "n_head": 8, "n_kv_head": 2,
+            "head_dim": 4, "d_ff": 24, "seq_len": 8, "pos": "learned"}
+    model = RefModel(make_config({**base, "layer_pattern": "sliding,global", "sliding_window": 3}))
+    assert (model.Cq, model.Ckv, model.D) == (32, 8, 4)
+    shapes = {s.name: s.shape for s in model.specs}
+    assert shapes["blocks.0.attn.wqkv.weight"] == (48, 16) and shapes["blocks.0.attn.wo.weight"] == (16, 32)
+    x = torch.randn(2, 8, 16, dtype=torch.float64)
+    params = {"a.wqkv.weight": torch.randn(48, 16, dtype=torch.float64) / 4,
+              "a.wo.weight": torch.randn(16, 32, dtype=torch.float64) / 4}
+    qkv = x @ params["a.wqkv.weight"].T
+    qh = qkv[..., :32].reshape(2, 8, 8, 4).transpose(1, 2)
+    kh = qkv[..., 32:40].reshape(2, 8, 2, 4).transpose(1, 2)
+    vh = qkv[..., 40:].reshape(2, 8, 2, 4).transpose(1, 2)
+    for layer, window in ((1, None), (0, 3)):
+        i, j = torch.arange(8)[:, None], torch.arange(8)[None, :]
+        allowed = (j <= i) if window is None else ((j <= i) & (j > i - window))
+        o = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=allowed, enable_gqa=True)
+        want = o.transpose(1, 2).reshape(2, 8, 32) @ params["a.wo.weight"].T
+        got = model.attention(x, params, "a", layer=layer)
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    # (SDPA's enable_gqa: query head h reads kv head h // (H / Hkv), as the oracle.)
+    for pattern, types in (("every:3", [True, True, False, True, True, False]),
+                           ("every:1", [False] * 6), ("sliding", [True] * 6)):
+        assert ref_model.layer_types({"n_layer": 6, "layer_pattern": pattern}) == types
+    assert ref_model.layer_types({"n_layer": 3, "layer_pattern": "global, sliding,global"}) == \
+        [False, True, False]
+    with pytest.raises(ValueError):
+        ref_model.layer_types({"n_layer": 3, "layer_pattern": "global,sliding"})
+
+    from transformers import LlamaConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    for rope in ({"rope_scaling": "linear", "rope_factor": 2.5},
+                 {"rope_scaling": "llama3", "rope_factor": 8.0, "rope_low_freq_factor": 1.0,
+                  "rope_high_freq_factor": 4.0, "rope_original_seq_len": 8192},
+                 {"rope_scaling": "llama3", "rope_factor": 4.0, "rope_low_freq_factor": 1.0,
+                  "rope_high_freq_factor": 8.0, "rope_original_seq_len": 32}):
+        for D, theta in ((128, 500000.0), (12, 10000.0), (4, 10000.0)):
+            m = make_config({**base, "n_head": 2, "n_kv_head": 1, "head_dim": D, "pos": "rope",
+                             "rope_theta": theta, **rope})["model"]
+            hf_rope = {"rope_type": rope["rope_scaling"], "rope_theta": theta, "factor": rope["rope_factor"]}
+            if rope["rope_scaling"] == "llama3":
+                hf_rope.update(low_freq_factor=rope["rope_low_freq_factor"],
+                               high_freq_factor=rope["rope_high_freq_factor"],
+                               original_max_position_embeddings=rope["rope_original_seq_len"])
+            hf_cfg = LlamaConfig(hidden_size=16, num_attention_heads=2, num_key_value_heads=1,
+                                 head_dim=D, max_position_embeddings=16384, rope_parameters=hf_rope)
+            hf_inv, _ = ROPE_INIT_FUNCTIONS[rope["rope_scaling"]](hf_cfg, "cpu")
+            ours = ref_model.rope_inv_freq(m, False)
+            # transformers computes in float32: agreement to float32 round-off
+            torch.testing.assert_close(ours.float(), hf_inv.float(), rtol=3e-6, atol=0)
+            m_local = {**m, "layer_pattern": "sliding", "sliding_window": 4, "rope_local_theta": 100.0}
+            torch.testing.assert_close(ref_model.rope_inv_freq(m_local, True),
+                                       100.0 ** (-2.0 * torch.arange(D // 2, dtype=torch.float64) / D))
+            # rope_local_theta = 0: a sliding layer has the global (scaled) RoPE
+            m_shared = {**m, "layer_pattern": "sliding", "sliding_window": 4}
+            assert torch.equal(ref_model.rope_inv_freq(m_shared, True), ours)
 
 
 def test_toml_round_trip():
@@ -283,14 +467,14 @@ def test_oracle_adamw_matches_torch_optim():
 # Parity against the C++ driver
 
 
-@pytest.mark.parametrize("case_id,cfg", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("case_id,cfg", CASES + ATTN_CASES, ids=[c[0] for c in CASES + ATTN_CASES])
 def test_parity(case_id, cfg, tmp_path, summary):
     model = RefModel(cfg)
     params = model.random_params(seed=cfg["train"]["seed"])
     idx, targets = ref_model.random_batch(model, cfg["train"]["batch_size"], seed=cfg["train"]["seed"] + 1)
     got = harness.run_driver(tmp_path, cfg, params, {"idx": idx, "targets": targets},
                              mode="model", adam_steps=ADAM_STEPS)
-    label = f"{case_id} ({describe(cfg)})"
+    label = f"{case_id} ({describe_attention(cfg) if case_id.startswith('attn-') else describe(cfg)})"
 
     names = model.param_names()
     got_grads = {k[len("grad."):] for k in got if k.startswith("grad.")}

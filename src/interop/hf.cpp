@@ -181,21 +181,21 @@ std::optional<MlpKind> mlp_of(hf::ActFormula a, const FamilySpec& f) {
   return std::nullopt;
 }
 
-// num_key_value_heads and head_dim: normlab has multi-head attention with D = C / H only.
-void check_head_layout(hf::HfKeys& k, const FamilySpec& f, const ModelConfig& m) {
+// num_key_value_heads and head_dim -> n_kv_head and head_dim, written canonically (0 when they
+// are the defaults n_head and d_model / n_head) so that an export imports back to the same config.
+void read_head_layout(hf::HfKeys& k, const FamilySpec& f, ModelConfig& m) {
   const long H = m.n_head, C = m.d_model;
   const long kv = k.optional_integer("num_key_value_heads", f.kv_heads_default).value_or(H);
-  if (kv != H)
+  if (kv < 1 || (H > 0 && H % kv != 0))
     k.refuse_value("num_key_value_heads", std::to_string(kv),
-                   fmt::format("grouped-query attention has no normlab counterpart (needs "
-                               "num_key_value_heads = num_attention_heads = {})", H));
-  if (H > 0 && C % H == 0) {
-    const long hd = k.optional_integer("head_dim", f.head_dim_default).value_or(C / H);
-    if (hd != C / H)
-      k.refuse_value("head_dim", std::to_string(hd),
-                     fmt::format("normlab's head dimension is hidden_size / "
-                                 "num_attention_heads = {}", C / H));
-  }
+                   fmt::format("must divide num_attention_heads = {}", H));
+  else
+    m.n_kv_head = kv == H ? 0 : static_cast<int>(kv);
+  const std::optional<long> hd = k.optional_integer("head_dim", f.head_dim_default);
+  if (hd && *hd < 1)
+    k.refuse_value("head_dim", std::to_string(*hd), "must be >= 1");
+  else if (hd && !(H > 0 && C % H == 0 && *hd == C / H))
+    m.head_dim = static_cast<int>(*hd);
 }
 
 // The key map, the options the family implies, then the family's own keys (read_rest).
@@ -209,7 +209,7 @@ ModelConfig read_config(hf::HfKeys& k, const FamilySpec& f, hf::ReadContext& cx)
   m.placement = f.placement;
   m.norm = f.norm;
   m.pos = f.pos;
-  m.norm_bias = m.bias = f.biases;
+  m.norm_bias = m.bias = f.biases == hf::BiasKeys::all;
   if (f.qk_norm != QKNormKind::none) {
     m.qk_norm = f.qk_norm;
     m.qk_norm_scope = f.qk_scope;
@@ -219,7 +219,7 @@ ModelConfig read_config(hf::HfKeys& k, const FamilySpec& f, hf::ReadContext& cx)
     m.norm_gain_offset = 1.0;
     m.embed_scale = std::sqrt(static_cast<double>(m.d_model));
   }
-  if (f.head_layout_keys) check_head_layout(k, f, m);
+  if (f.head_layout_keys) read_head_layout(k, f, m);
   m.norm_eps = k.number(f.eps_key, f.eps_default);
   m.tie_embeddings = k.boolean("tie_word_embeddings", f.tie_default);
   if (const auto mlp = mlp_of(hf::act_formula(k.string(f.act_key, f.act_default)), f))
@@ -249,7 +249,10 @@ std::vector<HfLink> hf_links(HfFamily family, const ModelConfig& m) {
     switch (d) {
       case Dim::none: return 0;
       case Dim::C: return m.d_model;
-      case Dim::C3: return 3L * m.d_model;
+      case Dim::Q: return m.q_width();
+      case Dim::KV: return m.kv_width();
+      case Dim::QK: return m.q_width() + m.kv_width();
+      case Dim::QKV: return m.q_width() + 2L * m.kv_width();
       case Dim::F: return m.d_ff;
       case Dim::V: return m.vocab_size;
       case Dim::T: return m.seq_len;
@@ -259,11 +262,16 @@ std::vector<HfLink> hf_links(HfFamily family, const ModelConfig& m) {
   };
   std::vector<HfLink> links;
   auto add = [&](const LinkRule& r, const std::string& hf_pre, const std::string& nl_pre) {
-    if ((r.when == hf::When::bias && !m.bias) || (r.when == hf::When::untied && m.tie_embeddings))
-      return;
+    const bool present = r.when == hf::When::always ||
+                         (r.when == hf::When::qkv_bias && m.has_qkv_bias()) ||
+                         (r.when == hf::When::out_bias && m.has_out_bias()) ||
+                         (r.when == hf::When::mlp_bias && m.has_mlp_bias()) ||
+                         (r.when == hf::When::untied && !m.tie_embeddings);
+    if (!present) return;
     std::vector<std::int64_t> shape{size(r.rows)};
     if (r.cols != Dim::none) shape.push_back(size(r.cols));
-    links.push_back({hf_pre + r.hf, shape, nl_pre + r.nl, r.part * size(r.rows), r.transpose});
+    const std::int64_t row0 = r.part * size(r.unit == Dim::none ? r.rows : r.unit);
+    links.push_back({hf_pre + r.hf, shape, nl_pre + r.nl, row0, r.transpose});
   };
   for (const LinkRule& r : f.begin) add(r, "", "");
   for (int l = 0; l < m.n_layer; ++l)
@@ -320,7 +328,7 @@ std::string hf_config_json(HfFamily family, const ModelConfig& m) {
   j["model_type"] = f.model_type;
   for (const hf::IntKey& key : f.ints) j[key.keys[0]] = m.*key.field;
   if (f.head_layout_keys) {
-    j["num_key_value_heads"] = m.n_head;
+    j["num_key_value_heads"] = m.kv_heads();
     j["head_dim"] = m.head_size();
   }
   j[f.eps_key] = m.norm_eps;

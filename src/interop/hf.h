@@ -2,18 +2,25 @@
 // (config.json + safetensors) into a normlab config and parameter arena, and export a normlab
 // model as a directory that `transformers.AutoModelForCausalLM.from_pretrained` loads.
 //
-// Only exact mappings are made. Each supported family is a fixed point in normlab's option space,
+// Only exact mappings are made. Each supported family is a region of normlab's option space,
 // described by one data record in hf_families.cpp (docs/interop.md has the table):
 //   gpt2        pre,       layernorm + bias, gelu_tanh (gelu_new) or gelu, learned positions
-//   llama       pre,       rmsnorm, swiglu (silu) or geglu (gelu_pytorch_tanh), rope
+//   llama       pre,       rmsnorm, swiglu (silu) or geglu (gelu_pytorch_tanh), rope (linear or
+//                          llama3 scaling), GQA, head_dim, biases on attention and/or the MLP
+//   mistral     as llama without biases, + a sliding window on every layer
+//   qwen2       as llama with biases on q/k/v only, + sliding layers (layer_types)
+//   qwen3       as llama + QK-norm rmsnorm per head before RoPE, + sliding layers (layer_types)
 //   gemma2      peri,      rmsnorm with gain (1 + w), geglu, rope, embeddings * sqrt(C),
-//                          attn_scale = query_pre_attn_scalar^-1/2, attention and final soft-caps
-//   gemma3_text as gemma2, + QK-norm rmsnorm per head before RoPE, no attention soft-cap
+//                          attn_scale = query_pre_attn_scalar^-1/2, attention and final soft-caps,
+//                          sliding layers (layer_types)
+//   gemma3_text as gemma2, + QK-norm rmsnorm per head before RoPE, no attention soft-cap, a RoPE
+//                          base of its own for sliding layers (rope_local_theta)
 //   olmo2       reordered, rmsnorm, swiglu, QK-norm rmsnorm over the full projection before RoPE
-// An HF config key with no exact normlab counterpart (grouped-query attention, RoPE scaling, a
-// sliding window shorter than the context that cannot be avoided, ...) is refused with a
-// FormatError naming the key and its value; a normlab option with no counterpart in any family is
-// refused on export with a ConfigError naming the option. Nothing is ever converted approximately.
+// Every llama-like family has grouped-query attention (num_key_value_heads), head_dim and RoPE
+// scaling (rope_type default, linear, llama3). An HF config key with no exact normlab counterpart
+// (another RoPE scaling, partial rotary factors, ...) is refused with a FormatError naming the key
+// and its value; a normlab option with no counterpart in the family it selects is refused on
+// export with a ConfigError naming the option. Nothing is ever converted approximately.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -26,7 +33,7 @@
 
 namespace normlab {
 
-enum class HfFamily { gpt2, llama, gemma2, gemma3_text, olmo2 };
+enum class HfFamily { gpt2, llama, mistral, qwen2, qwen3, gemma2, gemma3_text, olmo2 };
 std::string_view to_string(HfFamily f);
 
 struct HfModel {
@@ -38,8 +45,9 @@ struct HfModel {
 
 // Reads DIR/config.json and DIR/model.safetensors (or the shards named by
 // DIR/model.safetensors.index.json). model.seq_len becomes max_position_embeddings, capped at
-// `max_seq_len` and at the sliding window of models that have one (so the window never cuts the
-// context); learned position tables fix it to their length. Throws FormatError for an unreadable
+// `max_seq_len`; learned position tables fix it to their length. Sliding-window layers keep
+// their window (model.sliding_window, model.layer_pattern in its canonical form: "global",
+// "sliding", "every:K" or a list). Throws FormatError for an unreadable
 // or unsupported model, naming every offending config key (or tensor) at once.
 HfModel import_hf(const std::string& dir, int max_seq_len = 4096);
 

@@ -15,9 +15,12 @@ namespace normlab::hf {
 
 struct FamilySpec;
 
-// Sizes a tensor shape is written in: C d_model, C3 = 3C, F d_ff, V vocab, T seq_len, D head dim.
-enum class Dim { none, C, C3, F, V, T, D };
-enum class When { always, bias, untied };  // the link exists always / with model.bias / untied head
+// Sizes a tensor shape is written in: C d_model, Q = Cq = n_head * head_size (queries), KV = Ckv =
+// kv_heads * head_size (keys, values), QK = Cq + Ckv, QKV = Cq + 2 Ckv, F d_ff, V vocab,
+// T seq_len, D head size.
+enum class Dim { none, C, Q, KV, QK, QKV, F, V, T, D };
+// The link exists always / with has_qkv_bias() / has_out_bias() / has_mlp_bias() / untied head.
+enum class When { always, qkv_bias, out_bias, mlp_bias, untied };
 
 // One HF tensor <-> rows of one normlab parameter. Block rules are relative to the layer prefixes
 // ("model.layers.{l}." and "blocks.{l}."); the others are full names, HF ones after the family's
@@ -26,9 +29,10 @@ struct LinkRule {
   const char* hf;
   const char* nl;
   Dim rows, cols = Dim::none;   // the HF shape; cols = none for vectors
-  int part = 0;                 // row0 = part * rows: q/k/v 0/1/2 of wqkv, gate/up 0/1 of w_in
+  int part = 0;                 // row0 = part * unit: gate/up 0/1 of w_in; k 1 * Q, v 1 * QK
   bool transpose = false;       // HF stores (in, out) (GPT-2's Conv1D)
   When when = When::always;
+  Dim unit = Dim::none;         // the row offset's unit; none = rows
 };
 
 // An integer config key: the first present of `keys`, else `def` (times d_model when per_d_model).
@@ -53,6 +57,21 @@ struct Requirement {
   std::string (*why)(const ModelConfig& m, const FamilySpec& f);
 };
 
+// Which biases a family has and how config.json says so.
+enum class BiasKeys {
+  all,             // every linear and LayerNorm, always (GPT-2)
+  none,            // none (Mistral)
+  attention,       // attention_bias: q, k, v and o (Gemma, OLMo 2, Qwen 3)
+  attention_mlp,   // attention_bias: q, k, v, o; mlp_bias: the MLP (Llama)
+  qkv,             // q, k, v always, o and the MLP never (Qwen 2)
+};
+// Where a family's sliding-window layers come from.
+enum class SlidingKeys {
+  none,         // no sliding windows (GPT-2, Llama, OLMo 2)
+  every_layer,  // sliding_window applies to every layer; null = none (Mistral)
+  layer_types,  // layer_types lists sliding_attention / full_attention layers (Gemma, Qwen)
+};
+
 struct ReadContext {
   int max_seq_len;
   std::vector<std::string>& notes;
@@ -67,14 +86,15 @@ struct FamilySpec {
   bool (*selects)(const ModelConfig& m);  // the first family of m's placement that selects m wins
   NormKind norm;
   PosKind pos;
-  bool biases = false;         // every linear and LayerNorm has a bias (GPT-2)
+  BiasKeys biases = BiasKeys::none;
+  SlidingKeys sliding = SlidingKeys::none;
   bool gemma_scaling = false;  // RMSNorm gain (1 + w) and embeddings * sqrt(C)
   QKNormKind qk_norm = QKNormKind::none;  // rmsnorm before RoPE, over qk_scope
   QKNormScope qk_scope = QKNormScope::head;
   std::vector<Requirement> needs;  // on export, in this order
   // --- config.json
   std::vector<IntKey> ints;
-  bool head_layout_keys = false;  // num_key_value_heads, head_dim (refused unless MHA, C / H)
+  bool head_layout_keys = false;  // num_key_value_heads (GQA) and head_dim
   std::optional<long> kv_heads_default, head_dim_default;
   const char* eps_key;
   double eps_default;
@@ -90,14 +110,17 @@ struct FamilySpec {
   long max_pos_default = 0;
   double theta_default = 10000.0;
   std::optional<long> pad_default;
+  std::optional<long> window_default;  // sliding_window when config.json has none
+  // Qwen: the window exists only with use_sliding_window; without layer_types, layers from
+  // max_window_layers on slide.
+  bool qwen_window_keys = false;
   // Gemma: soft-cap defaults; whether the attention applies its cap (Gemma 3's never does); the
   // sliding-layer period when config.json has no layer_types (0: sliding_window_pattern, 6); RoPE
-  // bases per layer type (Gemma 3).
+  // per layer type (Gemma 3: full_attention and sliding_attention entries).
   std::optional<double> final_cap_default, attn_cap_default;
   bool applies_attn_cap = true;
   long sliding_period = 0;
   bool rope_per_layer_type = false;
-  bool mlp_bias_key = false;  // llama: biases on every linear when attention_bias = mlp_bias
   // --- tensors
   std::vector<const char*> prefixes;  // base prefixes tried on import; [0] is canonical
   const char* layers;                 // after the base prefix: "h." / "layers."
@@ -108,6 +131,11 @@ struct FamilySpec {
   void (*unwrap)(HfKeys& top, HfKeys& text, ModelConfig& m, std::vector<std::string>& notes) =
       nullptr;
 };
+
+// The canonical model.layer_pattern of per-layer types (true = sliding): "global", "sliding",
+// "every:K" (smallest K >= 2), else the comma list. Import writes it, so that export -> import
+// gives back the same config.
+std::string canonical_layer_pattern(const std::vector<bool>& sliding);
 
 // Every family, in the order messages list them.
 const std::vector<FamilySpec>& families();

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "normlab/config.h"
+
 namespace normlab::hf {
 
 using json = nlohmann::json;
@@ -51,10 +53,25 @@ bool close(double a, double b);
 void note_dropout(HfKeys& k, const std::vector<std::pair<std::string, double>>& keys,
                   std::vector<std::string>& notes);
 
-// RoPE base of one rope_parameters entry (transformers 5: {"rope_type", "rope_theta", ...}, flat or
-// per layer type) or of the legacy keys (rope_theta / rope_local_base_freq, rope_scaling). Any
-// scaled RoPE type is refused.
-double read_rope_theta(HfKeys& k, const char* layer_type, const std::string& legacy_theta_key,
-                       double default_theta);
+// One RoPE as config.json describes it: type (default = none, linear, llama3), base and the
+// scaling parameters (those the type does not use keep normlab's defaults).
+struct RopeSpec {
+  RopeScaling type = RopeScaling::none;
+  double theta = 10000.0;
+  double factor = 1.0, low_freq_factor = 1.0, high_freq_factor = 4.0;
+  long original_seq_len = 8192;
+  friend bool operator==(const RopeSpec&, const RopeSpec&) = default;
+};
+
+// The RoPE of one rope_parameters entry (transformers 5: {"rope_type", "rope_theta", "factor",
+// ...}, flat or per layer type) or of the legacy keys (rope_theta / rope_local_base_freq,
+// rope_scaling; the legacy rope_scaling applies to global layers only). Types other than default,
+// linear and llama3, and partial rotary factors, are refused. max_pos: max_position_embeddings,
+// llama3's original context when nothing else gives it (as transformers).
+RopeSpec read_rope(HfKeys& k, const char* layer_type, const std::string& legacy_theta_key,
+                   double default_theta, long max_pos);
+// ModelConfig's global RoPE <- spec, and the rope_parameters entry of model m's global RoPE.
+void set_rope(ModelConfig& m, const RopeSpec& r);
+json rope_entry(const ModelConfig& m);
 
 }  // namespace normlab::hf

@@ -1,12 +1,17 @@
 """normlab against Hugging Face transformers' own models (src/interop/hf.h, docs/interop.md).
 
-For GPT-2, Llama, Gemma 2, Gemma 3 (text) and OLMo 2: a tiny random model built from a transformers
-config (no download; norm gains randomised so they matter), saved with save_pretrained, imported
-by tests/hf_driver, which writes normlab's logits, loss and gradients in HF naming; all are compared
-with transformers (eager attention, eval mode, float32) at relative tolerance 1e-4 per tensor.
-Round trips: HF -> import -> export gives identical tensors; a normlab run (trained a few steps)
--> `normlab export` -> AutoModelForCausalLM.from_pretrained gives normlab's logits and gradients;
-options without a counterpart are refused on export and import with a message naming them.
+For GPT-2, Llama, Mistral, Qwen 2, Qwen 3, Gemma 2, Gemma 3 (text) and OLMo 2: a tiny random model
+built from a transformers config with the family's real structure (8 query heads over 2 kv heads or
+multi-query, head_dim != hidden / heads, sliding windows of 3 keys at T = 8, Gemma 3's 5:1 layers
+with local and global RoPE bases, Llama 3 RoPE scaling whose three bands all occur at these head
+sizes, each family's biases; no download; norm gains randomised so they matter), saved with
+save_pretrained, imported by tests/hf_driver, which writes normlab's logits, loss and gradients in
+HF naming; all are compared with transformers (eager attention, eval mode, float32) at relative
+tolerance 1e-4 per tensor. Round trips: HF -> import -> export gives identical tensors; a normlab
+run (trained a few steps) -> `normlab export` -> AutoModelForCausalLM.from_pretrained gives
+normlab's logits and gradients; `normlab generate` (greedy, KV cache) continues prompts longer
+than the sliding window token for token as transformers' generate; options without a counterpart
+are refused on export and import with a message naming them.
 
 Run: cd tests/py && NORMLAB_BUILD_DIR=/path/to/build python -m pytest -q -s test_hf_interop.py
 """
@@ -32,7 +37,10 @@ from transformers import (  # noqa: E402
     Gemma3TextConfig,
     GPT2Config,
     LlamaConfig,
+    MistralConfig,
     Olmo2Config,
+    Qwen2Config,
+    Qwen3Config,
 )
 
 transformers.logging.set_verbosity_error()
@@ -67,34 +75,82 @@ def run(cmd, expect_ok=True):
     return proc
 
 
-# Families: tiny configs that exercise each family's distinctive options.
+# Families: tiny configs with each family's real structure. GQA: 8 query heads over 2 kv heads
+# (KV_H) with head_dim HD = 6 != C / 8 = 4; multi-query for Gemma 3. Sliding windows of W = 3 keys
+# (shorter than T = 8 and than the generate prompts). Llama 3 RoPE with original context 32 and
+# high_freq_factor 8: at HD = 6, theta 1000 the frequencies (wavelengths 6.3, 63, 628) are
+# interpolated, divided, divided.
+GQA = dict(num_attention_heads=8, num_key_value_heads=2, head_dim=6)
+W = 3
+LLAMA3 = {"rope_type": "llama3", "rope_theta": 1000.0, "factor": 4.0, "low_freq_factor": 1.0,
+          "high_freq_factor": 8.0, "original_max_position_embeddings": 32}
+
+
 def hf_configs(V=V):
     common = dict(vocab_size=V, num_hidden_layers=L, num_attention_heads=H, num_key_value_heads=H,
                   hidden_size=C, intermediate_size=F, max_position_embeddings=MAXPOS,
                   pad_token_id=None, bos_token_id=None, eos_token_id=None)
+    gqa = {**common, **GQA}
     return {
         "gpt2": GPT2Config(vocab_size=V, n_positions=MAXPOS, n_embd=C, n_layer=L, n_head=H, n_inner=F,
                            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, layer_norm_epsilon=1e-5,
                            tie_word_embeddings=True, bos_token_id=None, eos_token_id=None),
-        # Biases on every linear (attention_bias = mlp_bias), untied head.
-        "llama": LlamaConfig(**common, rms_norm_eps=1e-5, rope_parameters=dict(ROPE),
-                             attention_bias=True, mlp_bias=True, tie_word_embeddings=False),
-        # Both soft-caps on, query_pre_attn_scalar != head_dim, alternating sliding layers whose
-        # window (= T) covers the imported context.
-        "gemma2": Gemma2Config(**common, head_dim=C // H, query_pre_attn_scalar=12,
-                               attn_logit_softcapping=2.0, final_logit_softcapping=5.0,
-                               sliding_window=T, rope_parameters=dict(ROPE), rms_norm_eps=1e-6,
-                               tie_word_embeddings=True),
-        # QK-norm per head; sliding and full layers with the same RoPE base.
-        "gemma3_text": Gemma3TextConfig(**common, head_dim=C // H, query_pre_attn_scalar=10,
-                                        final_logit_softcapping=4.0, sliding_window=T,
-                                        layer_types=["sliding_attention", "full_attention"],
-                                        rope_parameters={"full_attention": dict(ROPE),
-                                                         "sliding_attention": dict(ROPE)},
-                                        tie_word_embeddings=False),
-        "olmo2": Olmo2Config(**common, rms_norm_eps=1e-5, rope_parameters=dict(ROPE),
+        # Llama 3: GQA, head_dim, llama3 RoPE scaling; biases on q/k/v/o, none in the MLP; untied.
+        "llama": LlamaConfig(**gqa, rms_norm_eps=1e-5, rope_parameters=dict(LLAMA3),
+                             attention_bias=True, mlp_bias=False, tie_word_embeddings=False),
+        # Mistral: GQA, one sliding window on every layer.
+        "mistral": MistralConfig(**gqa, rms_norm_eps=1e-5, rope_parameters=dict(ROPE),
+                                 sliding_window=W, tie_word_embeddings=False),
+        # Qwen 2: GQA (head_dim = C / H), biases on q/k/v only, linear RoPE scaling, the second
+        # layer sliding (use_sliding_window, max_window_layers = 1).
+        "qwen2": Qwen2Config(**{**common, "num_attention_heads": 8, "num_key_value_heads": 2},
+                             rms_norm_eps=1e-6,
+                             rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 1000.0},
+                             use_sliding_window=True, sliding_window=W, max_window_layers=1,
                              tie_word_embeddings=True),
+        # Qwen 3: GQA, head_dim, per-head QK RMSNorm, attention biases, the first layer sliding.
+        "qwen3": Qwen3Config(**gqa, rms_norm_eps=1e-6, rope_parameters=dict(ROPE),
+                             attention_bias=True, use_sliding_window=True, sliding_window=W,
+                             layer_types=["sliding_attention", "full_attention"],
+                             tie_word_embeddings=False),
+        # Gemma 2: GQA, head_dim, both soft-caps on, query_pre_attn_scalar != head_dim, the
+        # default alternating sliding/global layers.
+        "gemma2": Gemma2Config(**gqa, query_pre_attn_scalar=12,
+                               attn_logit_softcapping=2.0, final_logit_softcapping=5.0,
+                               sliding_window=W, rope_parameters=dict(ROPE), rms_norm_eps=1e-6,
+                               tie_word_embeddings=True),
+        # Gemma 3: multi-query, head_dim, QK-norm, the default 5:1 sliding/global layers (6 of
+        # them), local base 10000 against a global base 1e6 with linear scaling.
+        "gemma3_text": Gemma3TextConfig(**{**common, "num_hidden_layers": 6, "num_attention_heads": 4,
+                                           "num_key_value_heads": 1, "head_dim": 6},
+                                        query_pre_attn_scalar=10, final_logit_softcapping=4.0,
+                                        sliding_window=W,
+                                        rope_parameters={
+                                            "full_attention": {"rope_type": "linear", "factor": 4.0,
+                                                               "rope_theta": 1e6},
+                                            "sliding_attention": {"rope_type": "default",
+                                                                  "rope_theta": 1e4}},
+                                        tie_word_embeddings=False),
+        # OLMo 2: GQA (q_norm over 8 * 6, k_norm over 2 * 6), attention biases.
+        "olmo2": Olmo2Config(**gqa, rms_norm_eps=1e-5, rope_parameters=dict(ROPE),
+                             attention_bias=True, tie_word_embeddings=True),
     }
+
+
+# What each family's import must give (the normlab config keys the test checks).
+EXPECT = {
+    "llama": {"n_kv_head": 2, "head_dim": 6, "rope_scaling": "llama3", "attn_qkv_bias": True,
+              "attn_out_bias": True, "mlp_bias": False},
+    "mistral": {"n_kv_head": 2, "head_dim": 6, "layer_pattern": "sliding", "sliding_window": W},
+    "qwen2": {"n_kv_head": 2, "head_dim": 0, "attn_qkv_bias": True, "attn_out_bias": False,
+              "layer_pattern": "global,sliding", "sliding_window": W, "rope_scaling": "linear"},
+    "qwen3": {"n_kv_head": 2, "head_dim": 6, "qk_norm": "rmsnorm", "layer_pattern": "every:2",
+              "sliding_window": W},
+    "gemma2": {"n_kv_head": 2, "head_dim": 6, "layer_pattern": "every:2", "sliding_window": W},
+    "gemma3_text": {"n_kv_head": 1, "head_dim": 6, "layer_pattern": "every:6", "sliding_window": W,
+                    "rope_theta": 1e6, "rope_local_theta": 1e4, "rope_scaling": "linear"},
+    "olmo2": {"n_kv_head": 2, "head_dim": 6, "attn_qkv_bias": True, "attn_out_bias": True},
+}
 
 
 def randomise(model, family, seed):
@@ -211,6 +267,7 @@ def test_import_matches_transformers(family, tmp_path):
          "--out", out, "--export", exp_dir])
     got = load_file(str(out))
     check(family, got, ref)
+    check_imported_config(family, hf_dir, tmp_path)
 
     # Round trip HF -> normlab -> HF: the same tensors, bit for bit, and a config transformers
     # loads into the same model.
@@ -227,24 +284,56 @@ def test_import_matches_transformers(family, tmp_path):
                                    rtol=1e-6, atol=1e-6)
 
 
+def check_imported_config(family, hf_dir, tmp_path):
+    """`normlab import` writes the options EXPECT lists into RUN_DIR/config.toml."""
+    import tomllib
+    if family not in EXPECT:
+        return
+    run_dir = tmp_path / "imported"
+    run([tool("normlab"), "import", "--from", "hf", hf_dir, "--out", run_dir])
+    model = tomllib.loads((run_dir / "config.toml").read_text())["model"]
+    for key, want in EXPECT[family].items():
+        assert model.get(key, {"n_kv_head": 0, "head_dim": 0, "attn_qkv_bias": False,
+                               "attn_out_bias": False, "mlp_bias": False}.get(key)) == want, (
+            f"[{family}] model.{key} = {model.get(key)!r}, want {want!r}")
+
+
 # normlab-native configs that map exactly onto each family (trained a few steps so that norm gains
 # move away from their initial values).
+GQA_SETS = ["model.n_head=8", "model.n_kv_head=2", "model.head_dim=6"]
 NATIVE = {
     "gpt2": ["model.placement=pre", "model.norm=layernorm", "model.norm_bias=true", "model.bias=true",
              "model.pos=learned", "model.mlp=gelu_tanh", "model.tie_embeddings=true"],
     "llama": ["model.placement=pre", "model.norm=rmsnorm", "model.mlp=swiglu", "model.pos=rope",
-              "model.rope_theta=500", "model.tie_embeddings=false"],
+              "model.rope_theta=500", "model.tie_embeddings=false", *GQA_SETS,
+              "model.rope_scaling=llama3", "model.rope_factor=4.0", "model.rope_high_freq_factor=8.0",
+              "model.rope_original_seq_len=32", "model.mlp_bias=true"],
+    "mistral": ["model.placement=pre", "model.norm=rmsnorm", "model.mlp=swiglu", *GQA_SETS,
+                "model.layer_pattern=sliding", f"model.sliding_window={W}"],
+    "qwen2": ["model.placement=pre", "model.norm=rmsnorm", "model.mlp=swiglu", "model.n_head=8",
+              "model.n_kv_head=2", "model.attn_qkv_bias=true", "model.layer_pattern=global,sliding",
+              f"model.sliding_window={W}", "model.rope_scaling=linear", "model.rope_factor=2.0"],
+    "qwen3": ["model.placement=pre", "model.norm=rmsnorm", "model.mlp=swiglu", "model.n_head=4",
+              "model.n_kv_head=1", "model.head_dim=6", "model.qk_norm=rmsnorm",
+              "model.qk_norm_scope=head", "model.qk_norm_position=pre_rope",
+              "model.layer_pattern=every:2", f"model.sliding_window={W}",
+              "model.attn_qkv_bias=true", "model.attn_out_bias=true"],
     "gemma2": ["model.placement=peri", "model.norm=rmsnorm", "model.mlp=geglu",
                "model.norm_gain_offset=1.0", f"model.embed_scale={C ** 0.5!r}",
                f"model.attn_scale={12 ** -0.5!r}", "model.attn_softcap=2.0",
-               "model.final_softcap=5.0"],
+               "model.final_softcap=5.0", *GQA_SETS, "model.layer_pattern=every:2",
+               f"model.sliding_window={W}"],
     "gemma3_text": ["model.placement=peri", "model.norm=rmsnorm", "model.mlp=geglu",
                     "model.norm_gain_offset=1.0", f"model.embed_scale={C ** 0.5!r}",
                     "model.qk_norm=rmsnorm", "model.qk_norm_scope=head",
                     "model.qk_norm_position=pre_rope", "model.final_softcap=4.0",
-                    "model.tie_embeddings=false"],
+                    "model.tie_embeddings=false", "model.n_kv_head=1", "model.head_dim=6",
+                    "model.layer_pattern=sliding,global", f"model.sliding_window={W}",
+                    "model.rope_theta=100000", "model.rope_local_theta=1000",
+                    "model.rope_scaling=linear", "model.rope_factor=3.0"],
     "olmo2": ["model.placement=reordered", "model.norm=rmsnorm", "model.mlp=swiglu",
-              "model.qk_norm=rmsnorm", "model.qk_norm_scope=full", "model.qk_norm_position=pre_rope"],
+              "model.qk_norm=rmsnorm", "model.qk_norm_scope=full", "model.qk_norm_position=pre_rope",
+              *GQA_SETS, "model.attn_qkv_bias=true", "model.attn_out_bias=true"],
 }
 BASE = ["model.vocab_size=256", f"model.d_model={C}", f"model.n_head={H}", f"model.d_ff={F}",
         f"model.n_layer={L}", f"model.seq_len={MAXPOS}", "train.batch_size=2", "train.eval_interval=0",
@@ -283,7 +372,14 @@ REFUSED = {
     "qk_layernorm": (NATIVE["gemma3_text"] + ["model.qk_norm=layernorm"], "model.qk_norm = layernorm"),
     "gemma3_attn_cap": (NATIVE["gemma3_text"] + ["model.attn_softcap=3.0"], "model.attn_softcap = 3"),
     "olmo2_qk_head": (NATIVE["olmo2"] + ["model.qk_norm_scope=head"], "model.qk_norm_scope = head"),
-    "llama_learned": (NATIVE["llama"] + ["model.pos=learned"], "model.pos = learned"),
+    "llama_learned": (NATIVE["llama"][:5] + ["model.pos=learned"], "model.pos = learned"),
+    "mistral_every2": (NATIVE["mistral"] + ["model.layer_pattern=every:2"],
+                       "mistral applies its window to every layer or to none"),
+    "gemma2_local_base": (NATIVE["gemma2"] + ["model.rope_local_theta=100"],
+                          "model.rope_local_theta = 100: gemma2 has one RoPE for every layer"),
+    "qwen2_mlp_bias": (NATIVE["qwen2"] + ["model.mlp_bias=true"], "qwen2 has biases on q, k and v only"),
+    "olmo2_sliding": (NATIVE["olmo2"] + ["model.layer_pattern=sliding", f"model.sliding_window={W}"],
+                      "olmo2 has no sliding-window attention"),
 }
 
 
@@ -303,23 +399,34 @@ def write_config(path, cfg_dict):
     (path / "config.json").write_text(json.dumps(cfg_dict))
 
 
+def _llama(**kw):
+    return LlamaConfig(vocab_size=V, hidden_size=C, intermediate_size=F, num_hidden_layers=L,
+                       num_attention_heads=H, **kw)
+
+
 IMPORT_REFUSED = {
-    "gqa": (lambda: LlamaConfig(vocab_size=V, hidden_size=C, intermediate_size=F, num_hidden_layers=L,
-                                num_attention_heads=H, num_key_value_heads=2), "num_key_value_heads = 2"),
-    "rope_scaling": (lambda: LlamaConfig(vocab_size=V, hidden_size=C, intermediate_size=F,
-                                         num_hidden_layers=L, num_attention_heads=H,
-                                         rope_parameters={"rope_type": "linear", "factor": 2.0,
-                                                          "rope_theta": 1e4}),
-                     "rope_parameters.rope_type = \"linear\""),
-    "gemma3_local_base": (lambda: Gemma3TextConfig(vocab_size=V, hidden_size=C, intermediate_size=F,
-                                                   num_hidden_layers=L, num_attention_heads=H,
-                                                   num_key_value_heads=H, head_dim=C // H,
-                                                   layer_types=["sliding_attention", "full_attention"]),
-                          "rope_local_base_freq"),
-    "olmo2_attention_bias": (lambda: Olmo2Config(vocab_size=V, hidden_size=C, intermediate_size=F,
-                                                 num_hidden_layers=L, num_attention_heads=H,
-                                                 attention_bias=True), "attention_bias = true"),
-    "family": (lambda: {"model_type": "mistral"}, "model_type = \"mistral\""),
+    "rope_yarn": (lambda: _llama(rope_parameters={"rope_type": "yarn", "factor": 2.0, "rope_theta": 1e4,
+                                                  "original_max_position_embeddings": 8}),
+                  "rope_parameters.rope_type = \"yarn\""),
+    "partial_rotary": (lambda: {**_llama().to_dict(), "rope_parameters": {
+        "rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5}},
+                       "partial_rotary_factor = 0.5"),
+    "gqa_not_dividing": (lambda: {**_llama().to_dict(), "num_key_value_heads": 3},
+                         "num_key_value_heads = 3: must divide num_attention_heads = 4"),
+    # Gemma 3 sliding layers whose RoPE is scaled, unlike the global one: normlab's local RoPE is
+    # unscaled.
+    "gemma3_scaled_local": (lambda: Gemma3TextConfig(
+        vocab_size=V, hidden_size=C, intermediate_size=F, num_hidden_layers=L, num_attention_heads=H,
+        num_key_value_heads=H, head_dim=C // H, layer_types=["sliding_attention", "full_attention"],
+        rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1e6},
+                         "sliding_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}}),
+        "rope_parameters.sliding_attention.rope_type = \"linear\""),
+    # Sliding layers listed but no window: transformers cannot run it either.
+    "qwen2_window_off": (lambda: {**Qwen2Config(vocab_size=V, hidden_size=C, intermediate_size=F,
+                                                num_hidden_layers=L, num_attention_heads=H).to_dict(),
+                                  "layer_types": ["full_attention", "sliding_attention"]},
+                         "sliding_window = null: null, but layer_types has sliding_attention layers"),
+    "family": (lambda: {"model_type": "phi3"}, "model_type = \"phi3\""),
 }
 
 
@@ -332,6 +439,41 @@ def test_import_refuses_unmappable(case, tmp_path):
                expect_ok=False)
     assert proc.returncode != 0, proc.stdout
     assert message in proc.stderr, proc.stderr
+
+
+# Greedy continuation with normlab's KV cache against transformers' generate (its own cache):
+# prompts of 7 and 9 tokens, longer than the window W = 3, plus 7 new tokens stay within the
+# imported context (MAXPOS = 16).
+GEN_PROMPTS = [[5, 17, 42, 99, 3, 250, 7], [11, 11, 300, 2, 64, 128, 9, 1, 77]]
+GEN_NEW = 7
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_generate_matches_transformers(family, tmp_path):
+    model = make_hf_model(family, hf_configs()[family], seed=4)
+    hf_dir, run_dir = tmp_path / "hf", tmp_path / "run"
+    model.save_pretrained(hf_dir, safe_serialization=True)
+    run([tool("normlab"), "import", "--from", "hf", hf_dir, "--out", run_dir])
+    min_gap = float("inf")
+    for prompt in GEN_PROMPTS:
+        assert len(prompt) > W and len(prompt) + GEN_NEW <= MAXPOS
+        proc = run([tool("normlab"), "generate", "--checkpoint", run_dir, "--prompt-ids",
+                    ",".join(map(str, prompt)), "--max-new-tokens", str(GEN_NEW), "--temperature", "0"])
+        got = [int(t) for t in proc.stdout.split()]
+        with torch.no_grad():
+            out = model.generate(torch.tensor([prompt]), max_new_tokens=GEN_NEW, min_new_tokens=GEN_NEW,
+                                 do_sample=False, pad_token_id=None, eos_token_id=None,
+                                 output_scores=True, return_dict_in_generate=True)
+        want = out.sequences[0].tolist()
+        # The margin of each greedy choice in HF's logits: a flip below float32 noise would be no bug.
+        gaps = [float(v[0] - v[1]) for v in (sc[0].topk(2).values for sc in out.scores)]
+        min_gap = min(min_gap, *gaps)
+        assert got == want, (f"[{family}] prompt {prompt}: normlab {got[len(prompt):]} vs "
+                             f"transformers {want[len(prompt):]} (top-2 logit gaps {gaps})")
+    Summary.rows.append({"suite": "hf_interop", "case": f"generate:{family}", "group": "tokens",
+                         "min_top2_gap": min_gap, "n_tokens": GEN_NEW * len(GEN_PROMPTS),
+                         "time": time.time()})
+    print(f"  [generate:{family}] {GEN_NEW * len(GEN_PROMPTS)} tokens equal; smallest top-2 logit gap {min_gap:.3e}")
 
 
 def test_imported_run_dir_works_with_eval_generate_resume(tmp_path):

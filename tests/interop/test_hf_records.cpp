@@ -288,7 +288,9 @@ TEST(HfRecords, CanonicalLayerPattern) {
   EXPECT_EQ(canonical_layer_pattern({true, true, true, true, true, false}), "every:6");
   EXPECT_EQ(canonical_layer_pattern({true, false, true, false, true, false}), "every:2");
   EXPECT_EQ(canonical_layer_pattern({false, true}), "global,sliding");
-  EXPECT_EQ(canonical_layer_pattern({true, true, false, true}), "sliding,sliding,global,sliding");
+  EXPECT_EQ(canonical_layer_pattern({true, true, false, true}), "every:3");
+  EXPECT_EQ(canonical_layer_pattern({true, true, false, true, false}),
+            "sliding,sliding,global,sliding,global");
   // Every canonical form is valid and gives back the types.
   for (const std::vector<bool>& t : std::vector<std::vector<bool>>{
            {true, false, true}, {true, true, false, true, true, false, true}, {false, true, true}}) {

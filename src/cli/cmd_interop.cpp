@@ -72,10 +72,12 @@ void add_import(CLI::App& app, Action& action) {
       const std::string ckpt =
           save_checkpoint(o->out, cfg, model, opt, state, std::max(1, cfg.train.keep_checkpoints));
       const ModelConfig& m = cfg.model;
-      fmt::print("imported {} from {}: {} layers, d_model {}, {} heads, d_ff {}, vocab {}, "
-                 "seq_len {}, {} parameters\n",
-                 to_string(hm.family), o->dir, m.n_layer, m.d_model, m.n_head, m.d_ff, m.vocab_size,
-                 m.seq_len, model.table().total());
+      fmt::print("imported {} from {}: {} layers, d_model {}, {} heads ({} key/value, size {}), "
+                 "d_ff {}, vocab {}, seq_len {}, {} parameters\n",
+                 to_string(hm.family), o->dir, m.n_layer, m.d_model, m.n_head, m.kv_heads(),
+                 m.head_size(), m.d_ff, m.vocab_size, m.seq_len, model.table().total());
+      if (m.sliding_window > 0)
+        fmt::print("  sliding window {} on layers \"{}\"\n", m.sliding_window, m.layer_pattern);
       for (const auto& n : hm.notes) fmt::print("  note: {}\n", n);
       fmt::print("wrote {}/config.toml and checkpoint {}\n", o->out, ckpt);
       return kExitOk;

@@ -64,14 +64,14 @@ void Transformer<T>::attn_forward(int l, const T* u, T* f) {
       q = d_q_;
     }
     ops::attention_forward_kv(a.o, kv_->scratch.data(), q, kv_->k.data() + lay,
-                              kv_->v.data() + lay, T_, pos0_, H, D, scale,
+                              kv_->v.data() + lay, T_, pos0_, H, H, D, 0, scale,
                               static_cast<T>(cfg_.attn_softcap));
   } else {
     const long BH = static_cast<long>(B_) * H;
     T* st_max = collect_stats_ ? attn_stat_max_.data() + l * BH : nullptr;
     T* st_ent = collect_stats_ ? attn_stat_ent_.data() + l * BH : nullptr;
-    ops::attention_forward_tiled(a.o, C, a.lse, qk.q, qk.ld, qk.k, qk.ld, v, 3 * C, B_, T_, H, D,
-                                 scale, static_cast<T>(cfg_.attn_softcap), st_max, st_ent);
+    ops::attention_forward_tiled(a.o, C, a.lse, qk.q, qk.ld, qk.k, qk.ld, v, 3 * C, B_, T_, H, H, D,
+                                 0, scale, static_cast<T>(cfg_.attn_softcap), st_max, st_ent);
     if (collect_stats_) {
       double mx = 0, ent = 0;
       for (int h = 0; h < H; ++h) {
@@ -114,8 +114,8 @@ void Transformer<T>::attn_backward(int l, const T* u, const T* df, T* du, ops::A
   const QkView qk = qk_view(l);
   const T scale = static_cast<T>(cfg_.attn_scale > 0 ? cfg_.attn_scale : 1.0 / std::sqrt(D));
   ops::attention_backward_tiled(dq, ldd, dk, ldd, d_qkv_ + 2 * C, 3 * C, d_heads_, C, qk.q, qk.ld,
-                                qk.k, qk.ld, a.qkv + 2 * C, 3 * C, a.lse, B_, T_, H, D, scale,
-                                static_cast<T>(cfg_.attn_softcap));
+                                qk.k, qk.ld, a.qkv + 2 * C, 3 * C, a.lse, B_, T_, H, H, D, 0,
+                                scale, static_cast<T>(cfg_.attn_softcap));
   if (staged) {
     // Replay the QK stages backwards for queries, then keys.
     const bool head = cfg_.qk_norm_scope == QKNormScope::head;

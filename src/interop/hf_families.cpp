@@ -40,6 +40,9 @@ std::string families_where(Pred pred) {
     if (pred(o)) s += fmt::format("{}{}", s.empty() ? "" : ", ", o.model_type);
   return s;
 }
+std::string window_families(hf::SlidingKeys kind) {
+  return families_where([kind](const FamilySpec& o) { return o.sliding == kind; });
+}
 std::string show_pattern(const ModelConfig& m) {
   return fmt::format("model.layer_pattern = \"{}\" (sliding_window = {})", m.layer_pattern,
                      m.sliding_window);
@@ -59,7 +62,8 @@ std::string canonical_layer_pattern(const std::vector<bool>& sliding) {
     if (same) return fmt::format("every:{}", k);
   }
   std::string s;
-  for (long l = 0; l < n; ++l) s += fmt::format("{}{}", l ? "," : "", sliding[l] ? "sliding" : "global");
+  for (long l = 0; l < n; ++l)
+    s += fmt::format("{}{}", l ? "," : "", sliding[l] ? "sliding" : "global");
   return s;
 }
 
@@ -181,16 +185,15 @@ const Requirement kNoSliding{
       return fmt::format(
           "{}: {} has no sliding-window attention (every layer: {}; per layer: {})",
           show_pattern(m), fam(f),
-          families_where([](const FamilySpec& o) { return o.sliding == hf::SlidingKeys::every_layer; }),
-          families_where([](const FamilySpec& o) { return o.sliding == hf::SlidingKeys::layer_types; }));
+          window_families(hf::SlidingKeys::every_layer),
+          window_families(hf::SlidingKeys::layer_types));
     }};
 const Requirement kSlidingEveryLayer{
     [](const ModelConfig& m, const FamilySpec&) { return !any_sliding(m) || all_sliding(m); },
     [](const ModelConfig& m, const FamilySpec& f) {
       return fmt::format(
           "{}: {} applies its window to every layer or to none (per layer: {})", show_pattern(m),
-          fam(f),
-          families_where([](const FamilySpec& o) { return o.sliding == hf::SlidingKeys::layer_types; }));
+          fam(f), window_families(hf::SlidingKeys::layer_types));
     }};
 const Requirement kOneRope{
     [](const ModelConfig& m, const FamilySpec&) { return m.rope_local_theta == 0; },
@@ -415,7 +418,8 @@ void read_ropes(HfKeys& k, const FamilySpec& f, ModelConfig& m, long max_pos) {
     k.refuse("rope_parameters", "Gemma 3 expects entries per layer type");
     return;
   }
-  const hf::RopeSpec global = read_rope(k, "full_attention", "rope_theta", f.theta_default, max_pos);
+  const hf::RopeSpec global =
+      read_rope(k, "full_attention", "rope_theta", f.theta_default, max_pos);
   set_rope(m, global);
   if (!any_sliding(m)) return;
   const hf::RopeSpec local = read_rope(k, "sliding_attention", "rope_local_base_freq", 10000.0,
@@ -485,7 +489,8 @@ void llama_write(json& j, const FamilySpec& f, const ModelConfig& m) {
   const json rope = hf::rope_entry(m);
   if (f.rope_per_layer_type) {
     json local = rope;
-    if (m.rope_local_theta > 0) local = {{"rope_type", "default"}, {"rope_theta", m.rope_local_theta}};
+    if (m.rope_local_theta > 0)
+      local = {{"rope_type", "default"}, {"rope_theta", m.rope_local_theta}};
     j["rope_parameters"] = {{"full_attention", rope}, {"sliding_attention", local}};
   } else {
     j["rope_parameters"] = rope;
@@ -530,8 +535,10 @@ std::vector<LinkRule> llama_block(std::vector<LinkRule> norms, std::vector<LinkR
       {"self_attn.q_proj.weight", "attn.wqkv.weight", Dim::Q, Dim::C, 0},
       {"self_attn.q_proj.bias", "attn.wqkv.bias", Dim::Q, Dim::none, 0, false, W::qkv_bias},
       {"self_attn.k_proj.weight", "attn.wqkv.weight", Dim::KV, Dim::C, 1, false, W::always, Dim::Q},
-      {"self_attn.k_proj.bias", "attn.wqkv.bias", Dim::KV, Dim::none, 1, false, W::qkv_bias, Dim::Q},
-      {"self_attn.v_proj.weight", "attn.wqkv.weight", Dim::KV, Dim::C, 1, false, W::always, Dim::QK},
+      {"self_attn.k_proj.bias", "attn.wqkv.bias", Dim::KV, Dim::none, 1, false, W::qkv_bias,
+       Dim::Q},
+      {"self_attn.v_proj.weight", "attn.wqkv.weight", Dim::KV, Dim::C, 1, false, W::always,
+       Dim::QK},
       {"self_attn.v_proj.bias", "attn.wqkv.bias", Dim::KV, Dim::none, 1, false, W::qkv_bias,
        Dim::QK},
       {"self_attn.o_proj.weight", "attn.wo.weight", Dim::C, Dim::Q},

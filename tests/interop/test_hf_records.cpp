@@ -293,7 +293,9 @@ TEST(HfRecords, CanonicalLayerPattern) {
             "sliding,sliding,global,sliding,global");
   // Every canonical form is valid and gives back the types.
   for (const std::vector<bool>& t : std::vector<std::vector<bool>>{
-           {true, false, true}, {true, true, false, true, true, false, true}, {false, true, true}}) {
+           {true, false, true},
+           {true, true, false, true, true, false, true},
+           {false, true, true}}) {
     ModelConfig m;
     m.n_layer = static_cast<int>(t.size());
     m.layer_pattern = canonical_layer_pattern(t);

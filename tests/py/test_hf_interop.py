@@ -441,6 +441,43 @@ def test_import_refuses_unmappable(case, tmp_path):
     assert message in proc.stderr, proc.stderr
 
 
+def legacy_config(family, cfg_dict):
+    """The transformers 4 spelling of a config (as most Hub checkpoints still are): rope_theta and
+    rope_scaling at the top level (Gemma 3: rope_local_base_freq, sliding_window_pattern, no
+    layer_types)."""
+    d = dict(cfg_dict)
+    rp = d.pop("rope_parameters")
+    if family == "gemma3_text":
+        full, local = rp["full_attention"], rp["sliding_attention"]
+        d["rope_theta"], d["rope_local_base_freq"] = full["rope_theta"], local["rope_theta"]
+        d["rope_scaling"] = {k: v for k, v in full.items() if k != "rope_theta"}
+        d.pop("layer_types")
+        d["sliding_window_pattern"] = 6
+    else:
+        d["rope_theta"] = rp["rope_theta"]
+        d["rope_scaling"] = {k: v for k, v in rp.items() if k != "rope_theta"}
+    return d
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma3_text"])
+def test_import_legacy_rope_keys(family, tmp_path):
+    """Llama 3.1 and Gemma 3 as their Hub config.json files spell RoPE scaling and the local base:
+    transformers converts them on loading, normlab reads them to the same model."""
+    model = make_hf_model(family, hf_configs()[family])
+    hf_dir = tmp_path / "hf"
+    model.save_pretrained(hf_dir, safe_serialization=True)
+    cfg = json.loads((hf_dir / "config.json").read_text())
+    (hf_dir / "config.json").write_text(json.dumps(legacy_config(family, cfg)))
+    reloaded = AutoModelForCausalLM.from_pretrained(hf_dir, attn_implementation="eager").eval()
+    batch = make_batch()
+    save_file(batch, str(tmp_path / "batch.safetensors"))
+    run([tool("tests/hf_driver"), "--hf", hf_dir, "--batch", tmp_path / "batch.safetensors",
+         "--out", tmp_path / "out.safetensors"])
+    check(f"legacy:{family}", load_file(str(tmp_path / "out.safetensors")),
+          hf_forward_backward(reloaded, batch))
+    check_imported_config(family, hf_dir, tmp_path)
+
+
 # Greedy continuation with normlab's KV cache against transformers' generate (its own cache):
 # prompts of 7 and 9 tokens, longer than the window W = 3, plus 7 new tokens stay within the
 # imported context (MAXPOS = 16).

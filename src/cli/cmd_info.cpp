@@ -69,6 +69,14 @@ void add_info(CLI::App& app, Action& action) {
       if (available >= 0)
         fmt::print("  available      {:>12}  ({}){}\n", format_bytes(available), source,
                    mem.total() > available ? ": does NOT fit, train refuses this run" : "");
+      // The decoding cache (generate): keys and values of every layer, n_kv_head heads each.
+      const long kv_per_token = 2L * m.n_layer * m.kv_width() * static_cast<long>(sizeof(float));
+      fmt::print("\nKV cache for generation: {} per token, {} at seq_len {}{}\n",
+                 format_bytes(kv_per_token), format_bytes(kv_per_token * m.seq_len), m.seq_len,
+                 m.kv_heads() != m.n_head
+                     ? fmt::format(" ({}x smaller than with {} key/value heads)",
+                                   m.n_head / m.kv_heads(), m.n_head)
+                     : "");
       fmt::print("\nblock plan:\n");
       for (const auto& line : s.plan) fmt::print("  {}\n", line);
       fmt::print("  final norm before the LM head: {}\n", s.final_norm ? "yes" : "no");

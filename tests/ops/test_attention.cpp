@@ -411,6 +411,32 @@ TEST(Ops, AttentionTiledWindowSkipsKeysBeforeItsSpan) {
   EXPECT_TRUE(std::isnan(poisoned[0][0]));
 }
 
+// A window at least as long as the sequence is causal attention: the tiled kernels take the same
+// path, bitwise (float, grouped heads, with the cap).
+TEST(OpsFastKernels, AttentionTiledLongWindowIsCausal) {
+  Rng rng(29);
+  const int B = 2, Tn = 150, H = 4, Hkv = 2, D = 16, Cq = H * D, Ckv = Hkv * D;
+  auto normal = [&](long n) {
+    std::vector<float> x(n);
+    for (auto& e : x) e = static_cast<float>(rng.normal());
+    return x;
+  };
+  const long nq = static_cast<long>(B) * Tn * Cq, nkv = static_cast<long>(B) * Tn * Ckv;
+  const std::vector<float> q = normal(nq), k = normal(nkv), v = normal(nkv), dout = normal(nq);
+  auto run = [&](int W) {
+    std::vector<float> o(nq), lse(static_cast<long>(B) * H * Tn), dq(nq), dk(nkv), dv(nkv);
+    ops::attention_forward_tiled(o.data(), Cq, lse.data(), q.data(), Cq, k.data(), Ckv, v.data(),
+                                 Ckv, B, Tn, H, Hkv, D, W, 0.25f, 5.f);
+    ops::attention_backward_tiled(dq.data(), Cq, dk.data(), Ckv, dv.data(), Ckv, dout.data(), Cq,
+                                  q.data(), Cq, k.data(), Ckv, v.data(), Ckv, lse.data(), B, Tn, H,
+                                  Hkv, D, W, 0.25f, 5.f);
+    return std::vector<std::vector<float>>{o, lse, dq, dk, dv};
+  };
+  const auto causal = run(0);
+  for (int W : {Tn, Tn + 50}) EXPECT_TRUE(run(W) == causal) << "W=" << W;
+  EXPECT_FALSE(run(Tn - 1) == causal);  // one key fewer for the last query: not the same
+}
+
 // The KV-cache kernel (generation): a sequence fed in pieces (a prompt, then one token at a time,
 // then a few at once; or one token at a time throughout) gives the rows of the full attention over
 // the whole sequence, with grouped heads and windows shorter and longer than the pieces.

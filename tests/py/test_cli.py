@@ -82,6 +82,21 @@ def test_info_shows_plan():
     assert "final norm before the LM head: yes" in p.stdout
 
 
+def test_info_shows_the_attention_layout():
+    # 8 query heads over 2 key/value heads of 24 dims, Gemma 2's alternation with a window of 32.
+    p = normlab("info", "--set", "model.n_head=8", "--set", "model.n_kv_head=2", "--set",
+                "model.head_dim=24", "--set", "model.layer_pattern=every:2", "--set",
+                "model.sliding_window=32", check=0)
+    assert "attention: 8 query heads over 2 key/value heads, query width 192, key/value width 48" \
+        in p.stdout, p.stdout
+    assert "layers: sgsg (s = sliding window of 32 keys, g = global)" in p.stdout
+    # K and V of 4 layers x 48 floats per token: 2 * 4 * 48 * 4 bytes = 1.5 KiB; 4x below MHA's.
+    assert "KV cache for generation: 1.50 KiB per token, 192.00 KiB at seq_len 128 " \
+        "(4x smaller than with 8 key/value heads)" in p.stdout
+    q = normlab("info", "--set", "model.layer_pattern=sliding", check=2)
+    assert "set model.sliding_window > 0" in q.stderr, q.stderr
+
+
 def test_resume_continues(run, tmp_path):
     d = tmp_path / "r"
     shutil.copytree(run, d)

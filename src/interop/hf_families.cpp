@@ -651,6 +651,11 @@ FamilySpec llama_like(HfFamily id, const char* type, const char* arch, Placement
   return f;
 }
 
+// The pre-norm pair of the Llama-like families.
+const std::vector<LinkRule> kPreNorms{
+    {"input_layernorm.weight", "attn.norm_in.weight", Dim::C},
+    {"post_attention_layernorm.weight", "mlp.norm_in.weight", Dim::C}};
+
 FamilySpec llama() {
   FamilySpec f = llama_like(HfFamily::llama, "llama", "LlamaForCausalLM", Placement::pre);
   // The pre-norm RMSNorm models the others below do not select.
@@ -664,15 +669,9 @@ FamilySpec llama() {
   f.tie_default = false;
   f.max_pos_default = 2048;
   f.biases = hf::BiasKeys::attention_mlp;
-  f.block = llama_block({{"input_layernorm.weight", "attn.norm_in.weight", Dim::C},
-                         {"post_attention_layernorm.weight", "mlp.norm_in.weight", Dim::C}},
-                        {});
+  f.block = llama_block(kPreNorms, {});
   return f;
 }
-const std::vector<LinkRule> kPreNorms{
-    {"input_layernorm.weight", "attn.norm_in.weight", Dim::C},
-    {"post_attention_layernorm.weight", "mlp.norm_in.weight", Dim::C}};
-
 // Mistral: Llama without biases, with one sliding window on every layer (null: none).
 FamilySpec mistral() {
   FamilySpec f = llama_like(HfFamily::mistral, "mistral", "MistralForCausalLM", Placement::pre);

@@ -20,6 +20,9 @@
 #                     cache's shapes took minutes even for a tiny model on the 2-core machine)
 #   PYTHON=           the interpreter with torch and transformers (default: .venv/bin/python)
 #   OUT=docs/benchmarks.md   RESULTS=$BUILD_DIR/gqa-results (the raw JSON)
+#   ONLY=             a regular expression: run only the measurements whose name matches (e.g.
+#                     'normlab-'), keeping the other results already in $RESULTS (KEEP=1 implied)
+#   KEEP=0            1: keep $RESULTS' earlier files (a rerun of a measurement replaces its own)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -35,6 +38,9 @@ COMPILE=${COMPILE:-1}
 DECODE_COMPILE=${DECODE_COMPILE:-0}
 OUT=${OUT:-$ROOT/docs/benchmarks.md}
 RESULTS=${RESULTS:-$BUILD_DIR/gqa-results}
+ONLY=${ONLY:-}
+KEEP=${KEEP:-0}
+[ -n "$ONLY" ] && KEEP=1
 CONFIGS="gqa gqa_mha"
 if [ -z "${PYTHON:-}" ]; then
   PYTHON=python3
@@ -45,13 +51,15 @@ cmake --build "$BUILD_DIR" --target normlab_bench -j "$THREADS" >/dev/null
 BENCH="$BUILD_DIR/bench/normlab_bench"
 [ -x "$BENCH" ] || { echo "gqa.sh: $BENCH not found (configure $BUILD_DIR first)" >&2; exit 1; }
 
-rm -rf "$RESULTS" && mkdir -p "$RESULTS"
+[ "$KEEP" = 1 ] || rm -rf "$RESULTS"
+mkdir -p "$RESULTS"
 
 # run NAME CMD...: stdout (one JSON object) to $RESULTS/NAME.json, stderr to NAME.log; a failure
 # is recorded as {"error": ...} so that the table shows it.
 run() {
   local name=$1
   shift
+  [[ -n "$ONLY" && ! $name =~ $ONLY ]] && return 0
   echo "  $name" >&2
   local status=0
   "$@" >"$RESULTS/$name.json" 2>"$RESULTS/$name.log" || status=$?
@@ -68,7 +76,7 @@ DECODE_ARGS=(--prompt "$PROMPT" --tokens "$TOKENS" --reps "$REPS" --threads "$TH
 for r in $(seq 1 "$ROUNDS"); do
   echo "round $r/$ROUNDS" >&2
   # the machine's load when the round starts (other processes share the cores)
-  cut -d' ' -f1-3 /proc/loadavg >"$RESULTS/loadavg_r$r.txt" 2>/dev/null || true
+  [ -z "$ONLY" ] && { cut -d' ' -f1-3 /proc/loadavg >"$RESULTS/loadavg_r$r.txt" 2>/dev/null || true; }
   # GQA and MHA of one kind follow each other within seconds (their ratio is the point).
   for c in $CONFIGS; do run "normlab-train_${c}_r$r" "$BENCH" train "$c" "${TRAIN_ARGS[@]}"; done
   for c in $CONFIGS; do run "normlab-decode_${c}_r$r" "$BENCH" decode "$c" "${DECODE_ARGS[@]}"; done
@@ -87,10 +95,10 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 
 cmd="bench/gqa.sh"
-for v in ROUNDS THREADS STEPS WARMUP PROMPT TOKENS REPS COMPILE DECODE_COMPILE; do
+for v in ROUNDS THREADS STEPS WARMUP PROMPT TOKENS REPS COMPILE DECODE_COMPILE ONLY KEEP; do
   case $v in
     ROUNDS) d=3 ;; THREADS) d=2 ;; STEPS) d=10 ;; WARMUP) d=3 ;; PROMPT) d=128 ;; TOKENS) d=128 ;;
-    REPS) d=3 ;; COMPILE) d=1 ;; DECODE_COMPILE) d=0 ;;
+    REPS) d=3 ;; COMPILE) d=1 ;; DECODE_COMPILE) d=0 ;; ONLY) d= ;; KEEP) d=0 ;;
   esac
   [ "${!v}" != "$d" ] && cmd="$v=\"${!v}\" $cmd"
 done

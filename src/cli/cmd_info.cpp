@@ -22,6 +22,31 @@ void add_info(CLI::App& app, Action& action) {
       const auto& m = cfg.model;
       fmt::print("model: {} layers, d_model {}, {} heads (head_dim {}), d_ff {}, vocab {}, seq_len {}\n",
                  m.n_layer, m.d_model, m.n_head, m.head_size(), m.d_ff, m.vocab_size, m.seq_len);
+      if (m.kv_heads() != m.n_head || m.q_width() != m.d_model)
+        fmt::print("attention: {} query heads over {} key/value heads{}, query width {}, key/value "
+                   "width {}\n",
+                   m.n_head, m.kv_heads(), m.kv_heads() == 1 ? " (multi-query)" : "",
+                   m.q_width(), m.kv_width());
+      if (m.sliding_window > 0) {
+        std::string types;
+        for (int l = 0; l < m.n_layer; ++l) types += m.layer_sliding(l) ? 's' : 'g';
+        fmt::print("layers: {} (s = sliding window of {} keys, g = global){}\n", types,
+                   m.sliding_window,
+                   m.rope_local_theta > 0
+                       ? fmt::format("; sliding layers' RoPE base {}", m.rope_local_theta)
+                       : "");
+      }
+      if (m.rope_scaling != RopeScaling::none)
+        fmt::print("RoPE: base {}, scaling {} (factor {}{})\n", m.rope_theta,
+                   to_string(m.rope_scaling), m.rope_factor,
+                   m.rope_scaling == RopeScaling::llama3
+                       ? fmt::format(", low/high freq factors {}/{}, original context {}",
+                                     m.rope_low_freq_factor, m.rope_high_freq_factor,
+                                     m.rope_original_seq_len)
+                       : "");
+      if (!m.bias && (m.attn_qkv_bias || m.attn_out_bias || m.mlp_bias))
+        fmt::print("biases: q/k/v {}, attention output {}, MLP {}\n", m.has_qkv_bias(),
+                   m.has_out_bias(), m.has_mlp_bias());
       fmt::print("placement {}  norm {}  qk_norm {}{}  pos {}  mlp {}  caps attn {} final {}\n",
                  to_string(m.placement), to_string(m.norm), to_string(m.qk_norm),
                  m.qk_norm == QKNormKind::none
@@ -31,7 +56,7 @@ void add_info(CLI::App& app, Action& action) {
       fmt::print("\nparameters: {:L} total\n", s.params);
       for (const auto& [g, n] : s.params_by_group) fmt::print("  {:<10} {:>12}\n", g, n);
       fmt::print("  matmul     {:>12}  (in matrix products)\n", s.matmul_params);
-      fmt::print("\ntraining FLOPs per token: {:.4g}  (6 x matmul params + 12 L T C)\n",
+      fmt::print("\ntraining FLOPs per token: {:.4g}  (6 x matmul params + 12 x keys reached x Cq, per layer)\n",
                  s.train_flops_per_token);
       fmt::print("FLOPs per step (batch {} x {} x accum {}): {:.4g}\n", cfg.train.batch_size,
                  m.seq_len, cfg.train.grad_accum,

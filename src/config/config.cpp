@@ -286,9 +286,6 @@ std::vector<std::string> validation_errors(const Config& c) {
     k.add(fmt::format("model.rope_high_freq_factor = {} must be > model.rope_low_freq_factor = {} "
                       "(llama3 RoPE scaling)",
                       m.rope_high_freq_factor, m.rope_low_freq_factor));
-  if (m.rope_scaling != RopeScaling::none && m.pos != PosKind::rope)
-    k.add(fmt::format("model.rope_scaling = \"{}\" needs model.pos = \"rope\"",
-                      to_string(m.rope_scaling)));
   k.at_least(KEY(model.sliding_window), 0);
   k.at_least(KEY(model.rope_local_theta), 0.0);
   if (auto why = layer_pattern_error(m.layer_pattern, m.n_layer)) {

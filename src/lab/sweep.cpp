@@ -193,17 +193,12 @@ std::vector<Sensitivity> lr_sensitivity(const std::vector<SweepRun>& runs, const
     s.lrs.push_back(lr);
     s.final_losses.push_back(r.status == "done" && r.final_loss ? *r.final_loss : NAN);
     if (r.status != "done") ++s.diverged;
-    // stash initial loss via a parallel vector in the variant map (kept private below)
-    s.variant["__init_" + std::to_string(s.lrs.size() - 1)] = fmt::format("{:.17g}", r.initial_loss);
+    s.initial_losses.push_back(r.initial_loss);
   }
   std::vector<Sensitivity> out;
   for (const auto& label : order) {
     Sensitivity s = by[label];
-    std::vector<double> init(s.lrs.size());
-    for (std::size_t i = 0; i < s.lrs.size(); ++i) {
-      init[i] = std::stod(s.variant["__init_" + std::to_string(i)]);
-      s.variant.erase("__init_" + std::to_string(i));
-    }
+    const std::vector<double>& init = s.initial_losses;
     s.best_loss = INFINITY;
     for (std::size_t i = 0; i < s.lrs.size(); ++i)
       if (std::isfinite(s.final_losses[i]) && s.final_losses[i] < s.best_loss) {

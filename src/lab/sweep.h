@@ -67,6 +67,7 @@ struct Sensitivity {
   std::string label;
   double sensitivity = NAN, best_loss = NAN, best_lr = NAN;
   std::vector<double> lrs, final_losses;  // final_losses: NaN for diverged
+  std::vector<double> initial_losses;     // each run's step-1 loss, in the order of lrs
   int diverged = 0;
 };
 

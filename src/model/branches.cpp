@@ -25,53 +25,54 @@ using namespace model_detail;
 template <class T>
 void Transformer<T>::attn_forward(int l, const T* u, T* f) {
   const long N = static_cast<long>(B_) * T_;
-  const int C = cfg_.d_model, H = cfg_.n_head, D = cfg_.head_size();
+  const int C = cfg_.d_model, H = cfg_.n_head, Hkv = cfg_.kv_heads(), D = cfg_.head_size();
+  const int Cq = cfg_.q_width(), Ckv = cfg_.kv_width(), W3 = Cq + 2 * Ckv;
+  const int window = layers_[l].window;
   const AttnSlots& s = blocks_[l].attn;
   AttnActs& a = attn_acts_[l];
-  ops::linear_forward(a.qkv, u, p(s.wqkv), p(s.bqkv), static_cast<int>(N), C, 3 * C, mm_);
+  ops::linear_forward(a.qkv, u, p(s.wqkv), p(s.bqkv), static_cast<int>(N), C, W3, mm_);
   if (!qk_stages_.empty()) {
-    gather_cols(a.qs[0], a.qkv, N, C, 3 * C, 0);
-    gather_cols(a.ks[0], a.qkv, N, C, 3 * C, C);
+    gather_cols(a.qs[0], a.qkv, N, Cq, W3, 0);
+    gather_cols(a.ks[0], a.qkv, N, Ckv, W3, Cq);
   }
   const bool head = cfg_.qk_norm_scope == QKNormScope::head;
-  const long rows = head ? N * H : N;
-  const int width = head ? D : C;
   for (std::size_t st = 0; st < qk_stages_.size(); ++st) {
     if (qk_stages_[st] == QkStage::norm) {
       NormCache qc{a.qs[st + 1], a.qn.mean, a.qn.rstd}, kc{a.ks[st + 1], a.kn.mean, a.kn.rstd};
-      norm_forward(qc, s.q_norm, a.qs[st], rows, width, true);
-      norm_forward(kc, s.k_norm, a.ks[st], rows, width, true);
+      norm_forward(qc, s.q_norm, a.qs[st], head ? N * H : N, head ? D : Cq, true);
+      norm_forward(kc, s.k_norm, a.ks[st], head ? N * Hkv : N, head ? D : Ckv, true);
     } else {
-      ops::rope_forward(a.qs[st + 1], a.qs[st], rope_cos_, rope_sin_, B_, T_, H, D, pos0_);
-      ops::rope_forward(a.ks[st + 1], a.ks[st], rope_cos_, rope_sin_, B_, T_, H, D, pos0_);
+      ops::rope_forward(a.qs[st + 1], a.qs[st], rope_cos(l), rope_sin(l), B_, T_, H, D, pos0_);
+      ops::rope_forward(a.ks[st + 1], a.ks[st], rope_cos(l), rope_sin(l), B_, T_, Hkv, D, pos0_);
     }
   }
   const QkView qk = qk_view(l);
-  const T* v = a.qkv + 2 * C;  // values: never transformed, read in place (stride 3C)
+  const T* v = a.qkv + Cq + Ckv;  // values: never transformed, read in place (stride W3)
   const T scale = static_cast<T>(cfg_.attn_scale > 0 ? cfg_.attn_scale : 1.0 / std::sqrt(D));
   if (kv_) {
     // Append this pass's keys and values to the cache, then attend over everything cached.
-    const long lay = static_cast<long>(l) * cfg_.seq_len * C;
-    T* kc = kv_->k.data() + lay + static_cast<long>(pos0_) * C;
-    T* vc = kv_->v.data() + lay + static_cast<long>(pos0_) * C;
+    const long lay = static_cast<long>(l) * cfg_.seq_len * Ckv;
+    T* kc = kv_->k.data() + lay + static_cast<long>(pos0_) * Ckv;
+    T* vc = kv_->v.data() + lay + static_cast<long>(pos0_) * Ckv;
     for (long r = 0; r < N; ++r) {
-      std::memcpy(kc + r * C, qk.k + r * qk.ld, sizeof(T) * C);
-      std::memcpy(vc + r * C, v + r * 3 * C, sizeof(T) * C);
+      std::memcpy(kc + r * Ckv, qk.k + r * qk.ldk, sizeof(T) * Ckv);
+      std::memcpy(vc + r * Ckv, v + r * W3, sizeof(T) * Ckv);
     }
     const T* q = qk.q;
-    if (qk.ld != C) {  // the cached kernel wants contiguous queries: d_q_ is free while decoding
-      gather_cols(d_q_, a.qkv, N, C, 3 * C, 0);
+    if (qk.ldq != Cq) {  // the cached kernel wants contiguous queries: d_q_ is free while decoding
+      gather_cols(d_q_, a.qkv, N, Cq, W3, 0);
       q = d_q_;
     }
     ops::attention_forward_kv(a.o, kv_->scratch.data(), q, kv_->k.data() + lay,
-                              kv_->v.data() + lay, T_, pos0_, H, D, scale,
+                              kv_->v.data() + lay, T_, pos0_, H, Hkv, D, window, scale,
                               static_cast<T>(cfg_.attn_softcap));
   } else {
     const long BH = static_cast<long>(B_) * H;
     T* st_max = collect_stats_ ? attn_stat_max_.data() + l * BH : nullptr;
     T* st_ent = collect_stats_ ? attn_stat_ent_.data() + l * BH : nullptr;
-    ops::attention_forward_tiled(a.o, C, a.lse, qk.q, qk.ld, qk.k, qk.ld, v, 3 * C, B_, T_, H, D,
-                                 scale, static_cast<T>(cfg_.attn_softcap), st_max, st_ent);
+    ops::attention_forward_tiled(a.o, Cq, a.lse, qk.q, qk.ldq, qk.k, qk.ldk, v, W3, B_, T_, H, Hkv,
+                                 D, window, scale, static_cast<T>(cfg_.attn_softcap), st_max,
+                                 st_ent);
     if (collect_stats_) {
       double mx = 0, ent = 0;
       for (int h = 0; h < H; ++h) {
@@ -85,62 +86,63 @@ void Transformer<T>::attn_forward(int l, const T* u, T* f) {
       stats_.attn_entropy[l] = ent / (static_cast<double>(BH) * T_);
     }
   }
-  ops::linear_forward(f, a.o, p(s.wo), p(s.bo), static_cast<int>(N), C, C, mm_);
+  ops::linear_forward(f, a.o, p(s.wo), p(s.bo), static_cast<int>(N), Cq, C, mm_);
 }
 
 template <class T>
 typename Transformer<T>::QkView Transformer<T>::qk_view(int l) const {
   const AttnActs& a = attn_acts_[l];
-  const int C = cfg_.d_model;
-  if (qk_stages_.empty()) return {a.qkv, a.qkv + C, 3 * C};
+  const int Cq = cfg_.q_width(), Ckv = cfg_.kv_width(), W3 = Cq + 2 * Ckv;
+  if (qk_stages_.empty()) return {a.qkv, a.qkv + Cq, W3, W3};
   const std::size_t last = qk_stages_.size();
-  return {a.qs[last], a.ks[last], C};
+  return {a.qs[last], a.ks[last], Cq, Ckv};
 }
 
 template <class T>
 void Transformer<T>::attn_backward(int l, const T* u, const T* df, T* du, ops::Accum du_accum) {
   const long N = static_cast<long>(B_) * T_;
-  const int C = cfg_.d_model, H = cfg_.n_head, D = cfg_.head_size();
+  const int C = cfg_.d_model, H = cfg_.n_head, Hkv = cfg_.kv_heads(), D = cfg_.head_size();
+  const int Cq = cfg_.q_width(), Ckv = cfg_.kv_width(), W3 = Cq + 2 * Ckv;
   const AttnSlots& s = blocks_[l].attn;
   AttnActs& a = attn_acts_[l];
-  ops::linear_backward(d_heads_, g(s.wo), g(s.bo), df, a.o, p(s.wo), static_cast<int>(N), C, C,
+  ops::linear_backward(d_heads_, g(s.wo), g(s.bo), df, a.o, p(s.wo), static_cast<int>(N), Cq, C,
                        ops::Accum::overwrite, mm_);
-  // Gradients of q, k, v land in d_qkv_ (stride 3C) directly, unless QK stages sit in between.
+  // Gradients of q, k, v land in d_qkv_ (stride W3) directly, unless QK stages sit in between.
   const std::size_t last = qk_stages_.size();
   const bool staged = last > 0;
   T* dq = staged ? d_q_ : d_qkv_;
-  T* dk = staged ? d_k_ : d_qkv_ + C;
-  const int ldd = staged ? C : 3 * C;
+  T* dk = staged ? d_k_ : d_qkv_ + Cq;
   const QkView qk = qk_view(l);
   const T scale = static_cast<T>(cfg_.attn_scale > 0 ? cfg_.attn_scale : 1.0 / std::sqrt(D));
-  ops::attention_backward_tiled(dq, ldd, dk, ldd, d_qkv_ + 2 * C, 3 * C, d_heads_, C, qk.q, qk.ld,
-                                qk.k, qk.ld, a.qkv + 2 * C, 3 * C, a.lse, B_, T_, H, D, scale,
+  ops::attention_backward_tiled(dq, staged ? Cq : W3, dk, staged ? Ckv : W3, d_qkv_ + Cq + Ckv, W3,
+                                d_heads_, Cq, qk.q, qk.ldq, qk.k, qk.ldk, a.qkv + Cq + Ckv, W3,
+                                a.lse, B_, T_, H, Hkv, D, layers_[l].window, scale,
                                 static_cast<T>(cfg_.attn_softcap));
   if (staged) {
-    // Replay the QK stages backwards for queries, then keys.
+    // Replay the QK stages backwards for queries (H heads), then keys (Hkv heads).
     const bool head = cfg_.qk_norm_scope == QKNormScope::head;
-    const long rows = head ? N * H : N;
-    const int width = head ? D : C;
-    auto qk_back = [&](T* dcur, T** stages, const NormCache& nc, const NormSlots& ns) {
+    auto qk_back = [&](T* dcur, T** stages, const NormCache& nc, const NormSlots& ns, int heads) {
+      const long rows = head ? N * heads : N;
+      const int width = head ? D : heads * D;
       T* scratch[2] = {d_qk_stage_a_, d_qk_stage_b_};
       for (std::size_t st = last; st-- > 0;) {
         T* dprev = scratch[st % 2];
         if (qk_stages_[st] == QkStage::norm)
           norm_backward(nc, ns, stages[st], dcur, dprev, rows, width, true, ops::Accum::overwrite);
         else
-          ops::rope_backward(dprev, dcur, rope_cos_, rope_sin_, B_, T_, H, D,
+          ops::rope_backward(dprev, dcur, rope_cos(l), rope_sin(l), B_, T_, heads, D,
                              ops::Accum::overwrite);
         dcur = dprev;
       }
       return dcur;
     };
-    const T* dq0 = qk_back(d_q_, a.qs, a.qn, s.q_norm);
-    scatter_cols(d_qkv_, dq0, N, C, 3 * C, 0);
-    const T* dk0 = qk_back(d_k_, a.ks, a.kn, s.k_norm);
-    scatter_cols(d_qkv_, dk0, N, C, 3 * C, C);
+    const T* dq0 = qk_back(d_q_, a.qs, a.qn, s.q_norm, H);
+    scatter_cols(d_qkv_, dq0, N, Cq, W3, 0);
+    const T* dk0 = qk_back(d_k_, a.ks, a.kn, s.k_norm, Hkv);
+    scatter_cols(d_qkv_, dk0, N, Ckv, W3, Cq);
   }
-  ops::linear_backward(du, g(s.wqkv), g(s.bqkv), d_qkv_, u, p(s.wqkv), static_cast<int>(N), C,
-                       3 * C, du_accum, mm_);
+  ops::linear_backward(du, g(s.wqkv), g(s.bqkv), d_qkv_, u, p(s.wqkv), static_cast<int>(N), C, W3,
+                       du_accum, mm_);
 }
 
 // ---------------------------------------------------------------------------------------------

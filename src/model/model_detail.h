@@ -6,11 +6,27 @@
 
 #include "normlab/config.h"
 #include "ops/activation.h"
+#include "ops/rope.h"
 #include "tensor/threading.h"
 
 namespace normlab::model_detail {
 
 inline bool gated(MlpKind m) { return m == MlpKind::swiglu || m == MlpKind::geglu; }
+
+// The RoPE scaling of global layers, as the kernel takes it.
+inline ops::RopeScale rope_scale(const ModelConfig& m) {
+  ops::RopeScale s;
+  switch (m.rope_scaling) {
+    case RopeScaling::none: s.kind = ops::RopeScale::Kind::none; break;
+    case RopeScaling::linear: s.kind = ops::RopeScale::Kind::linear; break;
+    case RopeScaling::llama3: s.kind = ops::RopeScale::Kind::llama3; break;
+  }
+  s.factor = m.rope_factor;
+  s.low_freq_factor = m.rope_low_freq_factor;
+  s.high_freq_factor = m.rope_high_freq_factor;
+  s.original_seq_len = m.rope_original_seq_len;
+  return s;
+}
 
 inline ops::Activation activation_of(MlpKind m) {
   switch (m) {

@@ -86,18 +86,23 @@ BlockSlots block_params(TableBuilder& tb, const ModelConfig& cfg, const BlockPla
   AttnSlots& at = b.attn;
   const std::string ab = pre + "attn.";
   res_norms(at.res, bp.attn, ab, 0);
-  // DeepNorm: the value rows of wqkv get beta (queries and keys keep scale 1).
-  const RowScale value_rows = beta > 0 ? RowScale{2L * C, C, beta} : RowScale{};
-  at.wqkv = tb.weight(ab + "wqkv.weight", 3 * C, C, ParamGroup::attention, l, 0, 1.0, value_rows);
-  if (cfg.bias) at.bqkv = tb.vec(ab + "wqkv.bias", 3 * C, 0.0, ParamGroup::attention, l, 0, true);
+  // Fused projection (Cq + 2 Ckv, C): query rows [0, Cq), key rows [Cq, Cq + Ckv), value rows
+  // [Cq + Ckv, Cq + 2 Ckv). DeepNorm: the value rows get beta (queries and keys keep scale 1).
+  const int Cq = cfg.q_width(), Ckv = cfg.kv_width();
+  const RowScale value_rows = beta > 0 ? RowScale{static_cast<long>(Cq) + Ckv, Ckv, beta}
+                                       : RowScale{};
+  at.wqkv = tb.weight(ab + "wqkv.weight", Cq + 2 * Ckv, C, ParamGroup::attention, l, 0, 1.0,
+                      value_rows);
+  if (cfg.has_qkv_bias())
+    at.bqkv = tb.vec(ab + "wqkv.bias", Cq + 2 * Ckv, 0.0, ParamGroup::attention, l, 0, true);
   if (cfg.qk_norm != QKNormKind::none) {
-    const int n = cfg.qk_norm_scope == QKNormScope::head ? D : C;
+    const bool per_head = cfg.qk_norm_scope == QKNormScope::head;
     const bool qln = cfg.qk_norm == QKNormKind::layernorm;
-    at.q_norm = tb.norm(ab + "q_norm", n, qln, l, 0);
-    at.k_norm = tb.norm(ab + "k_norm", n, qln, l, 0);
+    at.q_norm = tb.norm(ab + "q_norm", per_head ? D : Cq, qln, l, 0);
+    at.k_norm = tb.norm(ab + "k_norm", per_head ? D : Ckv, qln, l, 0);
   }
-  at.wo = tb.weight(ab + "wo.weight", C, C, ParamGroup::attention, l, 0, out_scale);
-  if (cfg.bias) at.bo = tb.vec(ab + "wo.bias", C, 0.0, ParamGroup::attention, l, 0, true);
+  at.wo = tb.weight(ab + "wo.weight", C, Cq, ParamGroup::attention, l, 0, out_scale);
+  if (cfg.has_out_bias()) at.bo = tb.vec(ab + "wo.bias", C, 0.0, ParamGroup::attention, l, 0, true);
 
   MlpSlots& ml = b.mlp;
   const std::string mb = pre + "mlp.";
@@ -107,9 +112,9 @@ BlockSlots block_params(TableBuilder& tb, const ModelConfig& cfg, const BlockPla
   // DeepNorm scales the MLP input projection by beta too (it is a "value-like" projection).
   const double in_scale = beta > 0 ? beta : 1.0;
   ml.w_in = tb.weight(mb + "w_in.weight", F_in, C, ParamGroup::mlp, l, 1, in_scale);
-  if (cfg.bias) ml.b_in = tb.vec(mb + "w_in.bias", F_in, 0.0, ParamGroup::mlp, l, 1, true);
+  if (cfg.has_mlp_bias()) ml.b_in = tb.vec(mb + "w_in.bias", F_in, 0.0, ParamGroup::mlp, l, 1, true);
   ml.w_out = tb.weight(mb + "w_out.weight", C, F, ParamGroup::mlp, l, 1, out_scale);
-  if (cfg.bias) ml.b_out = tb.vec(mb + "w_out.bias", C, 0.0, ParamGroup::mlp, l, 1, true);
+  if (cfg.has_mlp_bias()) ml.b_out = tb.vec(mb + "w_out.bias", C, 0.0, ParamGroup::mlp, l, 1, true);
   return b;
 }
 

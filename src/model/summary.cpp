@@ -1,5 +1,7 @@
 #include "model/summary.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "model/param_table.h"
@@ -19,8 +21,11 @@ ModelSummary summarize(const ModelConfig& m, int batch_size) {
         (p.name != "tok_emb.weight" || m.tie_embeddings))
       s.matmul_params += p.numel;
   }
-  s.train_flops_per_token =
-      6.0 * s.matmul_params + 12.0 * m.n_layer * static_cast<double>(m.seq_len) * m.d_model;
+  // Attention: 12 x (keys a query reaches) x Cq per layer: seq_len, or the window when it slides.
+  double attn_keys = 0;
+  for (int l = 0; l < m.n_layer; ++l)
+    attn_keys += m.layer_sliding(l) ? std::min(m.seq_len, m.sliding_window) : m.seq_len;
+  s.train_flops_per_token = 6.0 * s.matmul_params + 12.0 * attn_keys * m.q_width();
   s.activation_bytes = Transformer<float>::activation_elements(m, batch_size, m.seq_len) *
                        static_cast<long>(sizeof(float));
   s.param_state_bytes = 4L * s.params * static_cast<long>(sizeof(float));

@@ -32,16 +32,6 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
     : cfg_(cfg), plan_(build_plan(cfg)), maxB_(max_batch), maxT_(max_seq) {
   NL_CHECK(max_batch > 0 && max_seq > 0 && max_seq <= cfg.seq_len,
            "batch {} x seq {} does not fit model.seq_len = {}", max_batch, max_seq, cfg.seq_len);
-  // TEMPORARY (issue #18 in progress): options declared in the config but not yet in the engine.
-  if (cfg.n_kv_head > 0 && cfg.n_kv_head != cfg.n_head)
-    throw InputError("model.n_kv_head: grouped-query attention is not implemented yet");
-  if (cfg.head_dim > 0 && cfg.head_dim * cfg.n_head != cfg.d_model)
-    throw InputError("model.head_dim: a head size other than d_model / n_head is not implemented yet");
-  if (cfg.sliding_window > 0 || cfg.rope_scaling != RopeScaling::none ||
-      cfg.attn_qkv_bias != cfg.attn_out_bias || cfg.attn_out_bias != cfg.mlp_bias ||
-      (cfg.attn_qkv_bias && !cfg.bias))
-    throw InputError("model: sliding windows, RoPE scaling and per-group biases are not "
-                     "implemented yet");
   {
     ParamLayout layout = build_param_table(cfg_, plan_);
     table_ = std::move(layout.table);
@@ -54,6 +44,11 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
   if (allocate) {
     params_.assign(table_.total(), T(0));
     grads_.assign(table_.total(), T(0));
+  }
+
+  for (int l = 0; l < cfg_.n_layer; ++l) {
+    const bool sliding = cfg_.layer_sliding(l);
+    layers_.push_back({sliding ? cfg_.sliding_window : 0, sliding && cfg_.rope_local_theta > 0});
   }
 
   // QK path: the order of norm and RoPE on queries and keys, as a tiny plan of its own.
@@ -86,7 +81,11 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
     attn_stat_max_.assign(static_cast<long>(L) * max_batch * H, T(0));
     attn_stat_ent_.assign(static_cast<long>(L) * max_batch * H, T(0));
   }
-  if (rope && allocate) ops::rope_tables(rope_cos_, rope_sin_, cfg_.seq_len, D, cfg_.rope_theta);
+  if (rope && allocate) {
+    ops::rope_tables(rope_cos_, rope_sin_, cfg_.seq_len, D, cfg_.rope_theta, rope_scale(cfg_));
+    if (rope_cos_local_)
+      ops::rope_tables(rope_cos_local_, rope_sin_local_, cfg_.seq_len, D, cfg_.rope_local_theta);
+  }
 }
 
 // The forward activations in the arena (alloc() counts on the first pass and assigns on the
@@ -95,8 +94,8 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
 // final norm, and the RoPE tables.
 template <class T>
 void Transformer<T>::layout_activations(long N) {
-  const int C = cfg_.d_model, H = cfg_.n_head, D = cfg_.head_size(), F = cfg_.d_ff,
-            L = cfg_.n_layer;
+  const int C = cfg_.d_model, H = cfg_.n_head, Hkv = cfg_.kv_heads(), D = cfg_.head_size(),
+            F = cfg_.d_ff, L = cfg_.n_layer, Cq = cfg_.q_width(), Ckv = cfg_.kv_width();
   const int F_in = gated(cfg_.mlp) ? 2 * F : F;
   res_.assign(2 * L + 1, nullptr);
   for (auto& r : res_) r = alloc(N * C);
@@ -105,21 +104,21 @@ void Transformer<T>::layout_activations(long N) {
   for (int l = 0; l < L; ++l) {
     AttnActs& a = attn_acts_[l];
     alloc_sublayer(a.res, plan_.blocks[l].attn, N);
-    a.qkv = alloc(N * 3 * C);
+    a.qkv = alloc(N * (Cq + 2 * Ckv));
     if (!qk_stages_.empty())
       for (std::size_t st = 0; st <= qk_stages_.size(); ++st) {
-        a.qs[st] = alloc(N * C);
-        a.ks[st] = alloc(N * C);
+        a.qs[st] = alloc(N * Cq);
+        a.ks[st] = alloc(N * Ckv);
       }
-    const long qk_rows = cfg_.qk_norm_scope == QKNormScope::head ? N * H : N;
+    const bool per_head = cfg_.qk_norm_scope == QKNormScope::head;
     if (cfg_.qk_norm != QKNormKind::none) {
-      a.qn.mean = alloc(qk_rows);
-      a.qn.rstd = alloc(qk_rows);
-      a.kn.mean = alloc(qk_rows);
-      a.kn.rstd = alloc(qk_rows);
+      a.qn.mean = alloc(per_head ? N * H : N);
+      a.qn.rstd = alloc(per_head ? N * H : N);
+      a.kn.mean = alloc(per_head ? N * Hkv : N);
+      a.kn.rstd = alloc(per_head ? N * Hkv : N);
     }
     a.lse = alloc(static_cast<long>(maxB_) * H * maxT_);
-    a.o = alloc(N * C);
+    a.o = alloc(N * Cq);
     MlpActs& m = mlp_acts_[l];
     alloc_sublayer(m.res, plan_.blocks[l].mlp, N);
     m.h = alloc(N * F_in);
@@ -129,6 +128,14 @@ void Transformer<T>::layout_activations(long N) {
   if (cfg_.pos == PosKind::rope) {
     rope_cos_ = alloc(static_cast<long>(cfg_.seq_len) * D / 2);
     rope_sin_ = alloc(static_cast<long>(cfg_.seq_len) * D / 2);
+    // Sliding layers with a base of their own (Gemma 3's local RoPE): a second pair of tables.
+    rope_cos_local_ = rope_sin_local_ = nullptr;
+    bool local = false;
+    for (const LayerAttn& la : layers_) local = local || la.local_rope;
+    if (local) {
+      rope_cos_local_ = alloc(static_cast<long>(cfg_.seq_len) * D / 2);
+      rope_sin_local_ = alloc(static_cast<long>(cfg_.seq_len) * D / 2);
+    }
   }
 }
 
@@ -151,18 +158,20 @@ template <class T>
 void Transformer<T>::layout_backward_scratch(long N) {
   const int C = cfg_.d_model, F = cfg_.d_ff, V = cfg_.vocab_size;
   const int F_in = gated(cfg_.mlp) ? 2 * F : F;
-  const long wide = std::max<long>({N * 3 * C, N * F_in});
+  const int Cq = cfg_.q_width(), Ckv = cfg_.kv_width();
+  const long wide = std::max<long>({N * (Cq + 2 * Ckv), N * F_in});
   d_resid_a_ = alloc(N * C);
   d_resid_b_ = alloc(N * C);
   d_post_in_ = alloc(N * C);
   d_branch_out_ = alloc(N * C);
   d_branch_in_ = alloc(N * C);
   d_qkv_ = alloc(wide);
-  d_q_ = alloc(N * C);
-  d_k_ = alloc(N * C);
-  d_heads_ = alloc(N * C);
-  d_qk_stage_a_ = qk_stages_.size() > 0 ? alloc(N * C) : nullptr;
-  d_qk_stage_b_ = qk_stages_.size() > 1 ? alloc(N * C) : nullptr;
+  d_q_ = alloc(N * Cq);
+  d_k_ = alloc(N * Ckv);
+  d_heads_ = alloc(N * Cq);
+  // Cq >= Ckv: one size serves the query and the key stages.
+  d_qk_stage_a_ = qk_stages_.size() > 0 ? alloc(N * Cq) : nullptr;
+  d_qk_stage_b_ = qk_stages_.size() > 1 ? alloc(N * Cq) : nullptr;
   d_mlp_h_ = alloc(N * F_in);
   d_mlp_act_ = alloc(N * F);
   d_final_ = alloc(N * C);
@@ -507,7 +516,7 @@ void Transformer<T>::block_backward(int l, const T* dy, T* dx) {
 template <class T>
 typename Transformer<T>::KvCache Transformer<T>::make_cache() const {
   KvCache c;
-  const long n = static_cast<long>(cfg_.n_layer) * cfg_.seq_len * cfg_.d_model;
+  const long n = static_cast<long>(cfg_.n_layer) * cfg_.seq_len * cfg_.kv_width();
   c.k.assign(n, T(0));
   c.v.assign(n, T(0));
   c.scratch.assign(static_cast<long>(cfg_.n_head) * cfg_.seq_len, T(0));

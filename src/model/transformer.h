@@ -1,7 +1,8 @@
 // The decoder-only Transformer: forward and hand-written backward over arenas sized once.
 //
-// Dimensions, declared once: B batch, T sequence, C d_model, H heads, D = C / H head dim, F d_ff,
-// V vocab, L layers, N = B * T rows. Activations are row-major (N, C) unless noted.
+// Dimensions, declared once: B batch, T sequence, C d_model, H query heads, Hkv key/value heads,
+// D head dim (C / H unless model.head_dim), Cq = H D query width, Ckv = Hkv D key/value width,
+// F d_ff, V vocab, L layers, N = B * T rows. Activations are row-major (N, C) unless noted.
 // Norm placement is interpreted from the ModelPlan (plan.h) by one residual-update routine; the
 // parameter table (param_table.h, a function of the config and the plan) is the single list of
 // parameters.
@@ -123,7 +124,7 @@ class Transformer {
   // cache.len .. cache.len + n - 1 and writes the logits of the last one (V), after the final cap.
   struct KvCache {
     int len = 0;
-    std::vector<T> k, v;  // per layer (seq_len, C), concatenated
+    std::vector<T> k, v;  // per layer (seq_len, Ckv), concatenated
     std::vector<T> scratch;
   };
   KvCache make_cache() const;
@@ -142,18 +143,21 @@ class Transformer {
   };
   struct AttnActs {
     SublayerActs res;
-    T* qkv = nullptr;         // (N, 3C): q, k, v are read in place (row stride 3C)
-    T* qs[3] = {};            // with QK stages only: qs[0] raw copy, qs[n_stages] final (N, C)
-    T* ks[3] = {};
-    NormCache qn, kn;         // QK-norm statistics (rows N*H or N)
+    T* qkv = nullptr;         // (N, Cq + 2 Ckv): q, k, v are read in place (row stride Cq+2Ckv)
+    T* qs[3] = {};            // with QK stages only: qs[0] raw copy, qs[n_stages] final (N, Cq)
+    T* ks[3] = {};            // (N, Ckv)
+    NormCache qn, kn;         // QK-norm statistics (rows N*H / N*Hkv per head, or N)
     T* lse = nullptr;         // (B, H, T) softmax log-sum-exp; the backward recomputes P from it
-    T* o = nullptr;           // (N, C) heads merged
+    T* o = nullptr;           // (N, Cq) heads merged
   };
   // Queries and keys as the attention reads them: views into qkv, or the last QK-stage buffers.
   struct QkView {
     const T *q, *k;
-    int ld;
+    int ldq, ldk;
   };
+  // The RoPE tables of layer l (global, or the sliding layers' own).
+  const T* rope_cos(int l) const { return layers_[l].local_rope ? rope_cos_local_ : rope_cos_; }
+  const T* rope_sin(int l) const { return layers_[l].local_rope ? rope_sin_local_ : rope_sin_; }
   struct MlpActs {
     SublayerActs res;
     T* h = nullptr;           // (N, F) or (N, 2F)
@@ -199,6 +203,13 @@ class Transformer {
   long tok_emb_ = kNone, pos_emb_ = kNone, lm_head_ = kNone;
   NormSlots final_norm_;
   std::vector<BlockSlots> blocks_;
+  // Per layer, from the config once: the attention window (0 = global) and whether the layer
+  // uses the sliding layers' own RoPE tables.
+  struct LayerAttn {
+    int window = 0;
+    bool local_rope = false;
+  };
+  std::vector<LayerAttn> layers_;
   std::vector<QkStage> qk_stages_;
 
   // Activation arena and views into it.
@@ -208,8 +219,10 @@ class Transformer {
   std::vector<AttnActs> attn_acts_;
   std::vector<MlpActs> mlp_acts_;
   NormCache final_cache_;            // final norm output (N, C)
-  T* rope_cos_ = nullptr;            // (max_seq, D/2)
+  T* rope_cos_ = nullptr;            // (seq_len, D/2): global layers (rope_theta, rope_scaling)
   T* rope_sin_ = nullptr;
+  T* rope_cos_local_ = nullptr;      // (seq_len, D/2): sliding layers with rope_local_theta > 0
+  T* rope_sin_local_ = nullptr;
   // Backward scratch, reused by every layer.
   // Gradients are named after the value they are taken with respect to (dL/d value); N = B * T.
   T* d_resid_a_ = nullptr;      // (N, C) residual stream, two buffers swapped block by block
@@ -217,12 +230,12 @@ class Transformer {
   T* d_post_in_ = nullptr;      // (N, C) s, the input of the norm after the add (post-norm)
   T* d_branch_out_ = nullptr;   // (N, C) f, the branch output before N_out
   T* d_branch_in_ = nullptr;    // (N, C) u, the branch input after N_in
-  T* d_qkv_ = nullptr;          // (N, 3C) the fused q, k, v projection
-  T* d_q_ = nullptr;            // (N, C) queries / keys after the QK stages (contiguous)
-  T* d_k_ = nullptr;            // (N, C)
-  T* d_heads_ = nullptr;        // (N, C) o, the attention heads merged
-  T* d_qk_stage_a_ = nullptr;   // (N, C) between QK stages (QK-norm, RoPE), when there are any
-  T* d_qk_stage_b_ = nullptr;   // (N, C) with two stages
+  T* d_qkv_ = nullptr;          // (N, Cq + 2 Ckv) the fused q, k, v projection
+  T* d_q_ = nullptr;            // (N, Cq) queries / keys after the QK stages (contiguous)
+  T* d_k_ = nullptr;            // (N, Ckv)
+  T* d_heads_ = nullptr;        // (N, Cq) o, the attention heads merged
+  T* d_qk_stage_a_ = nullptr;   // (N, Cq) between QK stages (QK-norm, RoPE), when there are any
+  T* d_qk_stage_b_ = nullptr;   // (N, Cq) with two stages
   T* d_mlp_h_ = nullptr;        // (N, F) or (N, 2F) gated: the MLP's first projection
   T* d_mlp_act_ = nullptr;      // (N, F) the activation (or gated unit) output
   T* d_final_;                       // gradient at the final hidden state (N, C)

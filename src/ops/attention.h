@@ -1,10 +1,14 @@
-// Causal multi-head scaled dot-product attention with optional logit soft-capping inside.
+// Causal multi-head scaled dot-product attention with grouped key/value heads, an optional
+// sliding window and optional logit soft-capping inside.
 //   s_ij = scale * q_i . k_j;  s_ij = cap * tanh(s_ij / cap) if cap > 0 (BEFORE the mask, so a
-//   masked -inf is never capped into a finite value);  P_i = softmax_{j <= i}(s_ij);  o_i = sum_j
-//   P_ij v_j
-// Shapes: q, k, v, o and their gradients (B, T, H, D) = (B, T, C) rows with C = H * D;
+//   masked -inf is never capped into a finite value);  P_i = softmax_{j in K(i)}(s_ij);
+//   o_i = sum_{j in K(i)} P_ij v_j,   K(i) = {j : i - W < j <= i} (window W > 0), {j <= i} (W = 0)
+// Grouped-query attention (GQA): H query heads share Hkv key/value heads (H % Hkv == 0); query head
+// h reads key/value head h / (H / Hkv). Hkv = H is multi-head attention, Hkv = 1 multi-query.
+// Shapes: q, o, dq, dout (B, T, H, D) = (B, T, Cq) rows with Cq = H * D;
+//         k, v, dk, dv (B, T, Hkv, D) = (B, T, Ckv) rows with Ckv = Hkv * D;
 //         P, th (B, H, T, T): softmax probabilities and, when capped, tanh(s_raw / cap)
-//         (only the causal lower triangle is written and read).
+//         (only the entries j in K(i) are written and read).
 // attention_forward / attention_backward are the plain reference (they keep P); the model runs the
 // tiled kernels at the end of this file, checked against them.
 #pragma once
@@ -19,32 +23,38 @@
 
 namespace normlab::ops {
 
+namespace detail {
+// First key of query i: 0 when causal (window 0), else max(0, i - window + 1).
+inline int first_key(int i, int window) { return window > 0 ? std::max(0, i - window + 1) : 0; }
+}  // namespace detail
+
 // Optional per-(b, h) statistics gathered in the forward pass for diagnostics (may be null):
-// max |s| before the cap, and the attention entropy summed over query positions.
+// max |s| before the cap, and the attention entropy summed over query positions (h: query head).
 template <class T>
 void attention_forward(T* o, T* P, T* th, const T* q, const T* k, const T* v, int B, int Tn, int H,
-                       int D, T scale, T cap, T* max_abs_logit = nullptr,
+                       int Hkv, int D, int window, T scale, T cap, T* max_abs_logit = nullptr,
                        T* entropy_sum = nullptr) {
-  const int C = H * D;
+  const int Cq = H * D, Ckv = Hkv * D, G = H / Hkv;
   const long TT = static_cast<long>(Tn) * Tn;
   const long n_bh = static_cast<long>(B) * H;
   parallel_for(n_bh, (static_cast<long>(B) * H * TT * D > 65536) ? 1 : n_bh, [&](long t0, long t1) {
     for (long task = t0; task < t1; ++task) {
-      const int b = static_cast<int>(task / H), h = static_cast<int>(task % H);
+      const int b = static_cast<int>(task / H), h = static_cast<int>(task % H), hk = h / G;
       const long bh = static_cast<long>(b) * H + h;
-      const T* qb = q + static_cast<long>(b) * Tn * C + h * D;
-      const T* kb = k + static_cast<long>(b) * Tn * C + h * D;
-      const T* vb = v + static_cast<long>(b) * Tn * C + h * D;
-      T* ob = o + static_cast<long>(b) * Tn * C + h * D;
+      const T* qb = q + static_cast<long>(b) * Tn * Cq + h * D;
+      const T* kb = k + static_cast<long>(b) * Tn * Ckv + hk * D;
+      const T* vb = v + static_cast<long>(b) * Tn * Ckv + hk * D;
+      T* ob = o + static_cast<long>(b) * Tn * Cq + h * D;
       T* Pb = P + bh * TT;
       T* thb = th ? th + bh * TT : nullptr;
       T max_abs = 0, ent = 0;
       for (int i = 0; i < Tn; ++i) {
-        const T* qi = qb + static_cast<long>(i) * C;
+        const T* qi = qb + static_cast<long>(i) * Cq;
         T* Pi = Pb + static_cast<long>(i) * Tn;
+        const int j0 = detail::first_key(i, window);
         T m = -std::numeric_limits<T>::infinity();
-        for (int j = 0; j <= i; ++j) {
-          const T* kj = kb + static_cast<long>(j) * C;
+        for (int j = j0; j <= i; ++j) {
+          const T* kj = kb + static_cast<long>(j) * Ckv;
           T s = 0;
           for (int d = 0; d < D; ++d) s += qi[d] * kj[d];
           s *= scale;
@@ -58,19 +68,19 @@ void attention_forward(T* o, T* P, T* th, const T* q, const T* k, const T* v, in
           m = s > m ? s : m;
         }
         T sum = 0;
-        for (int j = 0; j <= i; ++j) {
+        for (int j = j0; j <= i; ++j) {
           Pi[j] = std::exp(Pi[j] - m);
           sum += Pi[j];
         }
         const T inv = T(1) / sum;
-        for (int j = 0; j <= i; ++j) Pi[j] *= inv;
+        for (int j = j0; j <= i; ++j) Pi[j] *= inv;
         if (entropy_sum)
-          for (int j = 0; j <= i; ++j)
+          for (int j = j0; j <= i; ++j)
             if (Pi[j] > 0) ent -= Pi[j] * std::log(Pi[j]);
-        T* oi = ob + static_cast<long>(i) * C;
+        T* oi = ob + static_cast<long>(i) * Cq;
         for (int d = 0; d < D; ++d) oi[d] = 0;
-        for (int j = 0; j <= i; ++j) {
-          const T* vj = vb + static_cast<long>(j) * C;
+        for (int j = j0; j <= i; ++j) {
+          const T* vj = vb + static_cast<long>(j) * Ckv;
           const T p = Pi[j];
           for (int d = 0; d < D; ++d) oi[d] += p * vj[d];
         }
@@ -85,57 +95,65 @@ void attention_forward(T* o, T* P, T* th, const T* q, const T* k, const T* v, in
 // dS_ij = P_ij (dP_ij - sum_j' P_ij' dP_ij')          (softmax backward)
 // if cap: dS_ij *= 1 - th_ij^2                          (tanh soft-cap backward)
 // dq_i += scale * sum_j dS_ij k_j;    dk_j += scale * sum_i dS_ij q_i
-// All input gradients accumulate. Parallel over (b, h): each writes its own slices.
+// (sums over j in K(i); dk, dv of a key/value head sum over the query heads of its group.)
+// All input gradients accumulate. Parallel over (b, key/value head): each task runs the query heads
+// of its group one after another and writes its own slices, so shared dk/dv never race.
 template <class T>
 void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
-                        const T* P, const T* th, int B, int Tn, int H, int D, T scale, T cap) {
-  const int C = H * D;
+                        const T* P, const T* th, int B, int Tn, int H, int Hkv, int D, int window,
+                        T scale, T cap) {
+  const int Cq = H * D, Ckv = Hkv * D, G = H / Hkv;
   const long TT = static_cast<long>(Tn) * Tn;
-  const long n_bh = static_cast<long>(B) * H;
-  parallel_for(n_bh, (static_cast<long>(B) * H * TT * D > 65536) ? 1 : n_bh, [&](long t0, long t1) {
+  const long n_tasks = static_cast<long>(B) * Hkv;
+  parallel_for(n_tasks, (static_cast<long>(B) * H * TT * D > 65536) ? 1 : n_tasks,
+               [&](long t0, long t1) {
+    // Row buffer for dP / dS of one query; T is at most a few thousand.
+    T dS_stack[1024];
+    T* dS = Tn <= 1024 ? dS_stack : new T[Tn];
     for (long task = t0; task < t1; ++task) {
-      const int b = static_cast<int>(task / H), h = static_cast<int>(task % H);
-      const long bh = static_cast<long>(b) * H + h;
-      const long base = static_cast<long>(b) * Tn * C + h * D;
-      const T* Pb = P + bh * TT;
-      const T* thb = th ? th + bh * TT : nullptr;
-      // Row buffer for dP / dS of one query; T is at most a few thousand.
-      T dS_stack[1024];
-      T* dS = Tn <= 1024 ? dS_stack : new T[Tn];
-      for (int i = 0; i < Tn; ++i) {
-        const T* doi = dout + base + static_cast<long>(i) * C;
-        const T* Pi = Pb + static_cast<long>(i) * Tn;
-        T dot = 0;
-        for (int j = 0; j <= i; ++j) {
-          const T* vj = v + base + static_cast<long>(j) * C;
-          T* dvj = dv + base + static_cast<long>(j) * C;
-          T dp = 0;
-          for (int d = 0; d < D; ++d) {
-            dp += doi[d] * vj[d];
-            dvj[d] += Pi[j] * doi[d];
+      const int b = static_cast<int>(task / Hkv), hk = static_cast<int>(task % Hkv);
+      const long kbase = static_cast<long>(b) * Tn * Ckv + hk * D;
+      for (int h = hk * G; h < (hk + 1) * G; ++h) {
+        const long bh = static_cast<long>(b) * H + h;
+        const long qbase = static_cast<long>(b) * Tn * Cq + h * D;
+        const T* Pb = P + bh * TT;
+        const T* thb = th ? th + bh * TT : nullptr;
+        for (int i = 0; i < Tn; ++i) {
+          const T* doi = dout + qbase + static_cast<long>(i) * Cq;
+          const T* Pi = Pb + static_cast<long>(i) * Tn;
+          const int j0 = detail::first_key(i, window);
+          T dot = 0;
+          for (int j = j0; j <= i; ++j) {
+            const T* vj = v + kbase + static_cast<long>(j) * Ckv;
+            T* dvj = dv + kbase + static_cast<long>(j) * Ckv;
+            T dp = 0;
+            for (int d = 0; d < D; ++d) {
+              dp += doi[d] * vj[d];
+              dvj[d] += Pi[j] * doi[d];
+            }
+            dS[j] = dp;
+            dot += Pi[j] * dp;
           }
-          dS[j] = dp;
-          dot += Pi[j] * dp;
-        }
-        const T* qi = q + base + static_cast<long>(i) * C;
-        T* dqi = dq + base + static_cast<long>(i) * C;
-        for (int j = 0; j <= i; ++j) {
-          T ds = Pi[j] * (dS[j] - dot);
-          if (cap > 0) {
-            const T t = thb[static_cast<long>(i) * Tn + j];
-            ds *= T(1) - t * t;
-          }
-          ds *= scale;
-          const T* kj = k + base + static_cast<long>(j) * C;
-          T* dkj = dk + base + static_cast<long>(j) * C;
-          for (int d = 0; d < D; ++d) {
-            dqi[d] += ds * kj[d];
-            dkj[d] += ds * qi[d];
+          const T* qi = q + qbase + static_cast<long>(i) * Cq;
+          T* dqi = dq + qbase + static_cast<long>(i) * Cq;
+          for (int j = j0; j <= i; ++j) {
+            T ds = Pi[j] * (dS[j] - dot);
+            if (cap > 0) {
+              const T t = thb[static_cast<long>(i) * Tn + j];
+              ds *= T(1) - t * t;
+            }
+            ds *= scale;
+            const T* kj = k + kbase + static_cast<long>(j) * Ckv;
+            T* dkj = dk + kbase + static_cast<long>(j) * Ckv;
+            for (int d = 0; d < D; ++d) {
+              dqi[d] += ds * kj[d];
+              dkj[d] += ds * qi[d];
+            }
           }
         }
       }
-      if (dS != dS_stack) delete[] dS;
     }
+    if (dS != dS_stack) delete[] dS;
   });
 }
 
@@ -143,22 +161,24 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
 
 namespace normlab::ops {
 
-// Inference with a KV cache: Tq new queries at absolute positions pos0 .. pos0 + Tq - 1 attend to
-// the cached keys/values 0 .. pos0 + i (causal). B = 1. No backward: generation never trains.
-// Shapes: q, o (Tq, C); kc, vc (>= pos0 + Tq, C); scratch (H, pos0 + Tq).
+// Inference with a KV cache: Tq new queries at absolute positions p = pos0 .. pos0 + Tq - 1 attend
+// to the cached keys/values j in K(p) (causal 0 .. p, or p - W < j <= p with a window W > 0).
+// B = 1. No backward: generation never trains. Query head h reads key/value head h / (H / Hkv).
+// Shapes: q, o (Tq, H * D); kc, vc (>= pos0 + Tq, Hkv * D); scratch (H, pos0 + Tq).
 template <class T>
 void attention_forward_kv(T* o, T* scratch, const T* q, const T* kc, const T* vc, int Tq, int pos0,
-                          int H, int D, T scale, T cap) {
-  const int C = H * D, Tk = pos0 + Tq;
+                          int H, int Hkv, int D, int window, T scale, T cap) {
+  const int Cq = H * D, Ckv = Hkv * D, G = H / Hkv, Tk = pos0 + Tq;
   parallel_for(H, (static_cast<long>(H) * Tq * Tk * D > 65536) ? 1 : H, [&](long h0, long h1) {
     for (int h = static_cast<int>(h0); h < h1; ++h) {
+      const int hk = h / G;
       T* s = scratch + static_cast<long>(h) * Tk;
       for (int i = 0; i < Tq; ++i) {
-        const T* qi = q + static_cast<long>(i) * C + h * D;
-        const int nk = pos0 + i + 1;
+        const T* qi = q + static_cast<long>(i) * Cq + h * D;
+        const int nk = pos0 + i + 1, j0 = detail::first_key(pos0 + i, window);
         T m = -std::numeric_limits<T>::infinity();
-        for (int j = 0; j < nk; ++j) {
-          const T* kj = kc + static_cast<long>(j) * C + h * D;
+        for (int j = j0; j < nk; ++j) {
+          const T* kj = kc + static_cast<long>(j) * Ckv + hk * D;
           T d = 0;
           for (int e = 0; e < D; ++e) d += qi[e] * kj[e];
           d *= scale;
@@ -167,12 +187,12 @@ void attention_forward_kv(T* o, T* scratch, const T* q, const T* kc, const T* vc
           m = d > m ? d : m;
         }
         T z = 0;
-        for (int j = 0; j < nk; ++j) z += (s[j] = std::exp(s[j] - m));
-        T* oi = o + static_cast<long>(i) * C + h * D;
+        for (int j = j0; j < nk; ++j) z += (s[j] = std::exp(s[j] - m));
+        T* oi = o + static_cast<long>(i) * Cq + h * D;
         for (int e = 0; e < D; ++e) oi[e] = 0;
-        for (int j = 0; j < nk; ++j) {
+        for (int j = j0; j < nk; ++j) {
           const T p = s[j] / z;
-          const T* vj = vc + static_cast<long>(j) * C + h * D;
+          const T* vj = vc + static_cast<long>(j) * Ckv + hk * D;
           for (int e = 0; e < D; ++e) oi[e] += p * vj[e];
         }
       }
@@ -186,13 +206,14 @@ namespace normlab::ops {
 
 // ---------------------------------------------------------------------------------------------
 // Tiled causal attention with matrix products (the model's path).
-// Each (b, h) is one task; its queries go in tiles of kAttnTile rows, and a tile with queries
-// [i0, i0 + tq) multiplies only keys [0, i0 + tq): the masked upper triangle is skipped except
-// inside the diagonal block. Only the row log-sum-exp (B, H, T) is kept for the backward, which
-// recomputes the scores with one more product instead of storing P (B, H, T, T) (as
-// FlashAttention does, Dao et al. 2022).
+// Queries go in tiles of kAttnTile rows, and a tile with queries [i0, i0 + tq) multiplies only
+// keys [lo, i0 + tq), lo = 0 when causal and max(0, i0 - W + 1) with a window W: keys outside
+// every row's K(i) are skipped except at the tile's edges, where the rows are masked. A window thus
+// costs about W / T of the causal work and never forms (T, T). Only the row log-sum-exp (B, H, T)
+// is kept for the backward, which recomputes the scores with one more product instead of storing
+// P (B, H, T, T) (as FlashAttention does, Dao et al. 2022).
 // Strides: q, k, v, o and their gradients are rows of stride ld* (e.g. 3C for views into the
-// fused qkv buffer), head h at column offset h * D.
+// fused qkv buffer), query head h at column offset h * D, key/value head hk at hk * D.
 constexpr int kAttnTile = 64;
 
 namespace detail {
@@ -288,34 +309,56 @@ T* attn_scratch(int slot, long n) {
 }
 }  // namespace detail
 
-// o = softmax(causal(cap(scale q k^T))) v  (overwrites o);  lse (B, H, T) = log sum_j exp(s_ij)
+namespace detail {
+// Keys a query tile [i0, i0 + tq) multiplies: [tile_lo, i0 + tq).
+inline int tile_lo(int i0, int window) { return first_key(i0, window); }
+// Columns of the (tq, nk) score tile a key span [lo, lo + nk) needs at most (scratch size).
+inline long tile_cols(int Tn, int window) {
+  return window > 0 ? std::min<long>(Tn, kAttnTile + window - 1) : Tn;
+}
+template <class T>
+void zero_outside(T* s, int a, int n, int nk) {
+  for (int j = 0; j < a; ++j) s[j] = T(0);
+  for (int j = a + n; j < nk; ++j) s[j] = T(0);
+}
+}  // namespace detail
+
+// o = softmax(mask(cap(scale q k^T))) v  (overwrites o);  lse (B, H, T) = log sum_j exp(s_ij)
 // Optional per-(b, h) statistics as in attention_forward (may be null): max |s| before the cap
 // and the attention entropy summed over queries (row entropy = lse - sum_j P_ij s_ij).
+// Parallel over (b, query head): each task writes only its own rows of o and lse.
 template <class T>
 void attention_forward_tiled(T* o, int ldo, T* lse, const T* q, int ldq, const T* k, int ldk,
-                             const T* v, int ldv, int B, int Tn, int H, int D, T scale, T cap,
-                             T* max_abs_logit = nullptr, T* entropy_sum = nullptr) {
+                             const T* v, int ldv, int B, int Tn, int H, int Hkv, int D, int window,
+                             T scale, T cap, T* max_abs_logit = nullptr,
+                             T* entropy_sum = nullptr) {
+  const int G = H / Hkv;
   const long n_bh = static_cast<long>(B) * H;
   parallel_for(n_bh, (static_cast<long>(B) * H * Tn * Tn * D > 65536) ? 1 : n_bh,
                [&](long t0, long t1) {
                  for (long task = t0; task < t1; ++task) {
                    const int b = static_cast<int>(task / H), h = static_cast<int>(task % H);
+                   const int hk = h / G;
                    const long row0 = static_cast<long>(b) * Tn;
                    const T* qb = q + row0 * ldq + h * D;
-                   const T* kb = k + row0 * ldk + h * D;
-                   const T* vb = v + row0 * ldv + h * D;
+                   const T* kb = k + row0 * ldk + hk * D;
+                   const T* vb = v + row0 * ldv + hk * D;
                    T* ob = o + row0 * ldo + h * D;
                    T* lb = lse + (static_cast<long>(b) * H + h) * Tn;
-                   T* S = detail::attn_scratch<T>(0, static_cast<long>(kAttnTile) * Tn);
+                   T* S = detail::attn_scratch<T>(0, kAttnTile * detail::tile_cols(Tn, window));
                    T max_abs = 0, ent = 0;
                    for (int i0 = 0; i0 < Tn; i0 += kAttnTile) {
-                     const int tq = std::min(kAttnTile, Tn - i0), nk = i0 + tq;
-                     // S (tq, nk) = scale * q_tile k^T
+                     const int tq = std::min(kAttnTile, Tn - i0), lo = detail::tile_lo(i0, window);
+                     const int nk = i0 + tq - lo;
+                     // S (tq, nk) = scale * q_tile k[lo : i0 + tq)^T
                      gemm_serial<T>(false, true, tq, nk, D, scale, qb + static_cast<long>(i0) * ldq,
-                                    ldq, kb, ldk, T(0), S, nk);
+                                    ldq, kb + static_cast<long>(lo) * ldk, ldk, T(0), S, nk);
                      for (int r = 0; r < tq; ++r) {
-                       T* s = S + static_cast<long>(r) * nk;
-                       const int n = i0 + r + 1;  // keys 0 .. i0 + r
+                       T* srow = S + static_cast<long>(r) * nk;
+                       // row i = i0 + r reads keys first_key(i) .. i: columns [a, a + n)
+                       const int a = detail::first_key(i0 + r, window) - lo;
+                       const int n = i0 + r + 1 - lo - a;
+                       T* s = srow + a;
                        if (max_abs_logit) max_abs = detail::max_abs_row(s, n, max_abs);
                        if (cap > 0) detail::softcap_row(s, n, cap);
                        const T m = detail::max_row(s, n);
@@ -323,13 +366,14 @@ void attention_forward_tiled(T* o, int ldo, T* lse, const T* q, int ldq, const T
                        const T sum = detail::exp_row(s, n, m, entropy_sum ? &es : nullptr);
                        const T inv = T(1) / sum;
                        detail::scale_row(s, n, inv);
-                       for (int j = n; j < nk; ++j) s[j] = T(0);
+                       detail::zero_outside(srow, a, n, nk);
                        const T l = m + std::log(sum);
                        lb[i0 + r] = l;
                        if (entropy_sum) ent += l - es * inv;
                      }
-                     // o_tile = P v
-                     gemm_serial<T>(false, false, tq, D, nk, T(1), S, nk, vb, ldv, T(0),
+                     // o_tile = P v[lo : i0 + tq)
+                     gemm_serial<T>(false, false, tq, D, nk, T(1), S, nk,
+                                    vb + static_cast<long>(lo) * ldv, ldv, T(0),
                                     ob + static_cast<long>(i0) * ldo, ldo);
                    }
                    if (max_abs_logit) max_abs_logit[static_cast<long>(b) * H + h] = max_abs;
@@ -340,62 +384,91 @@ void attention_forward_tiled(T* o, int ldo, T* lse, const T* q, int ldq, const T
 
 // With s the capped scores and P = exp(s - lse) recomputed tile by tile:
 // dP = do v^T;  dv = P^T do;  dS = P (dP - rowsum(P dP)) (1 - th^2 if capped) scale;
-// dq = dS k;  dk = dS^T q.   dq, dk, dv are overwritten.
+// dq = dS k;  dk = dS^T q.   dq, dk, dv are overwritten; dk, dv (B, T, Hkv * D) of a key/value
+// head sum over the query heads of its group.
+// Parallel over (b, key/value head), the group's query heads in order inside the task, so the
+// shared dk/dv rows never race and every task does the same work. Tiles run last to first; the
+// first query head of a group writes (beta = 0) the key rows no earlier tile reached and
+// accumulates into the rest.
 template <class T>
 void attention_backward_tiled(T* dq, int lddq, T* dk, int lddk, T* dv, int lddv, const T* dout,
                               int lddo, const T* q, int ldq, const T* k, int ldk, const T* v,
-                              int ldv, const T* lse, int B, int Tn, int H, int D, T scale, T cap) {
-  const long n_bh = static_cast<long>(B) * H;
+                              int ldv, const T* lse, int B, int Tn, int H, int Hkv, int D,
+                              int window, T scale, T cap) {
+  const int G = H / Hkv;
+  const long n_tasks = static_cast<long>(B) * Hkv;
   parallel_for(
-      n_bh, (static_cast<long>(B) * H * Tn * Tn * D > 65536) ? 1 : n_bh, [&](long t0, long t1) {
+      n_tasks, (static_cast<long>(B) * H * Tn * Tn * D > 65536) ? 1 : n_tasks,
+      [&](long t0, long t1) {
         for (long task = t0; task < t1; ++task) {
-          const int b = static_cast<int>(task / H), h = static_cast<int>(task % H);
+          const int b = static_cast<int>(task / Hkv), hk = static_cast<int>(task % Hkv);
           const long row0 = static_cast<long>(b) * Tn;
-          const T* qb = q + row0 * ldq + h * D;
-          const T* kb = k + row0 * ldk + h * D;
-          const T* vb = v + row0 * ldv + h * D;
-          const T* dob = dout + row0 * lddo + h * D;
-          T* dqb = dq + row0 * lddq + h * D;
-          T* dkb = dk + row0 * lddk + h * D;
-          T* dvb = dv + row0 * lddv + h * D;
-          const T* lb = lse + (static_cast<long>(b) * H + h) * Tn;
-          T* P = detail::attn_scratch<T>(0, static_cast<long>(kAttnTile) * Tn);
-          T* dS = detail::attn_scratch<T>(1, static_cast<long>(kAttnTile) * Tn);
-          T* G = cap > 0 ? detail::attn_scratch<T>(2, static_cast<long>(kAttnTile) * Tn) : nullptr;
-          // Last tile first: it spans every key, so it initialises dk and dv (beta = 0).
-          const int last = (Tn - 1) / kAttnTile * kAttnTile;
-          for (int i0 = last; i0 >= 0; i0 -= kAttnTile) {
-            const int tq = std::min(kAttnTile, Tn - i0), nk = i0 + tq;
-            const T beta = i0 == last ? T(0) : T(1);
-            const T* qt = qb + static_cast<long>(i0) * ldq;
-            const T* dot = dob + static_cast<long>(i0) * lddo;
-            gemm_serial<T>(false, true, tq, nk, D, scale, qt, ldq, kb, ldk, T(0), P, nk);
-            for (int r = 0; r < tq; ++r) {
-              T* p = P + static_cast<long>(r) * nk;
-              const int n = i0 + r + 1;
-              const T l = lb[i0 + r];
-              if (cap > 0)
-                detail::probs_capped_row(p, G + static_cast<long>(r) * nk, n, l, cap, scale);
-              else
-                detail::probs_row(p, n, l);
-              for (int j = n; j < nk; ++j) p[j] = T(0);
+          const T* kb = k + row0 * ldk + hk * D;
+          const T* vb = v + row0 * ldv + hk * D;
+          T* dkb = dk + row0 * lddk + hk * D;
+          T* dvb = dv + row0 * lddv + hk * D;
+          const long cols = detail::tile_cols(Tn, window);
+          T* P = detail::attn_scratch<T>(0, kAttnTile * cols);
+          T* dS = detail::attn_scratch<T>(1, kAttnTile * cols);
+          T* Gc = cap > 0 ? detail::attn_scratch<T>(2, kAttnTile * cols) : nullptr;
+          for (int h = hk * G; h < (hk + 1) * G; ++h) {
+            const T* qb = q + row0 * ldq + h * D;
+            const T* dob = dout + row0 * lddo + h * D;
+            T* dqb = dq + row0 * lddq + h * D;
+            const T* lb = lse + (static_cast<long>(b) * H + h) * Tn;
+            // Key rows [written, Tn) of dk/dv hold sums already (all of them after the first head).
+            int written = h == hk * G ? Tn : 0;
+            // Y[lo : i0 + tq) (+)= A^T X for the (tq, nk) tile A: overwrite the rows below
+            // `written`, accumulate the others.
+            auto update = [&](const T* A, int nk, int lo, int tq, const T* X, int ldx, T* Y,
+                              int ldy) {
+              const int split = std::clamp(written, lo, lo + nk);
+              if (split > lo)
+                gemm_serial<T>(true, false, split - lo, D, tq, T(1), A, nk, X, ldx, T(0),
+                               Y + static_cast<long>(lo) * ldy, ldy);
+              if (lo + nk > split)
+                gemm_serial<T>(true, false, lo + nk - split, D, tq, T(1), A + (split - lo), nk, X,
+                               ldx, T(1), Y + static_cast<long>(split) * ldy, ldy);
+            };
+            const int last = (Tn - 1) / kAttnTile * kAttnTile;
+            for (int i0 = last; i0 >= 0; i0 -= kAttnTile) {
+              const int tq = std::min(kAttnTile, Tn - i0), lo = detail::tile_lo(i0, window);
+              const int nk = i0 + tq - lo;
+              const T* qt = qb + static_cast<long>(i0) * ldq;
+              const T* dot = dob + static_cast<long>(i0) * lddo;
+              const T* kt = kb + static_cast<long>(lo) * ldk;
+              gemm_serial<T>(false, true, tq, nk, D, scale, qt, ldq, kt, ldk, T(0), P, nk);
+              for (int r = 0; r < tq; ++r) {
+                T* p = P + static_cast<long>(r) * nk;
+                const int a = detail::first_key(i0 + r, window) - lo, n = i0 + r + 1 - lo - a;
+                const T l = lb[i0 + r];
+                if (cap > 0)
+                  detail::probs_capped_row(p + a, Gc + static_cast<long>(r) * nk + a, n, l, cap,
+                                           scale);
+                else
+                  detail::probs_row(p + a, n, l);
+                detail::zero_outside(p, a, n, nk);
+              }
+              // dP (tq, nk) = do_tile v^T;  dv (+)= P^T do_tile
+              gemm_serial<T>(false, true, tq, nk, D, T(1), dot, lddo,
+                             vb + static_cast<long>(lo) * ldv, ldv, T(0), dS, nk);
+              update(P, nk, lo, tq, dot, lddo, dvb, lddv);
+              for (int r = 0; r < tq; ++r) {
+                const T* p = P + static_cast<long>(r) * nk;
+                T* d = dS + static_cast<long>(r) * nk;
+                const int a = detail::first_key(i0 + r, window) - lo, n = i0 + r + 1 - lo - a;
+                const T dotp = detail::dot_row(p + a, d + a, n);
+                detail::dscores_row(d + a, p + a,
+                                    cap > 0 ? Gc + static_cast<long>(r) * nk + a : nullptr, n,
+                                    dotp, scale);
+                detail::zero_outside(d, a, n, nk);
+              }
+              // dq_tile = dS k;  dk (+)= dS^T q_tile
+              gemm_serial<T>(false, false, tq, D, nk, T(1), dS, nk, kt, ldk, T(0),
+                             dqb + static_cast<long>(i0) * lddq, lddq);
+              update(dS, nk, lo, tq, qt, ldq, dkb, lddk);
+              written = std::min(written, lo);
             }
-            // dP (tq, nk) = do_tile v^T;  dv (+)= P^T do_tile
-            gemm_serial<T>(false, true, tq, nk, D, T(1), dot, lddo, vb, ldv, T(0), dS, nk);
-            gemm_serial<T>(true, false, nk, D, tq, T(1), P, nk, dot, lddo, beta, dvb, lddv);
-            for (int r = 0; r < tq; ++r) {
-              const T* p = P + static_cast<long>(r) * nk;
-              T* d = dS + static_cast<long>(r) * nk;
-              const int n = i0 + r + 1;
-              const T dotp = detail::dot_row(p, d, n);
-              detail::dscores_row(d, p, cap > 0 ? G + static_cast<long>(r) * nk : nullptr, n, dotp,
-                                  scale);
-              for (int j = n; j < nk; ++j) d[j] = T(0);
-            }
-            // dq_tile = dS k;  dk (+)= dS^T q_tile
-            gemm_serial<T>(false, false, tq, D, nk, T(1), dS, nk, kb, ldk, T(0),
-                           dqb + static_cast<long>(i0) * lddq, lddq);
-            gemm_serial<T>(true, false, nk, D, tq, T(1), dS, nk, qt, ldq, beta, dkb, lddk);
           }
         }
       });

@@ -11,13 +11,55 @@
 
 namespace normlab::ops {
 
-// Fills cos/sin tables (T_max, D/2), computed in double.
-template <class T>
-void rope_tables(T* cos_t, T* sin_t, int T_max, int D, double theta) {
+// How the inverse frequencies are scaled (kernels know nothing of configs; model code maps
+// ModelConfig::rope_scaling onto this).
+struct RopeScale {
+  enum class Kind { none, linear, llama3 };
+  Kind kind = Kind::none;
+  double factor = 1.0;            // linear, llama3
+  double low_freq_factor = 1.0;   // llama3
+  double high_freq_factor = 4.0;  // llama3
+  double original_seq_len = 8192; // llama3
+};
+
+// Inverse frequencies f_i, i < D/2: theta^(-2i/D), then scaled
+//   linear: f_i / factor (position interpolation, Chen et al. 2023);
+//   llama3: with wavelength w_i = 2 pi / f_i, lo = original / low_freq_factor, hi = original /
+//     high_freq_factor: w_i > lo -> f_i / factor; w_i < hi -> f_i; otherwise the blend
+//     (1 - a) f_i / factor + a f_i, a = (original / w_i - low_freq_factor) / (high_freq_factor -
+//     low_freq_factor)  (Llama 3.1).
+inline std::vector<double> rope_inv_freq(int D, double theta, const RopeScale& s = {}) {
   const int half = D / 2;
+  std::vector<double> f(half);
+  for (int i = 0; i < half; ++i) f[i] = std::pow(theta, -2.0 * i / D);
+  if (s.kind == RopeScale::Kind::linear) {
+    for (double& x : f) x /= s.factor;
+  } else if (s.kind == RopeScale::Kind::llama3) {
+    const double pi = 3.14159265358979323846;
+    const double lo_wavelen = s.original_seq_len / s.low_freq_factor;
+    const double hi_wavelen = s.original_seq_len / s.high_freq_factor;
+    for (double& x : f) {
+      const double wavelen = 2 * pi / x;
+      if (wavelen > lo_wavelen) {
+        x /= s.factor;
+      } else if (!(wavelen < hi_wavelen)) {
+        const double a = (s.original_seq_len / wavelen - s.low_freq_factor) /
+                         (s.high_freq_factor - s.low_freq_factor);
+        x = (1 - a) * x / s.factor + a * x;
+      }
+    }
+  }
+  return f;
+}
+
+// Fills cos/sin tables (T_max, D/2) of the angles t * f_i, computed in double.
+template <class T>
+void rope_tables(T* cos_t, T* sin_t, int T_max, int D, double theta, const RopeScale& s = {}) {
+  const int half = D / 2;
+  const std::vector<double> f = rope_inv_freq(D, theta, s);
   for (int t = 0; t < T_max; ++t)
     for (int i = 0; i < half; ++i) {
-      const double a = t * std::pow(theta, -2.0 * i / D);
+      const double a = t * f[i];
       cos_t[t * half + i] = static_cast<T>(std::cos(a));
       sin_t[t * half + i] = static_cast<T>(std::sin(a));
     }

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "io/metrics.h"
 #include "normlab/metrics.h"
 #include "report/figures.h"
 
@@ -52,19 +53,17 @@ const json* last_step_line(const RunInput& r) {
 
 RunEnd run_end(const RunInput& r) {
   RunEnd e;
-  for (auto it = r.metrics.rbegin(); it != r.metrics.rend(); ++it) {
-    if (!is_event(*it)) break;  // step lines after the last end event: a process that never ended
-    if (it->value(metric::event, json()) != "end") continue;
-    e.from_event = true;
-    e.step = number_or_nan(*it, metric::step);
-    e.reason = it->value(metric::reason, json()).is_string() ? (*it)[metric::reason].get<std::string>() : "";
-    e.detail = it->value(metric::detail, json()).is_string() ? (*it)[metric::detail].get<std::string>() : "";
-    e.train_loss = number_or_nan(*it, metric::train_loss);
-    e.val_loss = number_or_nan(*it, metric::val_loss);
-    break;
-  }
-  if (const json* last = last_step_line(r); last && !e.from_event) e.step = number_or_nan(*last, metric::step);
-  if (!e.from_event || !std::isfinite(e.val_loss))
+  const std::optional<normlab::RunEnd> end = run_end_of(r.metrics);
+  if (!end) return e;
+  e.from_event = end->from_event;
+  e.step = static_cast<double>(end->step);
+  e.reason = end->reason;
+  e.detail = end->detail;
+  if (end->train_loss) e.train_loss = *end->train_loss;
+  if (end->val_loss) e.val_loss = *end->val_loss;
+  // An end event without a validation loss (interrupted before the final evaluation): the last
+  // evaluation logged on a step line.
+  if (!std::isfinite(e.val_loss))
     for (auto it = r.metrics.rbegin(); it != r.metrics.rend(); ++it)
       if (!is_event(*it) && it->contains(metric::val_loss)) {
         e.val_loss = number_or_nan(*it, metric::val_loss);

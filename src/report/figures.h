@@ -81,8 +81,9 @@ bool is_event(const nlohmann::json& record);
 // The last step line (not an event line) of a run's metrics, or nullptr.
 const nlohmann::json* last_step_line(const RunInput& r);
 
-// How a run ended: from its last `end` event line (unless step lines follow it: a resumed process
-// that never ended), else (runs written before the end event) from its last step line.
+// How a run ended, for charts and tables: io/metrics.h's run_end_of (the last `end` event unless
+// step lines follow it, else reconstructed from the step lines) with NaN for what is unknown, and
+// the validation loss of the last step line that has one when the end event carries none.
 struct RunEnd {
   double step = std::numeric_limits<double>::quiet_NaN();  // the step it reached
   std::string reason;  // "done", "interrupted", "diverged", or empty (no end event)

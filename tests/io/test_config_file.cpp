@@ -71,8 +71,21 @@ Config every_key_changed() {
   m.qk_norm_position = QKNormPosition::post_rope;
   m.pos = PosKind::learned;
   m.rope_theta = 500000.0;
+  m.n_kv_head = 3;
+  m.head_dim = 20;
+  m.rope_scaling = RopeScaling::llama3;
+  m.rope_factor = 8.0;
+  m.rope_low_freq_factor = 2.0;
+  m.rope_high_freq_factor = 8.0;
+  m.rope_original_seq_len = 32;
+  m.sliding_window = 16;
+  m.layer_pattern = "every:2";
+  m.rope_local_theta = 10000.0;
   m.mlp = MlpKind::swiglu;
   m.bias = true;
+  m.attn_qkv_bias = true;
+  m.attn_out_bias = true;
+  m.mlp_bias = true;
   m.tie_embeddings = false;
   m.attn_softcap = 50.0;
   m.final_softcap = 30.0;
@@ -442,6 +455,42 @@ TEST(ConfigFile, EachValidationRuleTriggers) {
       {"model.d_model / model.n_head = 132 / 4 = 33 is an odd head dimension; model.pos = \"rope\"",
        [](Config& c) { c.model.d_model = 132; }},
       {"model.norm_eps = 0 must be > 0", [](Config& c) { c.model.norm_eps = 0.0; }},
+      {"model.n_kv_head = -1 must be >= 0", [](Config& c) { c.model.n_kv_head = -1; }},
+      {"model.n_head = 4 is not divisible by model.n_kv_head = 3",
+       [](Config& c) { c.model.n_kv_head = 3; }},
+      {"model.head_dim = -2 must be >= 0", [](Config& c) { c.model.head_dim = -2; }},
+      {"model.head_dim = 7 is odd; model.pos = \"rope\" needs an even one",
+       [](Config& c) { c.model.head_dim = 7; }},
+      {"model.rope_scaling = 7 is not a valid value (allowed: none, linear, llama3)",
+       [](Config& c) { c.model.rope_scaling = static_cast<RopeScaling>(7); }},
+      {"model.rope_factor = 0 must be > 0", [](Config& c) { c.model.rope_factor = 0.0; }},
+      {"model.rope_low_freq_factor = 0 must be > 0",
+       [](Config& c) { c.model.rope_low_freq_factor = 0.0; }},
+      {"model.rope_high_freq_factor = nan must be > 0",
+       [nan](Config& c) { c.model.rope_high_freq_factor = nan; }},
+      {"model.rope_original_seq_len = 0 must be > 0",
+       [](Config& c) { c.model.rope_original_seq_len = 0; }},
+      {"model.rope_high_freq_factor = 1 must be > model.rope_low_freq_factor = 2",
+       [](Config& c) {
+         c.model.rope_scaling = RopeScaling::llama3;
+         c.model.rope_low_freq_factor = 2.0;
+         c.model.rope_high_freq_factor = 1.0;
+       }},
+      {"model.sliding_window = -1 must be >= 0", [](Config& c) { c.model.sliding_window = -1; }},
+      {"model.rope_local_theta = -1 must be >= 0",
+       [](Config& c) { c.model.rope_local_theta = -1.0; }},
+      {"model.layer_pattern = \"every:0\" is not valid: \"every:K\" needs an integer K >= 1",
+       [](Config& c) { c.model.layer_pattern = "every:0"; }},
+      {"model.layer_pattern = \"global,slide\" is not valid: \"slide\" is not a layer type",
+       [](Config& c) { c.model.layer_pattern = "global,slide"; }},
+      {"model.layer_pattern = \"global,sliding\" lists 2 layer types; model.n_layer = 4",
+       [](Config& c) { c.model.layer_pattern = "global,sliding"; }},
+      {"model.layer_pattern = \"sliding\" has sliding layers: set model.sliding_window > 0",
+       [](Config& c) { c.model.layer_pattern = "sliding"; }},
+      {"model.sliding_window = 64 has no effect: model.layer_pattern = \"global\"",
+       [](Config& c) { c.model.sliding_window = 64; }},
+      {"model.rope_local_theta = 100 has no effect: no layer is sliding",
+       [](Config& c) { c.model.rope_local_theta = 100.0; }},
       {"model.norm_eps = nan must be > 0", [nan](Config& c) { c.model.norm_eps = nan; }},
       {"model.attn_softcap = -1 must be >= 0", [](Config& c) { c.model.attn_softcap = -1.0; }},
       {"model.final_softcap = -0.5 must be >= 0", [](Config& c) { c.model.final_softcap = -0.5; }},

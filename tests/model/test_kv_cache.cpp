@@ -1,5 +1,7 @@
 // Incremental decoding with the KV cache must give the logits of a full forward pass at every
-// position, for every placement and with RoPE, learned positions, QK-norm and caps.
+// position, for every placement and with RoPE, learned positions, QK-norm and caps, and with
+// grouped-query attention, an explicit head size, sliding windows shorter than the prompt,
+// a local RoPE base and llama3 RoPE scaling.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,7 +18,7 @@ namespace {
 class KvCacheParity : public ::testing::TestWithParam<Placement> {};
 
 TEST_P(KvCacheParity, MatchesFullForward) {
-  for (int variant = 0; variant < 2; ++variant) {
+  for (int variant = 0; variant < 3; ++variant) {
     ModelConfig m = test::tiny_model();
     m.n_layer = 3;
     m.n_head = 4;
@@ -30,6 +32,18 @@ TEST_P(KvCacheParity, MatchesFullForward) {
     m.attn_softcap = 3.0;
     m.final_softcap = 5.0;
     m.mlp = variant == 0 ? MlpKind::swiglu : MlpKind::gelu;
+    if (variant == 2) {  // the architectures of issue #18
+      m.pos = PosKind::rope;
+      m.n_kv_head = 2;
+      m.head_dim = 6;
+      m.sliding_window = 3;  // shorter than the 4-token prompt
+      m.layer_pattern = "every:2";
+      m.rope_local_theta = 100.0;
+      m.rope_scaling = RopeScaling::llama3;
+      m.rope_factor = 8.0;
+      m.rope_original_seq_len = 16;
+      m.attn_qkv_bias = true;
+    }
     const int T = 10;
     Transformer<double> full(m, 1, m.seq_len), inc(m, 1, m.seq_len);
     full.init_params(5);

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "model/param_table.h"
 #include "model/transformer.h"
@@ -84,6 +86,99 @@ TEST(ParamTable, SlotsPointAtTheirParameters) {
   EXPECT_EQ(pl.slots.blocks[1].attn.res.norm_out.w,
             pl.table.find("blocks.1.attn.norm_out.weight")->offset);
   EXPECT_EQ(pl.slots.blocks[1].mlp.b_out, pl.table.find("blocks.1.mlp.w_out.bias")->offset);
+}
+
+// Grouped-query attention with an explicit head size: the fused projection holds n_head query
+// heads and 2 x n_kv_head key/value heads of head_dim rows; the output projection maps the query
+// width back to d_model; QK-norm gains are per head (or over the full q / k widths).
+TEST(ParamTable, GroupedQueryAttentionShapes) {
+  ModelConfig m = small(Placement::pre);
+  m.n_head = 8;
+  m.n_kv_head = 2;
+  m.head_dim = 12;  // Cq = 96 != d_model = 64, Ckv = 24
+  m.qk_norm = QKNormKind::rmsnorm;
+  const ParamTable t = build_param_table(m, build_plan(m)).table;
+  EXPECT_EQ(t.find("blocks.0.attn.wqkv.weight")->shape, (std::vector<std::int64_t>{96 + 48, 64}));
+  EXPECT_EQ(t.find("blocks.0.attn.wo.weight")->shape, (std::vector<std::int64_t>{64, 96}));
+  EXPECT_EQ(t.find("blocks.0.attn.q_norm.weight")->shape, (std::vector<std::int64_t>{12}));
+  EXPECT_EQ(t.find("blocks.0.attn.k_norm.weight")->shape, (std::vector<std::int64_t>{12}));
+  m.qk_norm_scope = QKNormScope::full;
+  const ParamTable full = build_param_table(m, build_plan(m)).table;
+  EXPECT_EQ(full.find("blocks.0.attn.q_norm.weight")->shape, (std::vector<std::int64_t>{96}));
+  EXPECT_EQ(full.find("blocks.0.attn.k_norm.weight")->shape, (std::vector<std::int64_t>{24}));
+  // DeepNorm's beta lands on the value rows, wherever they start.
+  m.placement = Placement::deepnorm;
+  const ParamTable dn = build_param_table(m, build_plan(m)).table;
+  const RowScale rs = dn.find("blocks.0.attn.wqkv.weight")->row_scale;
+  EXPECT_EQ(rs.row0, 96 + 24);
+  EXPECT_EQ(rs.rows, 24);
+}
+
+// Biases per projection group; model.bias is the shorthand for all three.
+TEST(ParamTable, BiasesPerProjectionGroup) {
+  auto names = [](const ModelConfig& m) {
+    std::vector<std::string> out;
+    const ParamLayout layout = build_param_table(m, build_plan(m));
+    for (const ParamSpec& s : layout.table.specs())
+      if (s.is_bias && s.layer == 0 && s.name.find("norm") == std::string::npos)
+        out.push_back(s.name);
+    return out;
+  };
+  ModelConfig m = small(Placement::pre);
+  EXPECT_TRUE(names(m).empty());
+  m.attn_qkv_bias = true;  // Qwen 2
+  EXPECT_EQ(names(m), (std::vector<std::string>{"blocks.0.attn.wqkv.bias"}));
+  m.attn_qkv_bias = false;
+  m.attn_out_bias = m.mlp_bias = true;
+  EXPECT_EQ(names(m), (std::vector<std::string>{"blocks.0.attn.wo.bias", "blocks.0.mlp.w_in.bias",
+                                                "blocks.0.mlp.w_out.bias"}));
+  ModelConfig all = small(Placement::pre);
+  all.bias = true;
+  EXPECT_EQ(names(all), (std::vector<std::string>{"blocks.0.attn.wqkv.bias", "blocks.0.attn.wo.bias",
+                                                  "blocks.0.mlp.w_in.bias",
+                                                  "blocks.0.mlp.w_out.bias"}));
+}
+
+// Options left at values equal to the defaults (n_kv_head = n_head, head_dim = d_model / n_head,
+// a global pattern, explicit per-group biases equal to
+// bias = true) build the same table and compute bitwise the same loss and gradients.
+TEST(ParamTable, ExplicitDefaultsAreTheDefaults) {
+  for (int variant = 0; variant < 2; ++variant) {
+    ModelConfig a = small(variant == 0 ? Placement::pre : Placement::deepnorm);
+    a.bias = variant == 1;
+    a.qk_norm = variant == 1 ? QKNormKind::layernorm : QKNormKind::none;
+    ModelConfig b = a;
+    b.n_kv_head = a.n_head;
+    b.head_dim = a.d_model / a.n_head;
+    b.layer_pattern = "global,global";
+    if (variant == 1) {
+      b.bias = false;
+      b.attn_qkv_bias = b.attn_out_bias = b.mlp_bias = true;
+    }
+    const ParamTable ta = build_param_table(a, build_plan(a)).table;
+    const ParamTable tb = build_param_table(b, build_plan(b)).table;
+    ASSERT_EQ(ta.specs().size(), tb.specs().size());
+    for (std::size_t i = 0; i < ta.specs().size(); ++i) {
+      EXPECT_EQ(ta.specs()[i].name, tb.specs()[i].name);
+      EXPECT_EQ(ta.specs()[i].shape, tb.specs()[i].shape);
+      EXPECT_EQ(ta.specs()[i].offset, tb.specs()[i].offset);
+    }
+    Transformer<float> ma(a, 2, 8), mb(b, 2, 8);
+    ma.init_params(3);
+    mb.init_params(3);
+    std::vector<int> idx(16), tgt(16);
+    for (int i = 0; i < 16; ++i) idx[i] = (i * 7) % 32, tgt[i] = (i * 5 + 1) % 32;
+    ma.zero_grad();
+    mb.zero_grad();
+    const LossStats la = ma.forward(idx.data(), tgt.data(), 2, 8, 1e-3, true);
+    const LossStats lb = mb.forward(idx.data(), tgt.data(), 2, 8, 1e-3, true);
+    ma.backward();
+    mb.backward();
+    EXPECT_EQ(la.loss, lb.loss);
+    ASSERT_EQ(ma.grads().size(), mb.grads().size());
+    for (std::size_t i = 0; i < ma.grads().size(); ++i)
+      ASSERT_EQ(ma.grads()[i], mb.grads()[i]) << i;
+  }
 }
 
 }  // namespace

@@ -52,9 +52,11 @@ struct Case {
 };
 
 // Case i of a placement cycles every option list with its own stride, so that over
-// kPerPlacement cases each value of each option appears (lists have at most 5 values);
+// kPerPlacement cases each value of each option appears (lists have at most 5 values; the
+// attention layout, GQA/MQA and an explicit head size, is on for the second half, which meets
+// every head count);
 // EveryOptionValueAppearsWithEveryPlacement holds the design to that.
-constexpr int kPerPlacement = 6;
+constexpr int kPerPlacement = 8;
 constexpr double kFloor = 1e-4;
 std::vector<Case> make_cases() {
   std::vector<Case> out;
@@ -84,11 +86,43 @@ std::vector<Case> make_cases() {
       m.pos = (i % 4 < 2) ? PosKind::rope : PosKind::learned;
       const MlpKind mlps[] = {MlpKind::gelu, MlpKind::gelu_tanh, MlpKind::swiglu, MlpKind::geglu};
       m.mlp = mlps[(i + pi) % 4];
-      m.bias = (i % 3) != 0;
       m.tie_embeddings = (i % 2) == 0;
       m.norm_gain_offset = i == 5 ? 1.0 : 0.0;
       m.embed_scale = i == 4 ? 4.0 : 1.0;
       m.attn_scale = i == 3 ? 0.3 : 0.0;
+      if (i >= kPerPlacement / 2) {  // grouped-query / multi-query attention, explicit head size
+        if (m.n_head == 4) m.n_kv_head = 2, m.head_dim = 6;
+        if (m.n_head == 3) m.n_kv_head = 1, m.head_dim = 6;
+        if (m.n_head == 2) m.n_kv_head = 1;
+        if (m.n_head == 1) m.head_dim = 6;
+      }
+      // Biases per projection group: none, all (the shorthand), q/k/v only, output + MLP.
+      m.bias = i % 4 == 1;
+      m.attn_qkv_bias = i % 4 == 2;
+      m.attn_out_bias = m.mlp_bias = i % 4 == 3;
+      // Sliding windows shorter than T = 8: none, every layer, every 2nd layer global, a list
+      // (last layer global) with the sliding layers' own RoPE base.
+      const int w = (i + 3) % 4;
+      if (w > 0) {
+        m.sliding_window = w == 3 ? 5 : 3;
+        if (w == 1) m.layer_pattern = "sliding";
+        if (w == 2) m.layer_pattern = "every:2";
+        if (w == 3) {
+          m.layer_pattern.clear();
+          for (int l = 0; l < m.n_layer; ++l)
+            m.layer_pattern += l + 1 < m.n_layer ? "sliding," : "global";
+          if (m.pos == PosKind::rope) m.rope_local_theta = 100.0;
+        }
+      }
+      // RoPE scaling, factors chosen so that every branch matters at these sizes: llama3 with an
+      // original context of 16 puts the head's wavelengths on both sides of the blend.
+      if (m.pos == PosKind::rope) {
+        const RopeScaling rs[] = {RopeScaling::none, RopeScaling::linear, RopeScaling::llama3};
+        m.rope_scaling = rs[i % 3];
+        m.rope_factor = m.rope_scaling == RopeScaling::linear ? 2.0 : 8.0;
+        if (m.rope_scaling == RopeScaling::none) m.rope_factor = 1.0;
+        m.rope_original_seq_len = 16;
+      }
       c.name = fmt::format("{}_{}_{}{}_{}_cap{}_z{}_{}_{}_bias{}_tie{}_H{}", i, to_string(pl),
                            to_string(m.norm), m.norm_bias ? "b" : "", q.name, caps ? 1 : 0,
                            c.z > 0 ? 1 : 0, to_string(m.pos), to_string(m.mlp), m.bias ? 1 : 0,
@@ -97,6 +131,15 @@ std::vector<Case> make_cases() {
       if (m.norm_gain_offset != 0) c.name += "_gainoffset";
       if (m.embed_scale != 1) c.name += "_embedscale";
       if (m.attn_scale != 0) c.name += "_attnscale";
+      if (m.kv_heads() != m.n_head) c.name += fmt::format("_kv{}", m.kv_heads());
+      if (m.head_dim > 0) c.name += fmt::format("_hd{}", m.head_dim);
+      if (m.attn_qkv_bias) c.name += "_qkvbias";
+      if (m.attn_out_bias) c.name += "_outmlpbias";
+      if (m.sliding_window > 0)
+        c.name += fmt::format("_win{}_{}", m.sliding_window,
+                              w == 3 ? "list" : (w == 2 ? "every2" : "all"));
+      if (m.rope_local_theta > 0) c.name += "_localrope";
+      if (m.rope_scaling != RopeScaling::none) c.name += fmt::format("_{}", to_string(m.rope_scaling));
       for (char& ch : c.name)
         if (ch == '.') ch = 'p';
       out.push_back(c);
@@ -255,6 +298,15 @@ TEST(ModelGradCheck, EveryOptionValueAppearsWithEveryPlacement) {
       seen["norm_gain_offset"].insert(fmt::format("{}", m.norm_gain_offset));
       seen["embed_scale"].insert(fmt::format("{}", m.embed_scale));
       seen["attn_scale"].insert(fmt::format("{}", m.attn_scale));
+      seen["kv"].insert(m.kv_heads() == m.n_head ? "mha" : (m.kv_heads() == 1 ? "mqa" : "gqa"));
+      seen["head_dim"].insert(m.head_dim > 0 ? "explicit" : "auto");
+      seen["biases"].insert(fmt::format("{}{}{}", m.has_qkv_bias(), m.has_out_bias(),
+                                        m.has_mlp_bias()));
+      seen["window"].insert(m.sliding_window == 0 ? "none"
+                            : m.layer_pattern.find(',') != std::string::npos ? "list"
+                                                                             : m.layer_pattern);
+      seen["local_rope"].insert(fmt::format("{}", m.rope_local_theta > 0));
+      if (m.pos == PosKind::rope) seen["rope_scaling"].insert(std::string(to_string(m.rope_scaling)));
       if (pl == Placement::mix) {
         const ModelPlan plan = build_plan(m);
         const auto n_post = std::count_if(plan.blocks.begin(), plan.blocks.end(),
@@ -267,7 +319,9 @@ TEST(ModelGradCheck, EveryOptionValueAppearsWithEveryPlacement) {
         {"norm", 3},        {"qk", 5},  {"cap", 2},   {"z", 2},
         {"pos", 2},         {"mlp", 4}, {"bias", 2},  {"tie", 2},
         {"heads", 4},  // 1, 2, 3 and 4 heads
-        {"norm_gain_offset", 2}, {"embed_scale", 2}, {"attn_scale", 2}};
+        {"norm_gain_offset", 2}, {"embed_scale", 2}, {"attn_scale", 2},
+        {"kv", 3},  // MHA, GQA, MQA
+        {"head_dim", 2}, {"biases", 4}, {"window", 4}, {"local_rope", 2}, {"rope_scaling", 3}};
     if (pl == Placement::mix) {
       want["mix_post_blocks"] = 3;  // 0 (all pre), 2 and 3 (all post) of 3 blocks
       want["final_norm"] = 2;       // all post has none

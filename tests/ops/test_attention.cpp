@@ -1,12 +1,14 @@
 // Attention: gradient checks of the plain reference and of the tiled kernel the model runs (with
-// and without the soft-cap, which must act before the mask), a forward check against a direct,
-// unfused formula, the tiled kernel (float and double) and the KV-cache kernel against the
-// reference.
+// and without the soft-cap, which must act before the mask; grouped key/value heads; sliding
+// windows), a forward check against a direct, unfused formula, the tiled kernel (float and double)
+// and the KV-cache kernel against the reference, GQA gradients against MHA with repeated heads, and
+// a check that a windowed tile never reads keys before its span.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "gradcheck.h"
@@ -15,18 +17,33 @@
 namespace normlab::test {
 namespace {
 
-constexpr int B = 2, T = 5, H = 2, D = 3, C = H * D;
+// A case's shape: H query heads over Hkv key/value heads, window W (0 = causal).
+struct AttnShape {
+  int B, T, H, Hkv, D, W;
+  int Cq() const { return H * D; }
+  int Ckv() const { return Hkv * D; }
+  long nq() const { return static_cast<long>(B) * T * Cq(); }
+  long nkv() const { return static_cast<long>(B) * T * Ckv(); }
+};
 
-GradCase attention_case(double cap, double scale, Rng& rng, double qk_scale) {
+std::string shape_name(const AttnShape& s) {
+  return fmt::format("B{}_T{}_H{}_Hkv{}_D{}_W{}", s.B, s.T, s.H, s.Hkv, s.D, s.W);
+}
+
+constexpr AttnShape kSmall{2, 5, 2, 2, 3, 0};
+
+GradCase attention_case(const AttnShape& sh, double cap, double scale, Rng& rng, double qk_scale) {
   GradCase c;
-  c.inputs = {random_vec(B * T * C, rng, qk_scale), random_vec(B * T * C, rng, qk_scale),
-              random_vec(B * T * C, rng)};
+  c.inputs = {random_vec(sh.nq(), rng, qk_scale), random_vec(sh.nkv(), rng, qk_scale),
+              random_vec(sh.nkv(), rng)};
+  const long PP = static_cast<long>(sh.B) * sh.H * sh.T * sh.T;
   auto fwd = [=](const std::vector<Vec>& in, Vec& P, Vec& th) {
-    Vec o(B * T * C);
-    P.assign(B * H * T * T, 0.0);
-    th.assign(B * H * T * T, 0.0);
+    Vec o(sh.nq());
+    P.assign(PP, 0.0);
+    th.assign(PP, 0.0);
     ops::attention_forward(o.data(), P.data(), cap > 0 ? th.data() : nullptr, in[0].data(),
-                           in[1].data(), in[2].data(), B, T, H, D, scale, cap);
+                           in[1].data(), in[2].data(), sh.B, sh.T, sh.H, sh.Hkv, sh.D, sh.W, scale,
+                           cap);
     return o;
   };
   c.forward = [=](const std::vector<Vec>& in) {
@@ -36,10 +53,10 @@ GradCase attention_case(double cap, double scale, Rng& rng, double qk_scale) {
   c.backward = [=](const std::vector<Vec>& in, const Vec& dout) {
     Vec P, th;
     fwd(in, P, th);
-    Vec dq(B * T * C, 0.0), dk(B * T * C, 0.0), dv(B * T * C, 0.0);
+    Vec dq(sh.nq(), 0.0), dk(sh.nkv(), 0.0), dv(sh.nkv(), 0.0);
     ops::attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), in[0].data(),
-                            in[1].data(), in[2].data(), P.data(), cap > 0 ? th.data() : nullptr, B,
-                            T, H, D, scale, cap);
+                            in[1].data(), in[2].data(), P.data(), cap > 0 ? th.data() : nullptr,
+                            sh.B, sh.T, sh.H, sh.Hkv, sh.D, sh.W, scale, cap);
     return std::vector<Vec>{dq, dk, dv};
   };
   return c;
@@ -48,50 +65,76 @@ GradCase attention_case(double cap, double scale, Rng& rng, double qk_scale) {
 TEST(OpsGradCheck, Attention) {
   Rng rng(20);
   for (double cap : {0.0, 1.5})
-    for (double scale : {1.0 / std::sqrt(D), 0.3}) {
-      const double e = grad_check(attention_case(cap, scale, rng, 2.0));
+    for (double scale : {1.0 / std::sqrt(kSmall.D), 0.3}) {
+      const double e = grad_check(attention_case(kSmall, cap, scale, rng, 2.0));
       report("ops", fmt::format("attention_cap{}_scale{:.3f}", cap, scale), e);
       EXPECT_LT(e, kTol) << "cap=" << cap << " scale=" << scale;
     }
 }
 
+// Grouped key/value heads (H = 4 over Hkv = 2 and 1) and sliding windows (W = 1, W < T, W = T,
+// W > T), alone and together, with and without the soft-cap.
+const std::vector<AttnShape> kGroupedWindowedSmall = {
+    {2, 5, 4, 2, 3, 0}, {2, 5, 4, 1, 3, 0}, {2, 5, 2, 2, 3, 1}, {2, 5, 2, 2, 3, 3},
+    {2, 5, 2, 2, 3, 5}, {2, 5, 2, 2, 3, 8}, {2, 6, 4, 2, 3, 2}, {1, 6, 4, 1, 3, 1}};
+
+TEST(OpsGradCheck, AttentionGroupedWindowed) {
+  Rng rng(26);
+  for (const AttnShape& sh : kGroupedWindowedSmall)
+    for (double cap : {0.0, 1.5}) {
+      const double e = grad_check(attention_case(sh, cap, 1.0 / std::sqrt(sh.D), rng, 2.0));
+      report("ops", fmt::format("attention_{}_cap{}", shape_name(sh), cap), e);
+      EXPECT_LT(e, kTol) << shape_name(sh) << " cap=" << cap;
+    }
+}
+
+// The reference kernel against a direct, unfused formula: scores over ALL keys, capped, masked
+// with -inf outside i - W < j <= i (j <= i when W = 0), softmax; query head h reads kv head
+// h / (H / Hkv).
 TEST(Ops, AttentionMatchesDirectFormula) {
   Rng rng(21);
-  for (double cap : {0.0, 1.5}) {
-    GradCase c = attention_case(cap, 0.5, rng, 3.0);
-    const Vec o = c.forward(c.inputs);
-    const Vec &q = c.inputs[0], &k = c.inputs[1], &v = c.inputs[2];
-    for (int b = 0; b < B; ++b)
-      for (int h = 0; h < H; ++h)
-        for (int i = 0; i < T; ++i) {
-          // scores over ALL keys, capped, then masked with -inf, then softmax
-          std::vector<double> s(T);
-          for (int j = 0; j < T; ++j) {
-            double d = 0;
-            for (int e = 0; e < D; ++e) d += q[(b * T + i) * C + h * D + e] * k[(b * T + j) * C + h * D + e];
-            d *= 0.5;
-            if (cap > 0) d = cap * std::tanh(d / cap);
-            s[j] = j > i ? -std::numeric_limits<double>::infinity() : d;
+  std::vector<AttnShape> shapes = {kSmall};
+  shapes.insert(shapes.end(), kGroupedWindowedSmall.begin(), kGroupedWindowedSmall.end());
+  for (const AttnShape& sh : shapes)
+    for (double cap : {0.0, 1.5}) {
+      GradCase c = attention_case(sh, cap, 0.5, rng, 3.0);
+      const Vec o = c.forward(c.inputs);
+      const Vec &q = c.inputs[0], &k = c.inputs[1], &v = c.inputs[2];
+      const int T = sh.T, D = sh.D, Cq = sh.Cq(), Ckv = sh.Ckv(), G = sh.H / sh.Hkv;
+      for (int b = 0; b < sh.B; ++b)
+        for (int h = 0; h < sh.H; ++h)
+          for (int i = 0; i < T; ++i) {
+            const int hk = h / G;
+            std::vector<double> s(T);
+            for (int j = 0; j < T; ++j) {
+              double d = 0;
+              for (int e = 0; e < D; ++e)
+                d += q[(b * T + i) * Cq + h * D + e] * k[(b * T + j) * Ckv + hk * D + e];
+              d *= 0.5;
+              if (cap > 0) d = cap * std::tanh(d / cap);
+              const bool masked = j > i || (sh.W > 0 && j <= i - sh.W);
+              s[j] = masked ? -std::numeric_limits<double>::infinity() : d;
+            }
+            double m = -1e300, z = 0;
+            for (double x : s) m = std::fmax(m, x);
+            for (double& x : s) z += (x = std::exp(x - m));
+            for (int e = 0; e < D; ++e) {
+              double acc = 0;
+              for (int j = 0; j < T; ++j) acc += s[j] / z * v[(b * T + j) * Ckv + hk * D + e];
+              EXPECT_NEAR(o[(b * T + i) * Cq + h * D + e], acc, 1e-13) << shape_name(sh);
+            }
           }
-          double m = -1e300, z = 0;
-          for (double x : s) m = std::fmax(m, x);
-          for (double& x : s) z += (x = std::exp(x - m));
-          for (int e = 0; e < D; ++e) {
-            double acc = 0;
-            for (int j = 0; j < T; ++j) acc += s[j] / z * v[(b * T + j) * C + h * D + e];
-            EXPECT_NEAR(o[(b * T + i) * C + h * D + e], acc, 1e-13);
-          }
-        }
-  }
+    }
 }
 
 TEST(Ops, AttentionCapBoundsLogits) {
   // With cap 1.5 the attention weights of one query can differ by at most exp(3).
   Rng rng(22);
-  GradCase c = attention_case(1.5, 1.0, rng, 30.0);
+  const int B = kSmall.B, T = kSmall.T, H = kSmall.H, D = kSmall.D, C = H * D;
+  GradCase c = attention_case(kSmall, 1.5, 1.0, rng, 30.0);
   Vec P(B * H * T * T), th(B * H * T * T), o(B * T * C);
   ops::attention_forward(o.data(), P.data(), th.data(), c.inputs[0].data(), c.inputs[1].data(),
-                         c.inputs[2].data(), B, T, H, D, 1.0, 1.5);
+                         c.inputs[2].data(), B, T, H, H, D, 0, 1.0, 1.5);
   for (int bh = 0; bh < B * H; ++bh)
     for (int i = 0; i < T; ++i)
       for (int j = 0; j <= i; ++j)
@@ -100,32 +143,32 @@ TEST(Ops, AttentionCapBoundsLogits) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The tiled kernel (the model's path), in double: q, k, v read from one fused (B*T, 3C) buffer and
-// their gradients written into one, as the model does. T spans several tiles of kAttnTile with a
-// ragged last one.
+// The tiled kernel (the model's path), in double: q, k, v read from one fused (B*T, Cq + 2 Ckv)
+// buffer and their gradients written into one, as the model does. T spans several tiles of
+// kAttnTile with a ragged last one.
 
-struct TiledShape {
-  int B, T, H, D;
-};
-
-GradCase tiled_attention_case(const TiledShape& sh, double cap, double scale, Rng& rng,
+GradCase tiled_attention_case(const AttnShape& sh, double cap, double scale, Rng& rng,
                               double qk_scale) {
-  const int B = sh.B, T = sh.T, H = sh.H, D = sh.D, C = H * D;
-  const long n = static_cast<long>(B) * T * C, rows = static_cast<long>(B) * T;
+  const int Cq = sh.Cq(), Ckv = sh.Ckv(), ld = Cq + 2 * Ckv;
+  const long rows = static_cast<long>(sh.B) * sh.T;
+  const int width[3] = {Cq, Ckv, Ckv}, off[3] = {0, Cq, Cq + Ckv};
   GradCase c;
-  c.inputs = {random_vec(n, rng, qk_scale), random_vec(n, rng, qk_scale), random_vec(n, rng)};
+  c.inputs = {random_vec(sh.nq(), rng, qk_scale), random_vec(sh.nkv(), rng, qk_scale),
+              random_vec(sh.nkv(), rng)};
   auto pack = [=](const std::vector<Vec>& in) {
-    Vec qkv(rows * 3 * C);
+    Vec qkv(rows * ld);
     for (long r = 0; r < rows; ++r)
       for (int part = 0; part < 3; ++part)
-        std::copy_n(in[part].data() + r * C, C, qkv.data() + r * 3 * C + part * C);
+        std::copy_n(in[part].data() + r * width[part], width[part],
+                    qkv.data() + r * ld + off[part]);
     return qkv;
   };
   auto fwd = [=](const Vec& qkv, Vec& lse) {
-    Vec o(n);
-    lse.assign(static_cast<long>(B) * H * T, 0.0);
-    ops::attention_forward_tiled(o.data(), C, lse.data(), qkv.data(), 3 * C, qkv.data() + C, 3 * C,
-                                 qkv.data() + 2 * C, 3 * C, B, T, H, D, scale, cap);
+    Vec o(sh.nq());
+    lse.assign(static_cast<long>(sh.B) * sh.H * sh.T, 0.0);
+    ops::attention_forward_tiled(o.data(), Cq, lse.data(), qkv.data(), ld, qkv.data() + Cq, ld,
+                                 qkv.data() + Cq + Ckv, ld, sh.B, sh.T, sh.H, sh.Hkv, sh.D, sh.W,
+                                 scale, cap);
     return o;
   };
   c.forward = [=](const std::vector<Vec>& in) {
@@ -140,13 +183,14 @@ GradCase tiled_attention_case(const TiledShape& sh, double cap, double scale, Rn
     Vec dqkv = random_vec(qkv.size(), r, 1.0, 1e3);  // junk: the kernel overwrites
     const double* q = qkv.data();
     double* dq = dqkv.data();
-    ops::attention_backward_tiled(dq, 3 * C, dq + C, 3 * C, dq + 2 * C, 3 * C, dout.data(), C, q,
-                                  3 * C, q + C, 3 * C, q + 2 * C, 3 * C, lse.data(), B, T, H, D,
-                                  scale, cap);
-    std::vector<Vec> grads(3, Vec(n));
+    ops::attention_backward_tiled(dq, ld, dq + Cq, ld, dq + Cq + Ckv, ld, dout.data(), Cq, q, ld,
+                                  q + Cq, ld, q + Cq + Ckv, ld, lse.data(), sh.B, sh.T, sh.H,
+                                  sh.Hkv, sh.D, sh.W, scale, cap);
+    std::vector<Vec> grads = {Vec(sh.nq()), Vec(sh.nkv()), Vec(sh.nkv())};
     for (long row = 0; row < rows; ++row)
       for (int part = 0; part < 3; ++part)
-        std::copy_n(dqkv.data() + row * 3 * C + part * C, C, grads[part].data() + row * C);
+        std::copy_n(dqkv.data() + row * ld + off[part], width[part],
+                    grads[part].data() + row * width[part]);
     return grads;
   };
   return c;
@@ -156,14 +200,20 @@ TEST(OpsGradCheck, AttentionTiled) {
   static_assert(ops::kAttnTile == 64, "the shapes below assume tiles of 64 queries");
   Rng rng(23);
   // T = 70: two tiles, the last of 6 rows; T = 130: three, the middle one neither first nor last.
-  // One sequence and one small head: every input element costs two forward passes. (Batches,
-  // several heads and the model's D are in AttentionTiledMatchesReference*, against the reference
-  // kernel that OpsGradCheck.Attention checks.)
-  for (const TiledShape sh : {TiledShape{1, 70, 1, 2}, TiledShape{1, 130, 1, 2}})
+  // Windows of 37 and 65 cross tile edges (65: a tile's span starts one key before the previous
+  // tile's start), grouped heads share k, v. One sequence and small heads: every input element
+  // costs two forward passes. (Batches, more heads and the model's D are in
+  // AttentionTiledMatchesReference*, against the reference kernel that OpsGradCheck.Attention*
+  // checks. W = 1 is there too: its q, k gradients are exactly zero, and the tiled kernel's
+  // recomputed P = exp(s - lse) leaves ~1e-16 in them, which the 1e-10 floor of grad_check would
+  // count as 1e-6.)
+  for (const AttnShape sh : {AttnShape{1, 70, 1, 1, 2, 0}, AttnShape{1, 130, 1, 1, 2, 0},
+                             AttnShape{1, 130, 1, 1, 2, 37}, AttnShape{1, 130, 2, 1, 2, 65},
+                             AttnShape{1, 70, 4, 2, 1, 2}})
     for (double cap : {0.0, 1.5}) {
       const double e = grad_check(tiled_attention_case(sh, cap, 1.0 / std::sqrt(sh.D), rng, 2.0));
-      report("ops", fmt::format("attention_tiled_T{}_cap{}", sh.T, cap), e);
-      EXPECT_LT(e, kTol) << "T=" << sh.T << " cap=" << cap;
+      report("ops", fmt::format("attention_tiled_{}_cap{}", shape_name(sh), cap), e);
+      EXPECT_LT(e, kTol) << shape_name(sh) << " cap=" << cap;
     }
 }
 
@@ -172,23 +222,25 @@ struct AttentionRef {
   Vec o, dq, dk, dv, max_abs, ent;
 };
 
-AttentionRef reference_attention(const TiledShape& sh, const Vec& q, const Vec& k, const Vec& v,
+AttentionRef reference_attention(const AttnShape& sh, const Vec& q, const Vec& k, const Vec& v,
                                  const Vec& dout, double scale, double cap) {
-  const int B = sh.B, T = sh.T, H = sh.H, D = sh.D;
-  const long n = q.size();
-  AttentionRef r{Vec(n), Vec(n, 0.0), Vec(n, 0.0), Vec(n, 0.0), Vec(B * H), Vec(B * H)};
-  Vec P(static_cast<long>(B) * H * T * T), th(P.size());
+  const int B = sh.B, T = sh.T, H = sh.H;
+  AttentionRef r{Vec(sh.nq()),       Vec(sh.nq(), 0.0), Vec(sh.nkv(), 0.0),
+                 Vec(sh.nkv(), 0.0), Vec(B * H),        Vec(B * H)};
+  Vec P(static_cast<long>(B) * H * T * T, 0.0), th(P.size(), 0.0);
   ops::attention_forward(r.o.data(), P.data(), cap > 0 ? th.data() : nullptr, q.data(), k.data(),
-                         v.data(), B, T, H, D, scale, cap, r.max_abs.data(), r.ent.data());
+                         v.data(), B, T, H, sh.Hkv, sh.D, sh.W, scale, cap, r.max_abs.data(),
+                         r.ent.data());
   ops::attention_backward(r.dq.data(), r.dk.data(), r.dv.data(), dout.data(), q.data(), k.data(),
-                          v.data(), P.data(), cap > 0 ? th.data() : nullptr, B, T, H, D, scale,
-                          cap);
+                          v.data(), P.data(), cap > 0 ? th.data() : nullptr, B, T, H, sh.Hkv, sh.D,
+                          sh.W, scale, cap);
   return r;
 }
 
 template <class T>
 double max_rel_err(const std::vector<T>& got, const Vec& want) {
   double worst = 0;
+  if (got.size() != want.size()) return std::numeric_limits<double>::infinity();
   for (std::size_t i = 0; i < got.size(); ++i) {
     const double e = std::fabs(static_cast<double>(got[i]) - want[i]) / (1.0 + std::fabs(want[i]));
     if (!(e <= worst)) worst = e;  // NaN sticks
@@ -196,30 +248,41 @@ double max_rel_err(const std::vector<T>& got, const Vec& want) {
   return worst;
 }
 
+// T = 150 (tiles of 64, 64 and 22 queries) with windows that cross tile edges (37, 64, 65), one of
+// one key, one longer than the sequence, grouped heads with and without windows.
+std::vector<AttnShape> tiled_shapes(int D) {
+  return {{2, 150, 3, 3, D, 0},  {2, 150, 2, 2, D, 1},  {2, 150, 2, 2, D, 37},
+          {2, 150, 2, 2, D, 64}, {2, 150, 2, 2, D, 65}, {2, 150, 2, 2, D, 200},
+          {2, 150, 4, 2, D, 0},  {2, 150, 4, 1, D, 0},  {2, 150, 4, 2, D, 37},
+          {1, 150, 4, 1, D, 65}};
+}
+
 // Tiled in double against the reference in double, statistics for the diagnostics included.
 TEST(Ops, AttentionTiledMatchesReferenceInDouble) {
   Rng rng(24);
-  const TiledShape sh{2, 150, 3, 8};
-  const int C = sh.H * sh.D;
-  const long n = static_cast<long>(sh.B) * sh.T * C;
-  for (double cap : {0.0, 5.0}) {
-    const Vec q = random_vec(n, rng, 2.0), k = random_vec(n, rng, 2.0), v = random_vec(n, rng),
-              dout = random_vec(n, rng);
-    const double scale = 1.0 / std::sqrt(sh.D);
-    const AttentionRef want = reference_attention(sh, q, k, v, dout, scale, cap);
-    Vec o(n), lse(static_cast<long>(sh.B) * sh.H * sh.T), mx(sh.B * sh.H), ent(sh.B * sh.H),
-        dq(n, 1e3), dk(n, 1e3), dv(n, 1e3);
-    ops::attention_forward_tiled(o.data(), C, lse.data(), q.data(), C, k.data(), C, v.data(), C,
-                                 sh.B, sh.T, sh.H, sh.D, scale, cap, mx.data(), ent.data());
-    ops::attention_backward_tiled(dq.data(), C, dk.data(), C, dv.data(), C, dout.data(), C,
-                                  q.data(), C, k.data(), C, v.data(), C, lse.data(), sh.B, sh.T,
-                                  sh.H, sh.D, scale, cap);
-    EXPECT_LE(max_rel_err(o, want.o), 1e-12) << "cap=" << cap;
-    EXPECT_LE(max_rel_err(dq, want.dq), 1e-12) << "cap=" << cap;
-    EXPECT_LE(max_rel_err(dk, want.dk), 1e-12) << "cap=" << cap;
-    EXPECT_LE(max_rel_err(dv, want.dv), 1e-12) << "cap=" << cap;
-    EXPECT_LE(max_rel_err(mx, want.max_abs), 1e-12) << "cap=" << cap;
-    EXPECT_LE(max_rel_err(ent, want.ent), 1e-10) << "cap=" << cap;
+  for (const AttnShape& sh : tiled_shapes(8)) {
+    const int Cq = sh.Cq(), Ckv = sh.Ckv();
+    for (double cap : {0.0, 5.0}) {
+      const Vec q = random_vec(sh.nq(), rng, 2.0), k = random_vec(sh.nkv(), rng, 2.0),
+                v = random_vec(sh.nkv(), rng), dout = random_vec(sh.nq(), rng);
+      const double scale = 1.0 / std::sqrt(sh.D);
+      const AttentionRef want = reference_attention(sh, q, k, v, dout, scale, cap);
+      Vec o(sh.nq()), lse(static_cast<long>(sh.B) * sh.H * sh.T), mx(sh.B * sh.H),
+          ent(sh.B * sh.H), dq(sh.nq(), 1e3), dk(sh.nkv(), 1e3), dv(sh.nkv(), 1e3);
+      ops::attention_forward_tiled(o.data(), Cq, lse.data(), q.data(), Cq, k.data(), Ckv, v.data(),
+                                   Ckv, sh.B, sh.T, sh.H, sh.Hkv, sh.D, sh.W, scale, cap, mx.data(),
+                                   ent.data());
+      ops::attention_backward_tiled(dq.data(), Cq, dk.data(), Ckv, dv.data(), Ckv, dout.data(), Cq,
+                                    q.data(), Cq, k.data(), Ckv, v.data(), Ckv, lse.data(), sh.B,
+                                    sh.T, sh.H, sh.Hkv, sh.D, sh.W, scale, cap);
+      const std::string what = fmt::format("{} cap={}", shape_name(sh), cap);
+      EXPECT_LE(max_rel_err(o, want.o), 1e-12) << what;
+      EXPECT_LE(max_rel_err(dq, want.dq), 1e-12) << what;
+      EXPECT_LE(max_rel_err(dk, want.dk), 1e-12) << what;
+      EXPECT_LE(max_rel_err(dv, want.dv), 1e-12) << what;
+      EXPECT_LE(max_rel_err(mx, want.max_abs), 1e-12) << what;
+      EXPECT_LE(max_rel_err(ent, want.ent), 1e-10) << what;
+    }
   }
 }
 
@@ -227,62 +290,168 @@ TEST(Ops, AttentionTiledMatchesReferenceInDouble) {
 // double, at D = 64 as in the benchmark models.
 TEST(OpsFastKernels, AttentionTiledMatchesReference) {
   Rng rng(4);
-  const TiledShape sh{2, 150, 3, 64};
-  const int C = sh.H * sh.D;
-  const long n = static_cast<long>(sh.B) * sh.T * C;
-  for (float cap : {0.f, 5.f}) {
-    std::vector<float> q(n), k(n), v(n), dout(n);
-    for (auto* x : {&q, &k, &v, &dout})
-      for (auto& e : *x) e = static_cast<float>(rng.normal());
-    auto dbl = [](const std::vector<float>& x) { return Vec(x.begin(), x.end()); };
-    const float scale = 1.f / std::sqrt(static_cast<float>(sh.D));
-    const AttentionRef want =
-        reference_attention(sh, dbl(q), dbl(k), dbl(v), dbl(dout), static_cast<double>(scale), cap);
-    std::vector<float> o(n), lse(static_cast<long>(sh.B) * sh.H * sh.T), gq(n), gk(n), gv(n);
-    ops::attention_forward_tiled(o.data(), C, lse.data(), q.data(), C, k.data(), C, v.data(), C,
-                                 sh.B, sh.T, sh.H, sh.D, scale, cap);
-    ops::attention_backward_tiled(gq.data(), C, gk.data(), C, gv.data(), C, dout.data(), C,
-                                  q.data(), C, k.data(), C, v.data(), C, lse.data(), sh.B, sh.T,
-                                  sh.H, sh.D, scale, cap);
-    EXPECT_LE(max_rel_err(o, want.o), 2e-5) << "cap=" << cap;
-    EXPECT_LE(max_rel_err(gq, want.dq), 2e-5) << "cap=" << cap;
-    EXPECT_LE(max_rel_err(gk, want.dk), 2e-5) << "cap=" << cap;
-    EXPECT_LE(max_rel_err(gv, want.dv), 2e-5) << "cap=" << cap;
+  for (const AttnShape& sh : tiled_shapes(64)) {
+    const int Cq = sh.Cq(), Ckv = sh.Ckv();
+    for (float cap : {0.f, 5.f}) {
+      auto normal = [&](long n) {
+        std::vector<float> x(n);
+        for (auto& e : x) e = static_cast<float>(rng.normal());
+        return x;
+      };
+      const std::vector<float> q = normal(sh.nq()), k = normal(sh.nkv()), v = normal(sh.nkv()),
+                               dout = normal(sh.nq());
+      auto dbl = [](const std::vector<float>& x) { return Vec(x.begin(), x.end()); };
+      const float scale = 1.f / std::sqrt(static_cast<float>(sh.D));
+      const AttentionRef want = reference_attention(sh, dbl(q), dbl(k), dbl(v), dbl(dout),
+                                                    static_cast<double>(scale), cap);
+      std::vector<float> o(sh.nq()), lse(static_cast<long>(sh.B) * sh.H * sh.T), mx(sh.B * sh.H),
+          ent(sh.B * sh.H), gq(sh.nq()), gk(sh.nkv()), gv(sh.nkv());
+      ops::attention_forward_tiled(o.data(), Cq, lse.data(), q.data(), Cq, k.data(), Ckv, v.data(),
+                                   Ckv, sh.B, sh.T, sh.H, sh.Hkv, sh.D, sh.W, scale, cap, mx.data(),
+                                   ent.data());
+      ops::attention_backward_tiled(gq.data(), Cq, gk.data(), Ckv, gv.data(), Ckv, dout.data(), Cq,
+                                    q.data(), Cq, k.data(), Ckv, v.data(), Ckv, lse.data(), sh.B,
+                                    sh.T, sh.H, sh.Hkv, sh.D, sh.W, scale, cap);
+      const std::string what = fmt::format("{} cap={}", shape_name(sh), cap);
+      EXPECT_LE(max_rel_err(o, want.o), 2e-5) << what;
+      EXPECT_LE(max_rel_err(gq, want.dq), 2e-5) << what;
+      EXPECT_LE(max_rel_err(gk, want.dk), 2e-5) << what;
+      EXPECT_LE(max_rel_err(gv, want.dv), 2e-5) << what;
+      EXPECT_LE(max_rel_err(mx, want.max_abs), 2e-5) << what;
+      // summed over 150 rows: compare per row
+      Vec ent_row(want.ent), got_row(ent.begin(), ent.end());
+      for (double& e : ent_row) e /= sh.T;
+      for (double& e : got_row) e /= sh.T;
+      EXPECT_LE(max_rel_err(got_row, ent_row), 2e-5) << what;
+    }
   }
 }
 
+// GQA = MHA with each key/value head repeated for the query heads of its group: the same outputs
+// and dq, and dk, dv of a key/value head = the sum of the MHA gradients of its repeated copies.
+// Reference and tiled kernels, with and without a window and the cap.
+TEST(Ops, AttentionGroupedGradsAreSumsOverRepeatedHeads) {
+  Rng rng(27);
+  for (const AttnShape& sh : {AttnShape{2, 150, 4, 2, 8, 0}, AttnShape{2, 150, 4, 1, 8, 37},
+                              AttnShape{1, 150, 6, 2, 8, 65}, AttnShape{2, 9, 4, 1, 3, 3}})
+    for (double cap : {0.0, 5.0}) {
+      const int G = sh.H / sh.Hkv, D = sh.D;
+      const AttnShape mha{sh.B, sh.T, sh.H, sh.H, sh.D, sh.W};
+      const Vec q = random_vec(sh.nq(), rng, 2.0), k = random_vec(sh.nkv(), rng, 2.0),
+                v = random_vec(sh.nkv(), rng), dout = random_vec(sh.nq(), rng);
+      auto repeat = [&](const Vec& x) {
+        Vec y(mha.nkv());
+        for (long r = 0; r < static_cast<long>(sh.B) * sh.T; ++r)
+          for (int h = 0; h < sh.H; ++h)
+            std::copy_n(x.data() + r * sh.Ckv() + (h / G) * D, D, y.data() + r * sh.Cq() + h * D);
+        return y;
+      };
+      auto fold = [&](const Vec& y) {  // sum over each group's copies
+        Vec x(sh.nkv(), 0.0);
+        for (long r = 0; r < static_cast<long>(sh.B) * sh.T; ++r)
+          for (int h = 0; h < sh.H; ++h)
+            for (int e = 0; e < D; ++e)
+              x[r * sh.Ckv() + (h / G) * D + e] += y[r * sh.Cq() + h * D + e];
+        return x;
+      };
+      const double scale = 0.4;
+      const AttentionRef m = reference_attention(mha, q, repeat(k), repeat(v), dout, scale, cap);
+      const AttentionRef g = reference_attention(sh, q, k, v, dout, scale, cap);
+      const std::string what = fmt::format("{} cap={}", shape_name(sh), cap);
+      EXPECT_LE(max_rel_err(g.o, m.o), 1e-13) << what;
+      EXPECT_LE(max_rel_err(g.dq, m.dq), 1e-13) << what;
+      EXPECT_LE(max_rel_err(g.dk, fold(m.dk)), 1e-12) << what;
+      EXPECT_LE(max_rel_err(g.dv, fold(m.dv)), 1e-12) << what;
+      // tiled
+      Vec o(sh.nq()), lse(static_cast<long>(sh.B) * sh.H * sh.T), dq(sh.nq()), dk(sh.nkv()),
+          dv(sh.nkv());
+      ops::attention_forward_tiled(o.data(), sh.Cq(), lse.data(), q.data(), sh.Cq(), k.data(),
+                                   sh.Ckv(), v.data(), sh.Ckv(), sh.B, sh.T, sh.H, sh.Hkv, D, sh.W,
+                                   scale, cap);
+      ops::attention_backward_tiled(dq.data(), sh.Cq(), dk.data(), sh.Ckv(), dv.data(), sh.Ckv(),
+                                    dout.data(), sh.Cq(), q.data(), sh.Cq(), k.data(), sh.Ckv(),
+                                    v.data(), sh.Ckv(), lse.data(), sh.B, sh.T, sh.H, sh.Hkv, D,
+                                    sh.W, scale, cap);
+      EXPECT_LE(max_rel_err(o, m.o), 1e-12) << what;
+      EXPECT_LE(max_rel_err(dq, m.dq), 1e-12) << what;
+      EXPECT_LE(max_rel_err(dk, fold(m.dk)), 1e-12) << what;
+      EXPECT_LE(max_rel_err(dv, fold(m.dv)), 1e-12) << what;
+    }
+}
+
+// A windowed tile never reads keys before its span: with W = 20 and T = 200, the tiles of queries
+// 64.. start at key 45 or later, so NaN in keys and values 0..39 must leave o and dq of queries
+// 64.. and dk, dv of keys 64.. untouched (bitwise equal to a clean run).
+TEST(Ops, AttentionTiledWindowSkipsKeysBeforeItsSpan) {
+  Rng rng(28);
+  const AttnShape sh{1, 200, 4, 2, 8, 20};
+  const int Cq = sh.Cq(), Ckv = sh.Ckv(), first_q = 64;
+  const Vec q = random_vec(sh.nq(), rng), k = random_vec(sh.nkv(), rng),
+            v = random_vec(sh.nkv(), rng), dout = random_vec(sh.nq(), rng);
+  auto run = [&](const Vec& kk, const Vec& vv, std::vector<Vec>& out) {
+    Vec o(sh.nq()), lse(static_cast<long>(sh.H) * sh.T), dq(sh.nq()), dk(sh.nkv()), dv(sh.nkv());
+    ops::attention_forward_tiled(o.data(), Cq, lse.data(), q.data(), Cq, kk.data(), Ckv, vv.data(),
+                                 Ckv, sh.B, sh.T, sh.H, sh.Hkv, sh.D, sh.W, 0.5, 0.0);
+    ops::attention_backward_tiled(dq.data(), Cq, dk.data(), Ckv, dv.data(), Ckv, dout.data(), Cq,
+                                  q.data(), Cq, kk.data(), Ckv, vv.data(), Ckv, lse.data(), sh.B,
+                                  sh.T, sh.H, sh.Hkv, sh.D, sh.W, 0.5, 0.0);
+    out = {o, dq, dk, dv};
+  };
+  Vec kn = k, vn = v;
+  for (long i = 0; i < 40L * Ckv; ++i) kn[i] = vn[i] = std::numeric_limits<double>::quiet_NaN();
+  std::vector<Vec> clean, poisoned;
+  run(k, v, clean);
+  run(kn, vn, poisoned);
+  for (int part = 0; part < 4; ++part) {
+    const int width = part < 2 ? Cq : Ckv;
+    for (long i = static_cast<long>(first_q) * width; i < static_cast<long>(sh.T) * width; ++i)
+      ASSERT_EQ(poisoned[part][i], clean[part][i]) << "part " << part << " element " << i;
+  }
+  // and the poison does reach the rows that read it (the test can fail)
+  EXPECT_TRUE(std::isnan(poisoned[0][0]));
+}
+
 // The KV-cache kernel (generation): a sequence fed in pieces (a prompt, then one token at a time,
-// then a few at once) gives the rows of the full causal attention over the whole sequence.
+// then a few at once; or one token at a time throughout) gives the rows of the full attention over
+// the whole sequence, with grouped heads and windows shorter and longer than the pieces.
 template <class T>
 void check_kv_cache_against_reference(double tol) {
   Rng rng(25);
-  const int Tn = 23, H = 3, D = 4, C = H * D;
-  for (double cap : {0.0, 1.5}) {
-    // Inputs representable in T, so that the reference in double sees the same values.
-    auto rounded = [](Vec x) {
-      for (double& e : x) e = static_cast<double>(static_cast<T>(e));
-      return x;
-    };
-    const Vec q = rounded(random_vec(Tn * C, rng, 2.0)), k = rounded(random_vec(Tn * C, rng, 2.0)),
-              v = rounded(random_vec(Tn * C, rng)), dout(Tn * C, 0.0);
-    const double scale = 0.4;
-    const AttentionRef want = reference_attention({1, Tn, H, D}, q, k, v, dout, scale, cap);
-    const std::vector<T> qt(q.begin(), q.end()), kt(k.begin(), k.end()), vt(v.begin(), v.end());
-    std::vector<T> o(Tn * C, T(-7)), scratch(static_cast<long>(H) * Tn);
-    // The cache holds the keys and values of every position fed so far, as the model's does.
-    std::vector<T> kc(Tn * C, T(0)), vc(Tn * C, T(0));
-    int pos = 0;
-    for (int piece : {7, 1, 1, 4, 1, 9}) {
-      std::copy_n(kt.data() + pos * C, piece * C, kc.data() + pos * C);
-      std::copy_n(vt.data() + pos * C, piece * C, vc.data() + pos * C);
-      ops::attention_forward_kv(o.data() + pos * C, scratch.data(), qt.data() + pos * C, kc.data(),
-                                vc.data(), piece, pos, H, D, static_cast<T>(scale),
-                                static_cast<T>(cap));
-      pos += piece;
-    }
-    ASSERT_EQ(pos, Tn);
-    EXPECT_LE(max_rel_err(o, want.o), tol) << "cap=" << cap;
-  }
+  const int Tn = 23;
+  for (const AttnShape sh : {AttnShape{1, Tn, 3, 3, 4, 0}, AttnShape{1, Tn, 4, 2, 4, 5},
+                             AttnShape{1, Tn, 4, 1, 4, 1}, AttnShape{1, Tn, 3, 3, 4, 8},
+                             AttnShape{1, Tn, 4, 2, 4, 30}})
+    for (double cap : {0.0, 1.5})
+      for (const std::vector<int>& pieces :
+           {std::vector<int>{7, 1, 1, 4, 1, 9}, std::vector<int>(Tn, 1)}) {
+        const int H = sh.H, Cq = sh.Cq(), Ckv = sh.Ckv();
+        // Inputs representable in T, so that the reference in double sees the same values.
+        auto rounded = [](Vec x) {
+          for (double& e : x) e = static_cast<double>(static_cast<T>(e));
+          return x;
+        };
+        const Vec q = rounded(random_vec(sh.nq(), rng, 2.0)),
+                  k = rounded(random_vec(sh.nkv(), rng, 2.0)),
+                  v = rounded(random_vec(sh.nkv(), rng)), dout(sh.nq(), 0.0);
+        const double scale = 0.4;
+        const AttentionRef want = reference_attention(sh, q, k, v, dout, scale, cap);
+        const std::vector<T> qt(q.begin(), q.end()), kt(k.begin(), k.end()), vt(v.begin(), v.end());
+        std::vector<T> o(Tn * Cq, T(-7)), scratch(static_cast<long>(H) * Tn);
+        // The cache holds the keys and values of every position fed so far, as the model's does.
+        std::vector<T> kc(Tn * Ckv, T(0)), vc(Tn * Ckv, T(0));
+        int pos = 0;
+        for (int piece : pieces) {
+          std::copy_n(kt.data() + pos * Ckv, piece * Ckv, kc.data() + pos * Ckv);
+          std::copy_n(vt.data() + pos * Ckv, piece * Ckv, vc.data() + pos * Ckv);
+          ops::attention_forward_kv(o.data() + pos * Cq, scratch.data(), qt.data() + pos * Cq,
+                                    kc.data(), vc.data(), piece, pos, H, sh.Hkv, sh.D, sh.W,
+                                    static_cast<T>(scale), static_cast<T>(cap));
+          pos += piece;
+        }
+        ASSERT_EQ(pos, Tn);
+        EXPECT_LE(max_rel_err(o, want.o), tol)
+            << shape_name(sh) << " cap=" << cap << " pieces=" << pieces.size();
+      }
 }
 
 TEST(Ops, AttentionKvCacheMatchesReference) { check_kv_cache_against_reference<double>(1e-13); }

@@ -5,19 +5,30 @@
 //
 //   normlab_bench train CONFIG [--steps 10] [--warmup 3] [--threads 2] [--precision float32|bf16]
 //   normlab_bench sgemm CONFIG [--threads 2]
+//   normlab_bench decode CONFIG [--prompt 128] [--tokens 128] [--threads 2] [--reps 3]
 //   normlab_bench --smoke            tiny model, 2 steps (the kernel checks are in tests/)
 //
 // --precision bf16 runs the linear layers and the LM head with bf16 products (fp32 accumulation,
 // tensor/gemm_bf16.h; train.matmul_precision); it needs a CPU with AVX512-BF16. The sgemm mode
 // times gemm_bf16 next to gemm<float> on the same shapes when the CPU has it.
 //
-// CONFIG is a, b, c (docs/benchmarks.md) or smoke. A step is what the trainer does: zero_grad,
+// CONFIG is a, b, c, c_matched, gqa, gqa_mha (docs/benchmarks.md) or smoke, gqa_smoke. A step is what the trainer does: zero_grad,
 // forward with the loss and head gradient, backward, global-norm clipping and AdamW.
 //
 // FLOPs per token = 6 * P_matmul + 12 * L * T * C, where P_matmul counts the weights that take
 // part in matrix products (every linear layer and the LM head, V x C, tied or not; not the norms
 // or the position table) and the second term is the attention (QK^T and PV, forward and
 // backward, over the full T x T square as in PaLM's MFU definition, Chowdhery et al. 2022, App. B).
+// With grouped-query attention or an explicit head size the projections count at their real
+// widths (queries and the output n_head * head_dim, keys and values n_kv_head * head_dim) and C in
+// the attention term is the query width n_head * head_dim.
+//
+// decode: batch-1 greedy decoding with the KV cache (Transformer::make_cache / forward_cached, as
+// `normlab generate` does): one forward over a random prompt of --prompt tokens (prefill), then
+// --tokens single-token forwards, each feeding back the argmax of the previous logits, so that the
+// cache ends up holding prompt + tokens positions (<= seq_len). Prefill and decode tokens/s are
+// medians over --reps repetitions (after one untimed), each with a fresh cache; the KV-cache bytes
+// are those of the cache's k and v vectors (n_layer * seq_len * kv_width * 2 * sizeof(float)).
 #include <cblas.h>
 #include <sys/resource.h>
 #if defined(NORMLAB_BENCH_DNNL)
@@ -111,6 +122,42 @@ BenchConfig bench_config(const std::string& name) {
     m.seq_len = 64;
     b.batch = 4;
     b.description = "GPT-2 small shapes: V=50257 C=768 L=12 H=12 F=3072 T=64 B=4, layout as a";
+  } else if (name == "gqa" || name == "gqa_mha" || name == "gqa_smoke") {
+    // Llama-shaped (transformers' LlamaConfig defaults: untied head, RMSNorm eps 1e-6, RoPE base
+    // 10000, no biases), sized for a 2-core CPU; bench/torch_gqa.py builds the same model as
+    // LlamaForCausalLM. gqa: 2 key/value heads shared by 8 query heads (4:1); gqa_mha: the same
+    // model with 8 key/value heads (full multi-head attention).
+    m.norm = NormKind::rmsnorm;
+    m.norm_eps = 1e-6;
+    m.mlp = MlpKind::swiglu;
+    m.pos = PosKind::rope;
+    m.rope_theta = 10000.0;
+    m.tie_embeddings = false;
+    m.vocab_size = 2048;
+    m.d_model = 512;
+    m.n_layer = 6;
+    m.n_head = 8;
+    m.n_kv_head = name == "gqa_mha" ? 8 : 2;
+    m.head_dim = 64;
+    m.d_ff = 1408;
+    m.seq_len = 256;
+    b.batch = 4;
+    b.description = fmt::format(
+        "Llama-shaped: V=2048 C=512 L=6 H=8 KV heads={} head_dim=64 F=1408 T=256 B=4, pre, "
+        "rmsnorm (eps 1e-6), swiglu, rope 10000, untied, no biases",
+        m.n_kv_head);
+    if (name == "gqa_smoke") {
+      m.vocab_size = 64;
+      m.d_model = 32;
+      m.n_layer = 2;
+      m.n_head = 4;
+      m.n_kv_head = 2;
+      m.head_dim = 8;
+      m.d_ff = 64;
+      m.seq_len = 32;
+      b.batch = 2;
+      b.description = "gqa_smoke: tiny model with the layout of gqa (4 query heads over 2 KV heads)";
+    }
   } else if (name == "smoke") {
     m.vocab_size = 64;
     m.d_model = 32;
@@ -129,7 +176,8 @@ BenchConfig bench_config(const std::string& name) {
     b.z_loss = 1e-4;
     b.description = "smoke: tiny model with the features of c";
   } else {
-    throw std::runtime_error(fmt::format("unknown config '{}' (a, b, c, c_matched or smoke)", name));
+    throw std::runtime_error(fmt::format(
+        "unknown config '{}' (a, b, c, c_matched, gqa, gqa_mha, smoke or gqa_smoke)", name));
   }
   return b;
 }
@@ -170,12 +218,13 @@ bool gated(MlpKind m) { return m == MlpKind::swiglu || m == MlpKind::geglu; }
 // Weights that take part in matrix products, per the FLOP formula above.
 long matmul_params(const ModelConfig& m) {
   const long C = m.d_model, F = m.d_ff, F_in = gated(m.mlp) ? 2 * F : F;
-  const long per_layer = 3 * C * C + C * C + F_in * C + C * F;
+  const long Cq = m.q_width(), Ckv = m.kv_width();
+  const long per_layer = (Cq + 2 * Ckv) * C + Cq * C + F_in * C + C * F;
   return m.n_layer * per_layer + static_cast<long>(m.vocab_size) * C;
 }
 
 double flops_per_token(const ModelConfig& m) {
-  return 6.0 * matmul_params(m) + 12.0 * m.n_layer * m.seq_len * m.d_model;
+  return 6.0 * matmul_params(m) + 12.0 * m.n_layer * m.seq_len * m.q_width();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -296,8 +345,8 @@ std::vector<Shape> model_shapes(const BenchConfig& bc, int head_rows) {
     s.push_back({false, false, N, I, O, count, w + " dx"});
     s.push_back({true, false, O, I, N, count, w + " dW"});
   };
-  linear(C, 3 * C, "wqkv", L);
-  linear(C, C, "wo", L);
+  linear(C, m.q_width() + 2 * m.kv_width(), "wqkv", L);
+  linear(m.q_width(), C, "wo", L);
   linear(C, F_in, "w_in", L);
   linear(F, C, "w_out", L);
   const long chunks = (N + head_rows - 1) / head_rows;
@@ -401,6 +450,86 @@ json run_sgemm(const BenchConfig& bc, int threads) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Greedy decoding with the KV cache (batch 1)
+
+json run_decode(const BenchConfig& bc, int prompt_len, int tokens, int threads, int reps) {
+  const ModelConfig& mc = bc.model;
+  if (prompt_len < 1 || tokens < 1 || prompt_len + tokens > mc.seq_len)
+    throw std::runtime_error(fmt::format("--prompt {} + --tokens {} must fit seq_len = {}",
+                                         prompt_len, tokens, mc.seq_len));
+  if (reps < 1) throw std::runtime_error("--reps must be at least 1");
+  const double rss0 = rss_mb();
+  const int nthreads = set_thread_count(threads);
+  Transformer<float> model(mc, 1, mc.seq_len);
+  model.init_params(1234);
+  Rng rng(7);
+  std::vector<int> prompt(prompt_len);
+  for (int& t : prompt) t = static_cast<int>(rng.below(mc.vocab_size));
+  const int V = mc.vocab_size;
+  std::vector<float> logits(V);
+  auto argmax = [&] {
+    return static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  };
+  std::vector<double> pre_ms, dec_ms;
+  std::vector<int> first_tokens;
+  long kv_bytes = 0;
+  int kv_len = 0;
+  for (int r = 0; r < 1 + reps; ++r) {  // the first repetition is not timed
+    auto cache = model.make_cache();
+    std::vector<int> toks;
+    const auto t0 = Clock::now();
+    model.forward_cached(prompt.data(), prompt_len, cache, logits.data());
+    int tok = argmax();
+    const auto t1 = Clock::now();
+    toks.push_back(tok);
+    for (int i = 0; i < tokens; ++i) {
+      model.forward_cached(&tok, 1, cache, logits.data());
+      tok = argmax();
+      toks.push_back(tok);
+    }
+    const auto t2 = Clock::now();
+    if (r == 0)
+      first_tokens = toks;
+    else if (toks != first_tokens)
+      throw std::runtime_error("greedy decoding differs between repetitions");
+    if (r > 0) {
+      pre_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      dec_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
+    }
+    kv_bytes = static_cast<long>(cache.k.size() + cache.v.size()) * sizeof(float);
+    kv_len = cache.len;
+  }
+  const double p = median(pre_ms), d = median(dec_ms);
+  json j;
+  j["impl"] = "normlab";
+  j["mode"] = "decode";
+  j["config"] = bc.name;
+  j["description"] = bc.description;
+  j["threads"] = nthreads;
+  j["params"] = model.table().total();
+  j["prompt"] = prompt_len;
+  j["tokens"] = tokens;
+  j["reps"] = reps;
+  j["prefill_ms"] = pre_ms;
+  j["decode_ms"] = dec_ms;
+  j["prefill_ms_median"] = p;
+  j["decode_ms_median"] = d;
+  j["prefill_tokens_per_s"] = prompt_len / (p / 1e3);
+  j["decode_tokens_per_s"] = tokens / (d / 1e3);
+  // The cache as allocated (every position up to seq_len), and what the formula says it should be.
+  j["kv_cache_bytes"] = kv_bytes;
+  j["kv_cache_formula_bytes"] =
+      static_cast<long>(mc.n_layer) * mc.seq_len * mc.kv_width() * 2 * sizeof(float);
+  j["kv_cache_positions"] = kv_len;
+  j["kv_width"] = mc.kv_width();
+  j["generated_head"] =
+      std::vector<int>(first_tokens.begin(), first_tokens.begin() + std::min<long>(8, first_tokens.size()));
+  j["peak_rss_mb"] = peak_rss_mb();
+  j["baseline_rss_mb"] = rss0;
+  return j;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Smoke: a tiny model for 2 steps (and the sgemm mode once), so that the benchmark keeps running.
 // The fast kernels are checked against their references by the GoogleTest cases in tests/ops and
 // tests/tensor, not here.
@@ -423,8 +552,12 @@ int run_smoke() {
 
 int usage() {
   std::fprintf(stderr,
-               "usage: normlab_bench train|sgemm a|b|c|c_matched|smoke [--steps N] [--warmup N] "
-               "[--threads N] [--precision float32|bf16]\n       normlab_bench --smoke\n");
+               "usage: normlab_bench train|sgemm CONFIG [--steps N] [--warmup N] [--threads N] "
+               "[--precision float32|bf16]\n"
+               "       normlab_bench decode CONFIG [--prompt 128] [--tokens 128] [--threads N] "
+               "[--reps 3]\n"
+               "       normlab_bench --smoke\n"
+               "CONFIG: a, b, c, c_matched, gqa, gqa_mha, smoke, gqa_smoke\n");
   return 2;
 }
 
@@ -438,7 +571,7 @@ int main(int argc, char** argv) {
     if (argc < 3) return usage();
     const std::string mode = argv[1];
     const BenchConfig bc = bench_config(argv[2]);
-    int steps = 10, warmup = 3, threads = 2;
+    int steps = 10, warmup = 3, threads = 2, prompt = 128, tokens = 128, reps = 3;
     normlab::GemmPrecision prec = normlab::GemmPrecision::float32;
     for (int i = 3; i + 1 < argc; i += 2) {
       const std::string k = argv[i];
@@ -455,6 +588,12 @@ int main(int argc, char** argv) {
         warmup = v;
       else if (k == "--threads")
         threads = v;
+      else if (mode == "decode" && k == "--prompt")
+        prompt = v;
+      else if (mode == "decode" && k == "--tokens")
+        tokens = v;
+      else if (mode == "decode" && k == "--reps")
+        reps = v;
       else
         return usage();
     }
@@ -463,6 +602,8 @@ int main(int argc, char** argv) {
       j = run_train(bc, steps, warmup, threads, prec);
     else if (mode == "sgemm")
       j = run_sgemm(bc, threads);
+    else if (mode == "decode")
+      j = run_decode(bc, prompt, tokens, threads, reps);
     else
       return usage();
     std::printf("%s\n", j.dump().c_str());

@@ -4,7 +4,7 @@
 # Then two more stages (docs/reliability.md), which CI always runs:
 #   - the C++ tests again, built with ASan + UBSan into build-asan/, any error or leak fatal;
 #   - the libFuzzer targets of tests/fuzz, built with clang into build-fuzz/: first over their seed
-#     corpora (regression inputs included), then each for NORMLAB_FUZZ_SECONDS (default 45).
+#     corpora (regression inputs included), then each for NORMLAB_FUZZ_SECONDS (default 15: a smoke run; docs/reliability.md).
 # NORMLAB_QUICK=1 skips those two stages, for local iteration. Extra arguments go to the first ctest.
 # BUILD_DIR (default build/) is the release build; it is configured with the tests on even when
 # scripts/run.sh configured it without them. Every ctest fails when it finds no tests.
@@ -48,6 +48,6 @@ else
     -DCMAKE_CXX_COMPILER=clang++ -DNORMLAB_FUZZ=ON >/dev/null
   cmake --build build-fuzz -j "$JOBS"
   ctest --test-dir build-fuzz --no-tests=error --output-on-failure -j "$JOBS"  # seeds and regression inputs
-  FUZZ_JOBS=${FUZZ_JOBS:-$JOBS} tests/fuzz/run.sh build-fuzz "${NORMLAB_FUZZ_SECONDS:-45}"
+  FUZZ_JOBS=${FUZZ_JOBS:-$JOBS} tests/fuzz/run.sh build-fuzz "${NORMLAB_FUZZ_SECONDS:-15}"
 fi
 echo "[test] total wall time $(( $(date +%s) - start )) s"

@@ -25,20 +25,9 @@
 #include <string_view>
 #include <vector>
 
+#include "normlab/tokenizer.h"
+
 namespace normlab {
-
-// ---------------------------------------------------------------------------------------------
-// Tokenizer
-
-// Byte-level tokenizer: token i is byte value i. Lossless for any byte string, UTF-8 or not.
-class ByteTokenizer {
- public:
-  static constexpr int kVocabSize = 256;
-  int vocab_size() const { return kVocabSize; }
-  std::vector<int> encode(std::string_view text) const;
-  // Throws InputError for a token outside [0, 256).
-  std::string decode(std::span<const int> tokens) const;
-};
 
 // ---------------------------------------------------------------------------------------------
 // Embedded corpus

@@ -71,7 +71,7 @@ void add_generate(CLI::App& app, Action& action) {
       check_prompt(cfg.model, prompt);  // before anything is printed
       std::fputs(o->prompt.c_str(), stdout);
       generate(model, prompt, o->s, [&](int t) {
-        const std::string s = tok.decode(std::span<const int>(&t, 1));
+        const std::string s = tok.decode_bytes(std::span<const int>(&t, 1));
         std::fwrite(s.data(), 1, s.size(), stdout);
         std::fflush(stdout);
       });

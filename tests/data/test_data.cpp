@@ -114,25 +114,25 @@ TEST(Data, TokenizerRoundTrip) {
   EXPECT_EQ(tok.vocab_size(), 256);
   const std::string text =
       "Pre-Norm vs Post-Norm: \xC3\xA9t\xC3\xA9 \xE2\x88\x9A \xF0\x9F\x98\x80\n";
-  EXPECT_EQ(tok.decode(tok.encode(text)), text);
+  EXPECT_EQ(tok.decode_bytes(tok.encode(text)), text);
 
   std::string every_byte;
   for (int b = 0; b < 256; ++b) every_byte += static_cast<char>(b);
   const std::vector<int> ids = tok.encode(every_byte);
   for (int b = 0; b < 256; ++b) EXPECT_EQ(ids[static_cast<std::size_t>(b)], b);
-  EXPECT_EQ(tok.decode(ids), every_byte);
+  EXPECT_EQ(tok.decode_bytes(ids), every_byte);
 
   Rng rng(7);
   std::string noise(4096, '\0');
   for (char& c : noise) c = static_cast<char>(rng.below(256));
-  EXPECT_EQ(tok.decode(tok.encode(noise)), noise);
+  EXPECT_EQ(tok.decode_bytes(tok.encode(noise)), noise);
   EXPECT_TRUE(tok.encode("").empty());
-  EXPECT_EQ(tok.decode({}), "");
+  EXPECT_EQ(tok.decode_bytes({}), "");
 
   const std::vector<int> bad = {65, 256};
-  expect_error<InputError>([&] { tok.decode(bad); }, {"token 256", "index 1"});
+  expect_error<InputError>([&] { tok.decode_bytes(bad); }, {"token 256", "index 1"});
   const std::vector<int> negative = {-1};
-  expect_error<InputError>([&] { tok.decode(negative); }, {"token -1"});
+  expect_error<InputError>([&] { tok.decode_bytes(negative); }, {"token -1"});
 }
 
 // --- embedded corpus --------------------------------------------------------------------------
@@ -197,7 +197,7 @@ TEST(Data, TextFileLoads) {
   EXPECT_EQ(c.token(4), 'q');
   int buf[5];
   c.copy(4, 5, buf);
-  EXPECT_EQ(ByteTokenizer().decode(buf), "quick");
+  EXPECT_EQ(ByteTokenizer().decode_bytes(buf), "quick");
 
   const TokenCorpus m = TokenCorpus::from_text("hello", "mem");
   EXPECT_EQ(m.size(), 5);
@@ -215,7 +215,7 @@ TEST(Data, FolderLoadsSortedRecursiveSkippingHidden) {
   write_bytes(dir / "a/.cache/x.txt", "CACHE");
   const TokenCorpus c = TokenCorpus::from_text_path(dir.path().string());
   // Sorted by path: a/c.txt, a/z.txt, b.txt (empty.txt contributes nothing).
-  EXPECT_EQ(ByteTokenizer().decode(all_tokens(c)), "sea\n\nzed\nbee");
+  EXPECT_EQ(ByteTokenizer().decode_bytes(all_tokens(c)), "sea\n\nzed\nbee");
   EXPECT_EQ(c.name(), dir.path().string());
 }
 

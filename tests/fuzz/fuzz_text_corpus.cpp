@@ -1,8 +1,8 @@
 // Fuzz target: the byte tokenizer and the text corpus loader on arbitrary bytes, then the batch
 // samplers over whatever corpus was accepted.
 //
-// Properties: ByteTokenizer::decode(encode(x)) == x for every byte string, every token in
-// [0, 256); decode refuses a token outside [0, 256) with InputError. TokenCorpus::from_text either
+// Properties: ByteTokenizer::decode_bytes(encode(x)) == x for every byte string, every token in
+// [0, 256); decode_bytes refuses a token outside [0, 256) with InputError. TokenCorpus::from_text either
 // throws normlab::Error or holds exactly the input bytes. For an accepted corpus, split() either
 // throws normlab::Error or gives two contiguous parts that cover it; BatchSampler and EvalBatches
 // (sizes taken from the input's last bytes) either refuse with normlab::Error or fill every row
@@ -81,11 +81,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::vector<int> tokens = tok.encode(text);
   FUZZ_CHECK(tokens.size() == size);
   for (const int t : tokens) FUZZ_CHECK(t >= 0 && t < tok.vocab_size());
-  FUZZ_CHECK(tok.decode(tokens) == text);
+  FUZZ_CHECK(tok.decode_bytes(tokens) == text);
   if (size > 0) {  // one token pushed out of range must be refused
     std::vector<int> bad = tokens;
     bad[data[0] % size] = (data[0] & 1) ? 256 + data[0] : -1 - data[0];
-    FUZZ_CHECK(!accepts([&] { (void)tok.decode(bad); }));
+    FUZZ_CHECK(!accepts([&] { (void)tok.decode_bytes(bad); }));
   }
 
   std::optional<TokenCorpus> corpus;

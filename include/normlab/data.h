@@ -39,6 +39,16 @@ std::string_view embedded_corpus();
 // ---------------------------------------------------------------------------------------------
 // Corpora
 
+// One text file's content (checked: UTF-8, no NUL, few control bytes) and its path.
+struct TextDocument {
+  std::string path;
+  std::string text;
+};
+// A text file (one document) or a folder: its regular files below it, recursively, skipping hidden
+// files and folders, sorted by path, empty files dropped. Throws FormatError naming the file (and
+// the byte offset of the first bad sequence) for a file that is not text, or when nothing is left.
+std::vector<TextDocument> read_text_documents(const std::string& path);
+
 namespace detail {
 struct TokenStore;  // the tokens and whatever owns them (a string, a mapping, nothing)
 }
@@ -86,6 +96,13 @@ class TokenCorpus {
   // so is every token (< vocab): one sequential pass over the mapping, streaming through the
   // page cache, so corrupt data is reported at load time with its index rather than mid-run.
   static TokenCorpus from_token_file(const std::string& path);
+  // Text (a file, a folder or, for an empty path, the embedded corpus) encoded with `tok`: each
+  // document (file) encoded on its own, in parallel, and the documents joined by the ids of
+  // tok.encode("\n") (for the byte tokenizer this is exactly from_path(path)). A token file is
+  // memory-mapped as it is. The corpus's vocab_size() is tok.vocab_size().
+  static TokenCorpus from_path(const std::string& path, const Tokenizer& tok);
+  static TokenCorpus from_documents(const std::vector<TextDocument>& docs, std::string name,
+                                    const Tokenizer& tok);
   // embedded_corpus() without copying; name "embedded:wordnet_glosses".
   static TokenCorpus embedded();
   // What data.path names: empty, the embedded corpus; a token file (recognised by its magic),

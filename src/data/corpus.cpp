@@ -75,6 +75,15 @@ std::string read_file(const std::string& path) {
   return bytes;
 }
 
+// A token file is recognised by its magic, whatever its name.
+bool is_token_file(const std::string& path) {
+  if (!fs::is_regular_file(path)) return false;
+  std::ifstream f(path, std::ios::binary);
+  char magic[8] = {};
+  f.read(magic, 8);
+  return f.gcount() == 8 && std::string(magic, 8) == "NLTOKENS";
+}
+
 bool is_hidden(const fs::path& p) {
   const std::string name = p.filename().string();
   return !name.empty() && name[0] == '.';
@@ -151,48 +160,91 @@ TokenCorpus TokenCorpus::from_text(std::string_view text, std::string name) {
 
 TokenCorpus TokenCorpus::from_path(const std::string& path) {
   if (path.empty()) return embedded();
-  if (fs::is_regular_file(path)) {
-    std::ifstream f(path, std::ios::binary);
-    char magic[8] = {};
-    f.read(magic, 8);
-    if (f.gcount() == 8 && std::string(magic, 8) == "NLTOKENS") return from_token_file(path);
-  }
+  if (is_token_file(path)) return from_token_file(path);
   return from_text_path(path);
 }
 
-TokenCorpus TokenCorpus::from_text_path(const std::string& path) {
+TokenCorpus TokenCorpus::from_path(const std::string& path, const Tokenizer& tok) {
+  if (dynamic_cast<const ByteTokenizer*>(&tok)) return from_path(path);
+  if (!path.empty() && is_token_file(path)) return from_token_file(path);
+  if (path.empty()) {
+    const std::string_view text = embedded_corpus();
+    return from_documents({TextDocument{"embedded:wordnet_glosses", std::string(text)}},
+                          "embedded:wordnet_glosses", tok);
+  }
+  return from_documents(read_text_documents(path), path, tok);
+}
+
+std::vector<TextDocument> read_text_documents(const std::string& path) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   if (ec || !fs::exists(st))
     throw FormatError(fmt::format("[data] {}: no such file or folder", path));
+  std::vector<TextDocument> docs;
   if (fs::is_regular_file(st)) {
     std::string text = read_file(path);
     detail::check_text(text, path);
-    auto store = byte_store(path);
-    store->owned = std::move(text);
-    store->data = reinterpret_cast<const unsigned char*>(store->owned.data());
-    store->count = static_cast<long>(store->owned.size());
-    return TokenCorpus(std::move(store));
+    docs.push_back({path, std::move(text)});
+    return docs;
   }
   if (!fs::is_directory(st))
     throw FormatError(fmt::format("[data] {}: neither a regular file nor a folder", path));
-
-  std::string all;
-  long files_used = 0;
   for (const fs::path& file : text_files_below(path)) {
     std::string text = read_file(file.string());
     if (text.empty()) continue;  // contributes nothing, not even a separator
     detail::check_text(text, file.string());
-    if (files_used++ > 0) all += '\n';
-    all += text;
+    docs.push_back({file.string(), std::move(text)});
   }
-  if (all.empty())
+  if (docs.empty())
     throw FormatError(fmt::format(
         "[data] {}: empty: the folder holds no non-empty, non-hidden files", path));
+  return docs;
+}
+
+TokenCorpus TokenCorpus::from_text_path(const std::string& path) {
+  std::vector<TextDocument> docs = read_text_documents(path);
+  std::string all = std::move(docs[0].text);
+  for (std::size_t i = 1; i < docs.size(); ++i) {
+    all += '\n';
+    all += docs[i].text;
+  }
   auto store = byte_store(path);
   store->owned = std::move(all);
   store->data = reinterpret_cast<const unsigned char*>(store->owned.data());
   store->count = static_cast<long>(store->owned.size());
+  return TokenCorpus(std::move(store));
+}
+
+TokenCorpus TokenCorpus::from_documents(const std::vector<TextDocument>& docs, std::string name,
+                                        const Tokenizer& tok) {
+  std::vector<std::string_view> texts;
+  for (const TextDocument& d : docs) texts.push_back(d.text);
+  const std::vector<std::vector<int>> ids = tok.encode_batch(texts);
+  const std::vector<int> sep = tok.encode("\n");
+  long n = 0;
+  for (const auto& v : ids) n += static_cast<long>(v.size());
+  n += static_cast<long>(sep.size()) * static_cast<long>(ids.size() - 1);
+  if (n == 0) throw FormatError(fmt::format("[data] {}: the tokenizer made no tokens of it", name));
+  const int vocab = tok.vocab_size();
+  auto store = std::make_shared<detail::TokenStore>();
+  store->name = std::move(name);
+  store->vocab = vocab;
+  store->width = vocab <= 256 ? 1 : vocab <= 65536 ? 2 : 4;
+  store->owned.resize(static_cast<std::size_t>(n) * store->width);
+  unsigned char* out = reinterpret_cast<unsigned char*>(store->owned.data());
+  long at = 0;
+  auto put = [&](int t) {
+    const std::uint32_t v = static_cast<std::uint32_t>(t);
+    std::memcpy(out + at * store->width, &v, store->width);  // little-endian (token_store.h)
+    ++at;
+  };
+  for (std::size_t d = 0; d < ids.size(); ++d) {
+    if (d > 0)
+      for (int t : sep) put(t);
+    for (int t : ids[d]) put(t);
+  }
+  store->data = out;
+  store->count = n;
   return TokenCorpus(std::move(store));
 }
 

@@ -54,12 +54,19 @@ RETRO=("${SMALL[@]}" --set model.n_layer=4 --set model.placement=pre --set optim
        --set optim.warmup_steps=20 --set diag.interval=25)
 [ -e "$OUT/retrofit_base/checkpoints/latest" ] || \
   $NL train "${RETRO[@]}" --set train.steps=300 --set train.eval_interval=300 --out "$OUT/retrofit_base"
-$NL sweep "${RETRO[@]}" --set train.steps=300 --set train.eval_interval=300 \
-  --set train.init_from="$OUT/retrofit_base" --grid model.qk_norm=none,rmsnorm \
-  --grid train.z_loss=0,1e-4 --out "$OUT/retrofit" -j 2
+# The continuations run with `train` (not `sweep`): the sweep's early-stop rule compares a run
+# with its own step-1 loss, which for a continuation is the trained model's, and would stop a
+# continuation that merely does not improve; here every variant runs its 300 steps.
+for v in "none 0" "rmsnorm 0" "none 1e-4" "rmsnorm 1e-4"; do
+  set -- $v
+  d="$OUT/retrofit/qk_$1-z_$2"
+  [ -e "$d/checkpoints/latest" ] || $NL train "${RETRO[@]}" --init-from "$OUT/retrofit_base" \
+    --set model.qk_norm="$1" --set train.z_loss="$2" --set train.steps=300 \
+    --set train.eval_interval=300 --out "$d"
+done
 $NL sweep "${RETRO[@]}" --set train.steps=600 --set train.eval_interval=600 \
   --grid model.qk_norm=none,rmsnorm --out "$OUT/retrofit_scratch" -j 2
 
 $NL report "$OUT"/depth "$OUT"/lr_warmup "$OUT"/qk_norm "$OUT"/z_loss "$OUT"/softcap \
-  "$OUT"/retrofit "$OUT"/retrofit_scratch "$OUT"/gradflow_gpt2 "$OUT"/gradflow_xavier --out "$OUT/report.html" --title "normlab findings"
+  "$OUT"/retrofit_base "$OUT"/retrofit/* "$OUT"/retrofit_scratch "$OUT"/gradflow_gpt2 "$OUT"/gradflow_xavier --out "$OUT/report.html" --title "normlab findings"
 echo "findings written under $OUT"

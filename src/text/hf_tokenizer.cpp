@@ -778,6 +778,7 @@ class Bpe {
 struct AddedToken {
   int id = 0;
   std::string content;
+  std::string text;  // what decode and id_to_token give: content, normalized when normalized=true
   bool single_word = false, lstrip = false, rstrip = false, normalized = false, special = false;
 };
 
@@ -958,7 +959,7 @@ class HfTokenizer final : public Tokenizer {
   enum class Mode { kExact, kReference, kInContext };
 
   const std::string& token_string(int id) const {
-    return added_by_id[id] ? added_by_id[id]->content : bpe.id_to_token[id];
+    return added_by_id[id] ? added_by_id[id]->text : bpe.id_to_token[id];
   }
   void check_id(int id, std::size_t index) const {
     if (id < 0 || id >= size)
@@ -1416,8 +1417,11 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer_json(std::string_view text, const s
 
   // Added tokens: normalized ones are matched in normalized text, so their own text is
   // normalized first (the reference does the same).
+  // The reference also decodes such a token to its normalized text (measured: "hello world"
+  // under Llama 2's normalizer decodes as " hello world").
   for (const auto& a : tok->added) {
-    if (a->normalized) tok->normalized_matcher.add(normalize(tok->normalizer, a->content), a.get());
+    a->text = a->normalized ? normalize(tok->normalizer, a->content) : a->content;
+    if (a->normalized) tok->normalized_matcher.add(a->text, a.get());
     else tok->raw_matcher.add(a->content, a.get());
   }
 

@@ -5,8 +5,9 @@
 //   tok_driver decode_bytes FILE     stdin: JSON id arrays; stdout: hex of decode_bytes
 //   tok_driver batch FILE            stdin: JSON strings; stdout: "same" if encode_batch (threads)
 //                                    equals encoding each alone, else the first differing line
-//   tok_driver bench FILE TEXT [N]   encodes TEXT's content N times (default 3) on one thread,
-//                                    prints {"bytes":..., "seconds":..., "mb_per_s":...} (best)
+//   tok_driver bench FILE TEXT [N [lines]]  encodes TEXT's content N times (default 3) on one
+//                                    thread, whole or line by line; prints {"bytes", "tokens",
+//                                    "seconds", "mb_per_s"} of the best round
 //   tok_driver lossy                 stdin: hex byte strings; stdout: JSON of utf8_lossy(bytes)
 // Errors: "FormatError: ..." / "InputError: ..." on stderr and exit status 1.
 #include <chrono>
@@ -94,11 +95,23 @@ int run(int argc, char** argv) {
     ss << in.rdbuf();
     const std::string text = ss.str();
     const int rounds = argc > 4 ? std::stoi(argv[4]) : 3;
+    const bool by_line = argc > 5 && std::string(argv[5]) == "lines";
+    std::vector<std::string_view> lines;
+    for (std::size_t b = 0; b < text.size();) {
+      std::size_t e = text.find('\n', b);
+      e = e == std::string::npos ? text.size() : e + 1;
+      lines.push_back(std::string_view(text).substr(b, e - b));
+      b = e;
+    }
     double best = 1e30;
     std::size_t n = 0;
     for (int r = 0; r < rounds; ++r) {
       const auto t0 = std::chrono::steady_clock::now();
-      n = tok->encode(text, false).size();
+      n = 0;
+      if (by_line)
+        for (const auto l : lines) n += tok->encode(l, false).size();
+      else
+        n = tok->encode(text, false).size();
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       best = std::min(best, s);
     }

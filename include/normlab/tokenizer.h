@@ -46,7 +46,9 @@ class Tokenizer {
   // InputError for an id outside [0, vocab_size()).
   virtual std::string decode_bytes(std::span<const int> ids, bool skip_special = false) const = 0;
   // decode_bytes with every invalid UTF-8 sequence replaced by U+FFFD (the reference's text).
-  std::string decode(std::span<const int> ids, bool skip_special = false) const;
+  // Virtual because a reference may replace differently: tokenizers' ByteFallback decoder turns
+  // each byte of an invalid <0xNN> run into one U+FFFD.
+  virtual std::string decode(std::span<const int> ids, bool skip_special = false) const;
 
   virtual std::optional<int> token_to_id(std::string_view token) const = 0;
   // The vocabulary entry's string (e.g. "Ġthe", "▁the", "<0x0A>"); throws InputError when out of

@@ -109,7 +109,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // Arbitrary ids from the text's bytes: partial UTF-8 and broken <0xNN> runs.
   std::vector<int> ids;
   for (std::size_t i = 0; i + 1 < text.size() && ids.size() < 32; i += 2)
-    ids.push_back((static_cast<unsigned char>(text[i]) << 8 | static_cast<unsigned char>(text[i + 1])) %
+    ids.push_back((static_cast<unsigned char>(text[i]) << 8 |
+                   static_cast<unsigned char>(text[i + 1])) %
                   tok->vocab_size());
   std::string decoded;
   FUZZ_CHECK(accepts([&] { decoded = tok->decode(ids, false); }));

@@ -275,6 +275,12 @@ TEST(HfTokenizer, ByteLevelRoundTripAndBatchEqualsSerial) {
   for (std::size_t i = 0; i < texts.size(); ++i) {
     ASSERT_EQ(batch[i], tok->encode(texts[i])) << i;
     EXPECT_EQ(tok->decode(batch[i]), texts[i]);
+    // Streaming one id at a time gives the same text, in whole characters.
+    DecodeStream stream(*tok);
+    std::string streamed;
+    for (const int id : batch[i]) streamed += stream.push(id);
+    streamed += stream.finish();
+    EXPECT_EQ(streamed, texts[i]);
   }
   // A partial UTF-8 character decodes exactly in decode_bytes and as U+FFFD in decode.
   const auto e = tok->encode("\xE6\x97\xA5");

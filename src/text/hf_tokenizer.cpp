@@ -243,7 +243,8 @@ struct Pattern {
 Pattern read_pattern(const Reader& r, const json& obj, const std::string& path) {
   const json* p = r.field(obj, "pattern");
   const std::string pp = path + "/pattern";
-  if (!p || !p->is_object() || p->size() != 1) r.fail(pp, "expected {\"String\": ...} or {\"Regex\": ...}");
+  if (!p || !p->is_object() || p->size() != 1)
+    r.fail(pp, "expected {\"String\": ...} or {\"Regex\": ...}");
   Pattern out;
   if (const json* s = r.field(*p, "String")) {
     if (!s->is_string()) r.fail(pp + "/String", "expected a string");
@@ -1239,7 +1240,8 @@ void read_model(const Reader& r, const json& m, HfTokenizer& tok) {
     if (id < 0 || static_cast<std::uint64_t>(id) >= n)
       r.fail(p, fmt::format("id {} is outside [0, {}): ids must be 0..{} without gaps", id, n,
                             n == 0 ? 0 : n - 1));
-    if (seen[id]) r.fail(p, fmt::format("id {} is given twice (also \"{}\")", id, bpe.id_to_token[id]));
+    if (seen[id])
+      r.fail(p, fmt::format("id {} is given twice (also \"{}\")", id, bpe.id_to_token[id]));
     if (!text::is_valid_utf8(token)) r.fail(p, "token is not valid UTF-8");
     seen[id] = true;
     bpe.id_to_token[id] = token;
@@ -1353,7 +1355,8 @@ void read_post_processor(const Reader& r, const json& v, const std::string& path
       if (id != "A") r.fail(p + "/Sequence/id", fmt::format("\"{}\" in a single template", id));
       out.is_sequence = true;
     } else if (const json* s = r.field(item, "SpecialToken")) {
-      const std::string name = r.string(r.object(*s, p + "/SpecialToken"), p + "/SpecialToken", "id");
+      const std::string sp = p + "/SpecialToken";
+      const std::string name = r.string(r.object(*s, sp), sp, "id");
       const json* entry = specials ? r.field(*specials, name.c_str()) : nullptr;
       const std::string ep = path + "/special_tokens/" + name;
       if (!entry || !entry->is_object()) r.fail(ep, "missing: the template names it");
@@ -1406,8 +1409,10 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer_json(std::string_view text, const s
     if (id >= static_cast<int>(tok->bpe.id_to_token.size()) && !tok->added_by_id[id])
       r.fail("/added_tokens", fmt::format("no token has id {} (ids must have no gaps)", id));
 
-  if (const json* v = r.field(doc, "normalizer")) read_normalizer(r, *v, "/normalizer", tok->normalizer);
-  if (const json* v = r.field(doc, "pre_tokenizer")) read_pre_tokenizer(r, *v, "/pre_tokenizer", tok->pre);
+  if (const json* v = r.field(doc, "normalizer"))
+    read_normalizer(r, *v, "/normalizer", tok->normalizer);
+  if (const json* v = r.field(doc, "pre_tokenizer"))
+    read_pre_tokenizer(r, *v, "/pre_tokenizer", tok->pre);
   if (const json* v = r.field(doc, "decoder"); v && !v->is_null()) {
     read_decoder(r, *v, "/decoder", tok->decoder);
     tok->has_decoder = true;

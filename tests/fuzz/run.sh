@@ -3,7 +3,8 @@
 # and fails if any target crashes (or times out, or leaks).
 #   tests/fuzz/run.sh BUILD_DIR [SECONDS] [TARGET...]
 # SECONDS per target (default $NORMLAB_FUZZ_SECONDS, else 45); TARGETs default to all
-# (safetensors config text_corpus token_file). $FUZZ_JOBS targets run at once (default 2).
+# (safetensors config text_corpus token_file tokenizer_json). $FUZZ_JOBS targets run at once
+# (default 2).
 # New inputs go to BUILD_DIR/fuzz/corpus/<target> (the seeds in tests/fuzz/corpus stay as they
 # are); a crashing input is saved as BUILD_DIR/fuzz/artifacts/<target>/crash-<sha1>, the log as
 # BUILD_DIR/fuzz/<target>.log. Prints the number of executions per target.
@@ -13,12 +14,13 @@ build="$(cd "${1:?usage: tests/fuzz/run.sh BUILD_DIR [SECONDS] [TARGET...]}" && 
 seconds="${2:-${NORMLAB_FUZZ_SECONDS:-45}}"
 shift $(( $# >= 2 ? 2 : 1 ))
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(safetensors config text_corpus token_file)
+[ ${#targets[@]} -eq 0 ] && targets=(safetensors config text_corpus token_file tokenizer_json)
 jobs="${FUZZ_JOBS:-2}"
 
 max_len() {
   case "$1" in
     token_file | config) echo 1024 ;;  # configs are ~600 bytes; unknown keys cost O(length)
+    tokenizer_json) echo 8192 ;;        # the byte-fallback seeds (256 <0xNN> tokens) are ~4.5 KB
     *) echo 4096 ;;
   esac
 }

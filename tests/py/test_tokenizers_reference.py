@@ -213,8 +213,8 @@ def digits_split():
     tok.normalizer = normalizers.Sequence([normalizers.NFKC(),
                                            normalizers.Replace(Regex(r"[0-9]{4,}"), "#")])
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=600, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
+    trainer = trainers.BpeTrainer(vocab_size=600, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(train_texts(), trainer)
     return with_added(tok, ["<|endoftext|>"])
 
@@ -227,8 +227,8 @@ def digits_individual():
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
     ])
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=500, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
+    trainer = trainers.BpeTrainer(vocab_size=500, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(train_texts(), trainer)
     return with_added(tok, [])
 
@@ -275,7 +275,8 @@ def test_family_matches_reference(family, driver, tmp_path):
     bad = [(t, w, g[0]) for t, w, g in zip(texts, want_plain, got) if w != g[0]]
     bad_s = [(t, w, g[1]) for t, w, g in zip(texts, want_special, got) if w != g[1]]
     assert not bad, f"{family}: {len(bad)} of {len(texts)} differ, first: {bad[0]!r}"
-    assert not bad_s, f"{family}: {len(bad_s)} of {len(texts)} differ (add_special), first: {bad_s[0]!r}"
+    assert not bad_s, (f"{family}: {len(bad_s)} of {len(texts)} differ (add_special), "
+                       f"first: {bad_s[0]!r}")
 
     # Decode: the encodings, then random id sequences (partial UTF-8, invalid <0xNN> runs).
     vocab = tok.get_vocab_size(with_added_tokens=True)
@@ -408,8 +409,9 @@ def test_hostile_files_refused(name, doc, pattern, driver, tmp_path):
 
 def test_utf8_lossy_matches_python(driver):
     rng = random.Random(7)
-    pieces = [b"\xe4\xb8\xad", b"\xf0\x9f\x98\x80", b"\xc3\xa9", b"\xed\xa0\x80", b"\xf4\x90\x80\x80",
-              b"\xc0\xaf", b"\xe0\x80\xaf", b"\xf8\x88\x80\x80\x80", b"a", b"\x80", b"\xbf", b"\xff"]
+    pieces = [b"\xe4\xb8\xad", b"\xf0\x9f\x98\x80", b"\xc3\xa9", b"\xed\xa0\x80",
+              b"\xf4\x90\x80\x80", b"\xc0\xaf", b"\xe0\x80\xaf", b"\xf8\x88\x80\x80\x80", b"a",
+              b"\x80", b"\xbf", b"\xff"]
     samples = []
     for _ in range(4000):
         parts = []

@@ -53,7 +53,8 @@ int run(int argc, char** argv) {
   const std::string cmd = argv[1];
   std::string line;
   if (cmd == "lossy") {
-    while (std::getline(std::cin, line)) std::cout << json(text::utf8_lossy(from_hex(line))).dump() << '\n';
+    while (std::getline(std::cin, line))
+      std::cout << json(text::utf8_lossy(from_hex(line))).dump() << '\n';
     return 0;
   }
   if (argc < 3) throw InputError("tok_driver " + cmd + ": a tokenizer file is needed");

@@ -122,6 +122,23 @@ struct HeapEntry {
 
 }  // namespace
 
+void gpt2_split(std::string_view text, std::size_t begin, std::size_t end,
+                std::vector<std::string_view>& out) {
+  static const Regex re;
+  pcre2_match_data* md = pcre2_match_data_create_from_pattern(re.code, nullptr);
+  try {
+    split_gpt2(re, md, text, begin, end, [&](std::string_view w) { out.push_back(w); });
+  } catch (...) {
+    pcre2_match_data_free(md);
+    throw;
+  }
+  pcre2_match_data_free(md);
+}
+
+std::vector<std::size_t> gpt2_chunk_boundaries(std::string_view text, std::size_t target) {
+  return chunk_boundaries(text, target);
+}
+
 const std::array<std::string, 256>& byte_level_chars() {
   static const std::array<std::string, 256> chars = [] {
     std::array<std::string, 256> t;

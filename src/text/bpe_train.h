@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "normlab/tokenizer.h"
 
@@ -23,6 +24,13 @@ struct BpeTrainResult {
 };
 
 BpeTrainResult train_bpe(std::span<const std::string_view> texts, const BpeTrainOptions& options);
+
+// GPT-2's regex split of text[begin, end) (begin at a match start), appended to `out`; and the
+// offsets where the counting threads cut a long document ({0, ..., text.size()}). Exposed for the
+// test that cutting changes no pre-token.
+void gpt2_split(std::string_view text, std::size_t begin, std::size_t end,
+                std::vector<std::string_view>& out);
+std::vector<std::size_t> gpt2_chunk_boundaries(std::string_view text, std::size_t target);
 
 // GPT-2's ByteLevel alphabet: byte b as the UTF-8 of one printable character (the printable
 // bytes stand for themselves, the others for U+0100 + their rank among them).

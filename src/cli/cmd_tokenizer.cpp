@@ -14,6 +14,7 @@
 #include "normlab/tokenizer.h"
 #include "tensor/threading.h"
 #include "text/bpe_train.h"
+#include "text/utf8.h"
 
 namespace normlab::cli {
 
@@ -93,10 +94,11 @@ std::string join_ids(const std::vector<int>& ids) {
   return out;
 }
 
+// A JSON list; a token that is not whole UTF-8 (a byte of the byte tokenizer) shows as U+FFFD.
 std::string token_list(const Tokenizer& tok, const std::vector<int>& ids) {
   std::string out = "[";
   for (std::size_t i = 0; i < ids.size(); ++i)
-    out += (i ? ", " : "") + json_quote(tok.id_to_token(ids[i]));
+    out += (i ? ", " : "") + json_quote(text::utf8_lossy(tok.id_to_token(ids[i])));
   return out + "]";
 }
 
@@ -231,7 +233,7 @@ void add_decode_cmd(CLI::App* parent, Action& action) {
   auto* cmd = parent->add_subcommand("decode", "Token ids -> text");
   struct Opts {
     std::string spec, ids, ids_file;
-    bool skip_special = false;
+    bool skip_special = false, hex = false;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--tokenizer,-t", o->spec, "\"bytes\", a tokenizer.json or a .model")
@@ -242,23 +244,31 @@ void add_decode_cmd(CLI::App* parent, Action& action) {
                                "JSON string per line");
   ids->excludes(file);
   cmd->add_flag("--skip-special", o->skip_special, "Drop special tokens");
+  cmd->add_flag("--hex", o->hex,
+                "Print the exact bytes the ids stand for, in hex (no U+FFFD replacement)");
   cmd->callback([&action, o] {
     action = [o] {
       if (o->ids.empty() && o->ids_file.empty())
         throw InputError("[tokenizer] decode: give --ids or --ids-file");
       const auto tok = load_tokenizer(o->spec);
+      const auto text = [&](const std::vector<int>& v) {
+        if (!o->hex) return tok->decode(v, o->skip_special);
+        std::string h;
+        for (const char c : tok->decode_bytes(v, o->skip_special))
+          h += fmt::format("{:02x}", static_cast<unsigned char>(c));
+        return h;
+      };
       if (!o->ids_file.empty()) {
         const std::string data = read_file(o->ids_file);
         std::string out;
         std::size_t n = 0;
-        for (const auto line : split_lines(data)) {
-          const auto v = parse_ids(line, fmt::format("{} line {}", o->ids_file, ++n));
-          out += json_quote(tok->decode(v, o->skip_special)) + "\n";
-        }
+        for (const auto line : split_lines(data))
+          out += json_quote(text(parse_ids(line, fmt::format("{} line {}", o->ids_file, ++n))))
+                 + "\n";
         fmt::print("{}", out);
         return kExitOk;
       }
-      fmt::print("{}\n", tok->decode(parse_ids(o->ids, "--ids"), o->skip_special));
+      fmt::print("{}\n", text(parse_ids(o->ids, "--ids")));
       return kExitOk;
     };
   });

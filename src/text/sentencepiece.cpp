@@ -201,6 +201,29 @@ class SentencePieceTokenizer final : public Tokenizer {
     return sp_.IdToPiece(id);
   }
 
+  // The bytes of running text each piece stands for: a byte piece one, "▁" one (a space; the
+  // decoder drops it only at the start of a text, where add_dummy_prefix put it), special pieces
+  // none. decode_bytes of a lone "▁the" gives 3 bytes, which would undercount bits per byte.
+  std::vector<int> token_byte_lengths() const override {
+    static constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581
+    std::vector<int> len(size_);
+    for (int id = 0; id < size_; ++id) {
+      if (is_special(id)) continue;
+      if (byte_value_[id] >= 0) {
+        len[id] = 1;
+        continue;
+      }
+      const std::string& p = sp_.IdToPiece(id);
+      int n = 0;
+      for (std::size_t i = 0; i < p.size();) {
+        if (std::string_view(p).substr(i, 3) == kSpace) ++n, i += 3;
+        else ++n, ++i;
+      }
+      len[id] = n;
+    }
+    return len;
+  }
+
   SpecialTokens special() const override { return special_; }
   // Control pieces (<s>, </s>, <pad>) decode to nothing; <unk> is special as in transformers'
   // all_special_ids, so skip_special drops it too.

@@ -2,7 +2,7 @@
 # Tokenizer benchmark (issue 13): BPE training time and encode throughput of normlab against the
 # `tokenizers` package (and tiktoken for encoding), single-threaded and with THREADS threads, on
 # the embedded corpus. Writes the section "Tokenizers" of docs/benchmarks.md; see
-# bench/tokenizers.py for what is measured.
+# bench/tokenizer_bench.py for what is measured.
 #
 #   bench/tokenizers.sh
 #
@@ -26,5 +26,5 @@ for v in THREADS ROUNDS REPEAT VOCAB; do
   case $v in THREADS) d=2 ;; ROUNDS) d=3 ;; REPEAT) d=3 ;; VOCAB) d=8192 ;; esac
   [ "${!v}" != "$d" ] && cmd="$v=\"${!v}\" $cmd"
 done
-exec "$PYTHON" "$ROOT/bench/tokenizers.py" --normlab "$BUILD_DIR/normlab" --threads "$THREADS" \
+exec "$PYTHON" "$ROOT/bench/tokenizer_bench.py" --normlab "$BUILD_DIR/normlab" --threads "$THREADS" \
   --rounds "$ROUNDS" --repeat "$REPEAT" --vocab-size "$VOCAB" --out "$OUT" --command "$cmd"

@@ -256,6 +256,30 @@ def test_trained_merges_equal_tokenizers_trainer(trained):
     assert got["merges"] == want["merges"]
 
 
+@pytest.mark.parametrize("prefix,min_frequency", [(True, 2), (False, 5)])
+def test_trainer_options_equal_tokenizers_trainer(tmp_path, prefix, min_frequency):
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers import models, pre_tokenizers, trainers
+    docs = ["\n".join(GLOSSES[:4000]), "\n".join(MIXED * 3), "  leading spaces", "x"]
+    for i, d in enumerate(docs):
+        (tmp_path / f"d{i}.txt").write_text(d, encoding="utf-8")
+    out = tmp_path / "tok.json"
+    normlab("tokenizer", "train", "--data", tmp_path, "--vocab-size", 1000, "--out", out,
+            "--min-frequency", min_frequency, *(["--add-prefix-space"] if prefix else []),
+            check=0)
+    ref = tokenizers.Tokenizer(models.BPE())
+    ref.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=prefix)
+    trainer = trainers.BpeTrainer(vocab_size=1000, min_frequency=min_frequency,
+                                  show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    ref.train_from_iterator(docs, trainer)
+    want = json.loads(ref.to_str())
+    got = json.loads(out.read_text(encoding="utf-8"))
+    assert got["model"]["merges"] == want["model"]["merges"]
+    assert got["model"]["vocab"] == want["model"]["vocab"]
+    assert got["pre_tokenizer"]["add_prefix_space"] is prefix
+
+
 def test_trained_ids_equal_tokenizers(trained, tmp_path):
     tokenizers = pytest.importorskip("tokenizers")
     _, path = trained

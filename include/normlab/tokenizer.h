@@ -45,8 +45,9 @@ class Tokenizer {
   // ids -> the bytes they stand for. skip_special drops tokens flagged special. Throws
   // InputError for an id outside [0, vocab_size()).
   virtual std::string decode_bytes(std::span<const int> ids, bool skip_special = false) const = 0;
-  // decode_bytes with every invalid UTF-8 sequence replaced by U+FFFD (the reference's text;
-  // virtual because SentencePiece's reference replaces each invalid byte instead).
+  // decode_bytes with every invalid UTF-8 sequence replaced by U+FFFD (the reference's text).
+  // Virtual because a reference may replace differently: tokenizers' ByteFallback decoder turns
+  // each byte of an invalid <0xNN> run into one U+FFFD.
   virtual std::string decode(std::span<const int> ids, bool skip_special = false) const;
 
   virtual std::optional<int> token_to_id(std::string_view token) const = 0;

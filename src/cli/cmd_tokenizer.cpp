@@ -295,14 +295,12 @@ void add_info_cmd(CLI::App* parent, Action& action) {
       std::vector<int> flagged;
       for (int id = 0; id < tok->vocab_size(); ++id)
         if (tok->is_special(id)) flagged.push_back(id);
-      fmt::print("special ids: {}{}\n", flagged.size(), flagged.empty() ? "" : " (");
-      if (!flagged.empty()) {
-        std::string list;
-        for (std::size_t i = 0; i < flagged.size() && i < 16; ++i)
-          list += fmt::format("{}{} {}", i ? ", " : "", flagged[i],
-                              json_quote(tok->id_to_token(flagged[i])));
-        fmt::print("  {}{})\n", list, flagged.size() > 16 ? ", ..." : "");
-      }
+      std::string list;
+      for (std::size_t i = 0; i < flagged.size() && i < 16; ++i)
+        list += fmt::format("{}{} {}", i ? ", " : " ", flagged[i],
+                            json_quote(tok->id_to_token(flagged[i])));
+      fmt::print("special ids ({}):{}{}\n", flagged.size(), flagged.empty() ? " none" : list,
+                 flagged.size() > 16 ? ", ..." : "");
       // Line by line (in parallel); the newlines count as one byte each and are not encoded.
       const std::string_view corpus = embedded_corpus();
       const auto lines = split_lines(corpus);

@@ -45,6 +45,28 @@ $NL sweep "${SMALL[@]}" --set model.n_layer=4 --set train.steps=600 --set train.
   --set optim.lr=3e-3 --set optim.warmup_steps=50 --set diag.interval=50 \
   --grid model.attn_softcap=0,5,50 --grid model.final_softcap=0,3,30 --out "$OUT/softcap" -j 2
 
+# 7. Retrofitting a stability technique to a trained model (train.init_from): a pre-norm model
+#    trained 300 steps at a learning rate where it is unstable (0.1), then continued 300 steps at
+#    that rate from its weights (fresh AdamW state, 20 warmup steps) (a) unchanged, (b) with
+#    QK-Norm added (new gains start at 1), (c) with z-loss 1e-4, (d) both; beside them, the same
+#    model trained from scratch for the 600 steps without and with QK-Norm.
+RETRO=("${SMALL[@]}" --set model.n_layer=4 --set model.placement=pre --set optim.lr=0.1
+       --set optim.warmup_steps=20 --set diag.interval=25)
+[ -e "$OUT/retrofit_base/checkpoints/latest" ] || \
+  $NL train "${RETRO[@]}" --set train.steps=300 --set train.eval_interval=300 --out "$OUT/retrofit_base"
+# The continuations run with `train` (not `sweep`): the sweep's early-stop rule compares a run
+# with its own step-1 loss, which for a continuation is the trained model's, and would stop a
+# continuation that merely does not improve; here every variant runs its 300 steps.
+for v in "none 0" "rmsnorm 0" "none 1e-4" "rmsnorm 1e-4"; do
+  set -- $v
+  d="$OUT/retrofit/qk_$1-z_$2"
+  [ -e "$d/checkpoints/latest" ] || $NL train "${RETRO[@]}" --init-from "$OUT/retrofit_base" \
+    --set model.qk_norm="$1" --set train.z_loss="$2" --set train.steps=300 \
+    --set train.eval_interval=300 --out "$d"
+done
+$NL sweep "${RETRO[@]}" --set train.steps=600 --set train.eval_interval=600 \
+  --grid model.qk_norm=none,rmsnorm --out "$OUT/retrofit_scratch" -j 2
+
 $NL report "$OUT"/depth "$OUT"/lr_warmup "$OUT"/qk_norm "$OUT"/z_loss "$OUT"/softcap \
-  "$OUT"/gradflow_gpt2 "$OUT"/gradflow_xavier --out "$OUT/report.html" --title "normlab findings"
+  "$OUT"/retrofit_base "$OUT"/retrofit/* "$OUT"/retrofit_scratch "$OUT"/gradflow_gpt2 "$OUT"/gradflow_xavier --out "$OUT/report.html" --title "normlab findings"
 echo "findings written under $OUT"

@@ -143,6 +143,11 @@ struct TrainConfig {
   double spike_threshold = 6.0;  // z-score of the loss or the gradient norm
   int max_bad_steps = 10;        // consecutive skipped/rolled-back steps before stopping as diverged
   MatmulPrecision matmul_precision = MatmulPrecision::float32;
+  // A fresh run starts from the weights of this run directory, checkpoint folder or imported model
+  // (parameters whose name and shape match are copied, new ones initialised as usual, those the
+  // model no longer has dropped; a shape mismatch is refused), with a fresh optimizer state.
+  // Empty: from the initialization. Ignored by a resumed run (its checkpoint holds the weights).
+  std::string init_from;
 
   friend bool operator==(const TrainConfig&, const TrainConfig&) = default;
 };
@@ -150,6 +155,10 @@ struct TrainConfig {
 struct DataConfig {
   std::string path;          // empty = embedded corpus
   double val_fraction = 0.05;
+  // "bytes" (normlab's byte-level tokenizer), a tokenizer.json or a SentencePiece .model file, or
+  // empty: the run's own copy (RUN/tokenizer.json|.model), else that of train.init_from's source,
+  // else bytes.
+  std::string tokenizer;
 
   friend bool operator==(const DataConfig&, const DataConfig&) = default;
 };

@@ -10,11 +10,13 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "normlab/checkpoint.h"
 #include "normlab/config.h"
+#include "normlab/tokenizer.h"
 #include "normlab/metrics.h"
 
 namespace normlab {
@@ -50,6 +52,14 @@ struct TrainHooks {
   std::function<void(long step, std::span<float> grads, double& loss)> inject;
 };
 
+// What a new run took from train.init_from: the checkpoint folder, the parameters copied from it,
+// those initialised afresh (the source has no tensor of that name) and the source's tensors this
+// model has no parameter for.
+struct InitFromReport {
+  std::string source;
+  std::vector<std::string> copied, initialized, dropped;
+};
+
 // Where and how a run resumes (Trainer with resume = true).
 struct ResumeOptions {
   // The checkpoint folder to continue from, one of run_dir/checkpoints/step_*; empty: the latest.
@@ -82,6 +92,12 @@ class Trainer {
   TrainResult run(const TrainHooks& hooks = {});
   // Mean validation cross-entropy over cfg.train.eval_batches fixed batches.
   double evaluate();
+  // Bytes of text per token in those batches' targets (1 for the byte tokenizer): bits per byte
+  // = evaluate() / ln 2 / val_bytes_per_token().
+  double val_bytes_per_token() const;
+  const Tokenizer& tokenizer() const;  // data.tokenizer as resolved
+  // Set for a new run with train.init_from.
+  const std::optional<InitFromReport>& init_report() const;
   // Read-only views of the parameter and AdamW arenas and the training state (tests, tools).
   std::span<const float> params() const;
   std::span<const float> adam_m() const;

@@ -1,4 +1,6 @@
 // `normlab eval`: validation loss, perplexity and bits per byte of a checkpoint.
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "cli/commands.h"
@@ -22,8 +24,12 @@ void add_eval(CLI::App& app, Action& action) {
   cmd->callback([&action, o] {
     action = [o] {
       const EvalResult r = evaluate_checkpoint(o->checkpoint, o->data, o->batches);
-      fmt::print("data {}  tokens {}\nloss {:.4f}  perplexity {:.3f}  bits/byte {:.4f}\n",
-                 r.data_name, r.tokens, r.loss, r.perplexity, r.bits_per_byte);
+      fmt::print("data {}  tokens {}  tokenizer {}\nloss {:.4f}  perplexity {:.3f}  bits/byte {}\n",
+                 r.data_name, r.tokens, r.tokenizer, r.loss, r.perplexity,
+                 std::isnan(r.bits_per_byte)
+                     ? std::string("n/a (the data holds ids outside the run's tokenizer)")
+                     : fmt::format("{:.4f} ({:.3f} bytes/token)", r.bits_per_byte,
+                                   r.bytes_per_token));
       return kExitOk;
     };
   });

@@ -9,6 +9,7 @@
 #include "normlab/data.h"
 #include "normlab/errors.h"
 #include "train/checkpoint.h"
+#include "train/run_tokenizer.h"
 
 namespace normlab::cli {
 
@@ -23,11 +24,14 @@ void add_generate(CLI::App& app, Action& action) {
     std::string checkpoint, prompt;
     std::vector<int> prompt_ids;
     SamplingOptions s;
+    bool ignore_eos = false;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--checkpoint", o->checkpoint, "Run directory, checkpoint folder or model.safetensors")
       ->required();
-  auto* text = cmd->add_option("--prompt", o->prompt, "Text to continue (byte-level models)");
+  auto* text = cmd->add_option("--prompt", o->prompt,
+                               "Text to continue, encoded with the run's tokenizer (and its BOS); "
+                               "the continuation is decoded and streamed");
   auto* ids = cmd->add_option("--prompt-ids", o->prompt_ids,
                               "Token ids to continue, comma-separated (any vocabulary); prints ids")
                   ->delimiter(',')
@@ -43,6 +47,9 @@ void add_generate(CLI::App& app, Action& action) {
       ->check(integer_option(0));
   cmd->add_option("--top-p", o->s.top_p, "Keep the smallest set with probability >= p (1 = all)")
       ->check(number_option(0, 1));
+  cmd->add_flag("--ignore-eos", o->ignore_eos,
+                "Keep generating after the tokenizer's end-of-sequence token (by default --prompt "
+                "stops there)");
   cmd->add_option("--seed", o->s.seed, "Sampling seed")
       ->check(integer_option(0, std::numeric_limits<long long>::max()));
   cmd->callback([&action, o] {
@@ -62,19 +69,26 @@ void add_generate(CLI::App& app, Action& action) {
         return kExitOk;
       }
       if (o->prompt.empty()) throw InputError("generate needs --prompt TEXT or --prompt-ids IDS");
-      ByteTokenizer tok;
-      if (cfg.model.vocab_size != tok.vocab_size())
-        throw InputError(fmt::format(
-            "this model has a vocabulary of {} tokens, not normlab's byte-level 256: give the "
-            "prompt as token ids with --prompt-ids", cfg.model.vocab_size));
-      const std::vector<int> prompt = tok.encode(o->prompt);
+      const RunTokenizer rt = resolve_tokenizer(cfg, run_dir_of(dir));
+      const Tokenizer& tok = *rt.tok;
+      check_vocab(cfg.model, rt);
+      // As transformers' tokenizer(prompt): the post-processor's BOS (Llama, Gemma) is added.
+      const std::vector<int> prompt = tok.encode(o->prompt, /*add_special=*/true);
       check_prompt(cfg.model, prompt);  // before anything is printed
-      std::fputs(o->prompt.c_str(), stdout);
+      if (!o->ignore_eos) o->s.stop_token = tok.special().eos;
+      std::fwrite(o->prompt.data(), 1, o->prompt.size(), stdout);
+      // The stream starts with the prompt's ids as context, so that the first new token decodes
+      // as it does after them (a SentencePiece word's leading space), then prints whole UTF-8
+      // characters only.
+      DecodeStream stream(tok, /*skip_special=*/true);
+      for (int id : prompt) stream.push(id);
       generate(model, prompt, o->s, [&](int t) {
-        const std::string s = tok.decode_bytes(std::span<const int>(&t, 1));
+        const std::string s = stream.push(t);
         std::fwrite(s.data(), 1, s.size(), stdout);
         std::fflush(stdout);
       });
+      const std::string rest = stream.finish();
+      std::fwrite(rest.data(), 1, rest.size(), stdout);
       std::fputc('\n', stdout);
       return kExitOk;
     };

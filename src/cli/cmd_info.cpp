@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "train/run_tokenizer.h"
 #include "model/memory.h"
 #include "model/summary.h"
 
@@ -47,6 +48,14 @@ void add_info(CLI::App& app, Action& action) {
       if (!m.bias && (m.attn_qkv_bias || m.attn_out_bias || m.mlp_bias))
         fmt::print("biases: q/k/v {}, attention output {}, MLP {}\n", m.has_qkv_bias(),
                    m.has_out_bias(), m.has_mlp_bias());
+      if (!cfg.data.tokenizer.empty() && cfg.data.tokenizer != "bytes") {
+        const RunTokenizer t = resolve_tokenizer(cfg, std::string());
+        fmt::print("tokenizer: {} ({}){}\n", t.tok->describe(), t.file,
+                   t.tok->vocab_size() > m.vocab_size
+                       ? fmt::format(": more tokens than model.vocab_size = {}, train refuses this",
+                                     m.vocab_size)
+                       : "");
+      }
       fmt::print("placement {}  norm {}  qk_norm {}{}  pos {}  mlp {}  caps attn {} final {}\n",
                  to_string(m.placement), to_string(m.norm), to_string(m.qk_norm),
                  m.qk_norm == QKNormKind::none

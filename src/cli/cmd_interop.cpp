@@ -4,9 +4,12 @@
 #include <fstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/commands.h"
 #include "interop/hf.h"
+#include "interop/hf_tokenizer_files.h"
+#include "train/run_tokenizer.h"
 #include "model/transformer.h"
 #include "normlab/checkpoint.h"
 #include "normlab/config_file.h"
@@ -79,6 +82,21 @@ void add_import(CLI::App& app, Action& action) {
       if (m.sliding_window > 0)
         fmt::print("  sliding window {} on layers \"{}\"\n", m.sliding_window, m.layer_pattern);
       for (const auto& n : hm.notes) fmt::print("  note: {}\n", n);
+      const std::vector<std::string> tok_files = import_hf_tokenizer(o->dir, o->out);
+      if (tok_files.empty()) {
+        fmt::print("  no tokenizer.json or tokenizer.model in {}: the run uses normlab's byte "
+                   "tokenizer (set data.tokenizer to use another)\n", o->dir);
+      } else {
+        const RunTokenizer t = resolve_tokenizer(cfg, o->out);
+        fmt::print("  tokenizer: {} ({}), copied with {}\n", t.tok->describe(), tok_files[0],
+                   tok_files.size() > 1 ? fmt::format("{}", fmt::join(tok_files.begin() + 1,
+                                                                     tok_files.end(), ", "))
+                                        : std::string("nothing else"));
+        if (t.tok->vocab_size() > m.vocab_size)
+          fmt::print("  note: the tokenizer has {} tokens, more than the model's {}: ids from {} "
+                     "on are refused when encoding\n", t.tok->vocab_size(), m.vocab_size,
+                     m.vocab_size);
+      }
       fmt::print("wrote {}/config.toml and checkpoint {}\n", o->out, ckpt);
       return kExitOk;
     };
@@ -109,7 +127,13 @@ void add_export(CLI::App& app, Action& action) {
       Transformer<float> model(cfg.model, 1, 1);
       load_checkpoint(dir, model, nullptr, nullptr);
       const HfFamily f = export_hf(cfg.model, model.table(), model.params().data(), o->out);
-      fmt::print("exported {} as {} to {}\n", dir, to_string(f), o->out);
+      const std::string run = run_dir_of(dir);
+      const std::vector<std::string> tok_files = export_hf_tokenizer(
+          resolve_tokenizer(cfg, run).file, run, cfg.model.seq_len, o->out);
+      fmt::print("exported {} as {} to {}{}\n", dir, to_string(f), o->out,
+                 tok_files.empty()
+                     ? std::string(" (byte tokenizer: no tokenizer files; prompt it with ids)")
+                     : fmt::format(" with {}", fmt::join(tok_files, ", ")));
       return kExitOk;
     };
   });

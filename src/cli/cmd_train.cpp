@@ -47,13 +47,30 @@ void warn_about(const Config& c) {
                c.train.threads, cores);
 }
 
+// The config of `train --init-from SOURCE`: SOURCE's model section changed by --set model.*, the
+// other sections from --config and --set, train.init_from = SOURCE.
+Config init_from_config(const ConfigOptions& o, const std::string& source) {
+  const Config src = checkpoint_config(resolve_checkpoint(source));
+  std::vector<std::string> model_sets, other_sets;
+  for (const auto& s : o.overrides) (s.rfind("model.", 0) == 0 ? model_sets : other_sets).push_back(s);
+  other_sets.push_back("train.init_from=" + source);
+  Config cfg = load_config(o.config_path, other_sets);
+  if (!(cfg.model == ModelConfig{}))
+    throw ConfigError({fmt::format(
+        "--init-from {} takes the model from there: drop the model section of {} and change "
+        "model options with --set model.KEY=VALUE (or give train.init_from in a config file "
+        "that defines the whole model)", source, o.config_path)});
+  cfg.model = src.model;
+  return parse_config(dump_config_toml(cfg), fmt::format("the model of {}", source), model_sets);
+}
+
 }  // namespace
 
 void add_train(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("train", "Train a model (or --resume a run)");
   struct Opts {
     ConfigOptions cfg;
-    std::string out, resume;
+    std::string out, resume, init_from;
     bool dump = false;
   };
   auto o = std::make_shared<Opts>();
@@ -64,6 +81,13 @@ void add_train(CLI::App& app, Action& action) {
                   "folders RUN/checkpoints/step_N (this rewinds the run: the later checkpoints and "
                   "the metrics records after step N are removed). With the run's saved config; "
                   "--set may change the keys listed below");
+  cmd->add_option("--init-from", o->init_from,
+                  "Start a new run from the weights of SOURCE (a run directory, a checkpoint folder "
+                  "or an imported model) with a fresh optimizer: its model config, changed by "
+                  "--set model.KEY=VALUE (parameters whose name and shape match are copied, new ones "
+                  "initialised, dropped ones listed); --config and --set give the optim, train, "
+                  "data and diag settings. (train.init_from in a config file keeps that file's "
+                  "model section instead.)");
   cmd->add_flag("--dump-config", o->dump,
                 "Print the fully resolved config (TOML) and exit (with --resume: the config the "
                 "resumed run would use)");
@@ -80,7 +104,11 @@ void add_train(CLI::App& app, Action& action) {
                            "may change the keys `normlab train --help` lists)"});
       const std::optional<ResumePoint> from =
           resume ? std::optional(resume_point(o->resume)) : std::nullopt;
-      const Config cfg = resume ? resume_config(*from, o->cfg.overrides) : o->cfg.load();
+      if (resume && !o->init_from.empty())
+        throw ConfigError({"--resume continues a run from its own checkpoint: drop --init-from"});
+      const Config cfg = resume                    ? resume_config(*from, o->cfg.overrides)
+                         : !o->init_from.empty() ? init_from_config(o->cfg, o->init_from)
+                                                 : o->cfg.load();
       if (o->dump) {
         std::fputs(dump_config_toml(cfg).c_str(), stdout);
         return kExitOk;
@@ -118,6 +146,15 @@ void add_train(CLI::App& app, Action& action) {
                    grouped(trainer.train_tokens()), grouped(trainer.val_tokens()), dir, source,
                    sets, thread_count(), thread_count() == 1 ? "" : "s",
                    comm.world() > 1 ? fmt::format(" x {} MPI ranks", comm.world()) : "");
+        if (const auto& r = trainer.init_report()) {
+          const auto names = [](const std::vector<std::string>& v) {
+            return v.empty() ? std::string() : fmt::format(": {}", fmt::join(v, ", "));
+          };
+          fmt::print("initialised from {}: {} parameters copied; {} new (initialised){}; {} "
+                     "dropped{}; fresh optimizer state\n",
+                     r->source, r->copied.size(), r->initialized.size(), names(r->initialized),
+                     r->dropped.size(), names(r->dropped));
+        }
         if (resume)
           fmt::print("resuming {} at step {} of {}{}\n", dir, trainer.step(), cfg.train.steps,
                      rewind ? fmt::format(" (rewound to {}: later checkpoints and metrics records "

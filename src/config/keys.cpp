@@ -285,9 +285,11 @@ const std::vector<KeySpec>& key_table() {
       NL_KEY(train, spike_threshold, resumable),
       NL_KEY(train, max_bad_steps, resumable),
       NL_KEY(train, matmul_precision, resumable),
+      NL_KEY(train, init_from, start),
 
       NL_KEY(data, path, data),
       NL_KEY(data, val_fraction, data),
+      NL_KEY(data, tokenizer, data),
 
       NL_KEY(diag, interval, resumable),
       NL_KEY(diag, per_head, resumable),

@@ -220,7 +220,7 @@ TokenCorpus TokenCorpus::from_documents(const std::vector<TextDocument>& docs, s
   std::vector<std::string_view> texts;
   for (const TextDocument& d : docs) texts.push_back(d.text);
   const std::vector<std::vector<int>> ids = tok.encode_batch(texts);
-  const std::vector<int> sep = tok.encode("\n");
+  const std::vector<int> sep = docs.size() > 1 ? tok.encode("\n") : std::vector<int>();
   long n = 0;
   for (const auto& v : ids) n += static_cast<long>(v.size());
   n += static_cast<long>(sep.size()) * static_cast<long>(ids.size() - 1);

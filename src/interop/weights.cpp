@@ -46,6 +46,49 @@ void load_weights(Transformer<T>& model, const SafetensorsFile& file) {
 }
 
 template <class T>
+WeightMatch load_matching_weights(Transformer<T>& model, const SafetensorsFile& file) {
+  const ParamTable& table = model.table();
+  WeightMatch match;
+  std::vector<std::string> problems;
+  std::set<std::string> names;
+  for (const ParamSpec& s : table.specs()) names.insert(s.name);
+  for (const TensorInfo& t : file.tensors())
+    if (!names.count(t.name)) match.dropped.push_back(t.name);
+  std::vector<T> staged(model.params().begin(), model.params().end());
+  for (const ParamSpec& s : table.specs()) {
+    const TensorInfo* t = file.find(s.name);
+    if (!t) {
+      match.initialized.push_back(s.name);
+      continue;
+    }
+    if (t->shape != s.shape) {
+      problems.push_back(fmt::format("'{}' has shape [{}] there but [{}] in this model", s.name,
+                                     fmt::join(t->shape, ", "), fmt::join(s.shape, ", ")));
+      continue;
+    }
+    try {
+      std::span<T> dst(staged.data() + s.offset, s.numel);
+      if constexpr (std::is_same_v<T, float>)
+        file.read_f32(s.name, dst, s.shape);
+      else
+        file.read_f64(s.name, dst, s.shape);
+      match.copied.push_back(s.name);
+    } catch (const FormatError& e) {
+      problems.push_back(e.what());
+    }
+  }
+  if (!problems.empty()) {
+    std::string msg = fmt::format(
+        "[weights] {}: parameters whose shape differs cannot be carried over (change the model "
+        "config so that they match, or leave them out of it):", file.name());
+    for (const auto& p : problems) msg += "\n  " + p;
+    throw FormatError(msg);
+  }
+  std::copy(staged.begin(), staged.end(), model.params().begin());
+  return match;
+}
+
+template <class T>
 std::vector<TensorToWrite> weight_records(const ParamTable& table, const T* arena,
                                           const std::string& prefix) {
   std::vector<TensorToWrite> out;
@@ -64,6 +107,8 @@ void save_weights(const std::string& path, const ParamTable& table, const T* are
 }
 
 template void load_weights(Transformer<float>&, const SafetensorsFile&);
+template WeightMatch load_matching_weights(Transformer<float>&, const SafetensorsFile&);
+template WeightMatch load_matching_weights(Transformer<double>&, const SafetensorsFile&);
 template void load_weights(Transformer<double>&, const SafetensorsFile&);
 template std::vector<TensorToWrite> weight_records(const ParamTable&, const float*, const std::string&);
 template std::vector<TensorToWrite> weight_records(const ParamTable&, const double*, const std::string&);

@@ -15,6 +15,18 @@ namespace normlab {
 template <class T>
 void load_weights(Transformer<T>& model, const SafetensorsFile& file);
 
+// Partial loading, for starting a run from another model's weights (train.init_from): which of
+// the model's parameters were copied, which kept their initialization (not in the file), and
+// which tensors of the file the model has no parameter for.
+struct WeightMatch {
+  std::vector<std::string> copied, initialized, dropped;
+};
+// Copies every parameter of the table that the file holds under its name with its shape; leaves
+// the others as they are. All-or-nothing: throws FormatError naming every tensor whose shape
+// differs from the parameter of that name (nothing is changed then).
+template <class T>
+WeightMatch load_matching_weights(Transformer<T>& model, const SafetensorsFile& file);
+
 // Writes the parameters as F32 (or F64 when T = double) tensors named as in the table, in table
 // order, atomically. `prefix` is prepended to every name (e.g. "grad.").
 template <class T>

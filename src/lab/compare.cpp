@@ -51,7 +51,7 @@ std::vector<CompareRow> run_comparison(const Config& base, const std::vector<Pla
       return rows;
     }
     row.val_loss = row.result.val_loss ? *row.result.val_loss : trainer.evaluate();
-    row.bits_per_byte = *row.val_loss / std::log(2.0);
+    row.bits_per_byte = *row.val_loss / std::log(2.0) / trainer.val_bytes_per_token();
     rows.push_back(row);
   }
   auto num = [](std::optional<double> v) {

@@ -12,6 +12,7 @@
 #include "tensor/threading.h"
 #include "train/optimizer.h"
 #include "train/schedule.h"
+#include "train/run_tokenizer.h"
 #include "train/step.h"
 #include "normlab/communicator.h"
 
@@ -24,7 +25,9 @@ std::string GradflowResult::label() const {
 std::vector<GradflowResult> run_gradflow(const Config& base, const GradflowSettings& s,
                                          const std::function<void(const GradflowResult&)>& on_result) {
   set_thread_count(base.train.threads);
-  const TokenCorpus corpus = TokenCorpus::from_path(base.data.path);
+  const RunTokenizer tok = resolve_tokenizer(base, std::string());
+  check_vocab(base.model, tok);
+  const TokenCorpus corpus = TokenCorpus::from_path(base.data.path, *tok.tok);
   const CorpusSplit split = corpus.split(base.data.val_fraction, base.model.seq_len);
   std::vector<GradflowResult> out;
   const auto single = make_single_process_communicator();

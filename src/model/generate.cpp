@@ -71,7 +71,7 @@ std::vector<int> generate(Transformer<float>& model, const std::vector<int>& pro
     out.push_back(tok);
     seq.push_back(tok);
     if (on_token) on_token(tok);
-    if (i + 1 == o.max_new_tokens) break;
+    if (i + 1 == o.max_new_tokens || (o.stop_token && tok == *o.stop_token)) break;
     if (cache.len < ctx) {
       model.forward_cached(&tok, 1, cache, logits.data());
     } else {  // full: slide the window one token and recompute it from position 0

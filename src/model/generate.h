@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "model/transformer.h"
@@ -15,6 +16,8 @@ struct SamplingOptions {
   int top_k = 0;             // 0 = off
   double top_p = 1.0;        // 1 = off
   std::uint64_t seed = 1;
+  // Generation ends after this token (it is produced and returned), e.g. the tokenizer's EOS.
+  std::optional<int> stop_token;
 };
 
 // Draws one token from logits (V). Pure function of logits, options and the RNG state.
@@ -25,7 +28,7 @@ int sample_token(const float* logits, int V, const SamplingOptions& o, Rng& rng,
 // the vocabulary. generate() checks this first; a caller that prints the prompt calls it before.
 void check_prompt(const ModelConfig& cfg, const std::vector<int>& prompt);
 
-// Feeds the prompt, then samples exactly max_new_tokens, calling on_token for each new token as it
+// Feeds the prompt, then samples max_new_tokens (fewer when stop_token comes first), calling on_token for each new token as it
 // is produced. Returns the new tokens. Beyond the context, a sliding window: once the sequence
 // fills model.seq_len, the next token's logits come from the last seq_len tokens recomputed at
 // positions 0 .. seq_len-1 (RoPE and learned positions alike, as the model was trained: a window

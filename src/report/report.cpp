@@ -55,6 +55,12 @@ std::string short_key(const std::string& key) { return key.substr(key.find('.') 
 
 std::string label_part(const std::string& key, const json& value, bool full_key) {
   if (key == "model.placement") return value_text(value);
+  if (key == "train.init_from") {  // "from scratch" or "from RUN" (the run, not its whole path)
+    std::string v = value.is_string() ? value.get<std::string>() : std::string();
+    if (const auto at = v.find("/checkpoints/"); at != std::string::npos) v.resize(at);
+    while (!v.empty() && v.back() == '/') v.pop_back();
+    return v.empty() ? "from scratch" : "from " + v.substr(v.find_last_of('/') + 1);
+  }
   return (full_key ? key : short_key(key)) + " " + value_text(value);
 }
 

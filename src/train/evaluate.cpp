@@ -7,7 +7,10 @@
 #include "normlab/data.h"
 #include "normlab/errors.h"
 #include "train/checkpoint.h"
+#include "train/run_tokenizer.h"
 #include "train/step.h"
+
+#include <fmt/format.h>
 
 namespace normlab {
 
@@ -19,9 +22,13 @@ EvalResult evaluate_checkpoint(const std::string& checkpoint, const std::string&
   const int n = batches > 0 ? batches : std::max(1, cfg.train.eval_batches);
   DataConfig d = cfg.data;
   if (!data_path.empty()) d.path = data_path;
-  const TokenCorpus corpus = TokenCorpus::from_path(d.path);
+  const RunTokenizer tok = resolve_tokenizer(cfg, run_dir_of(dir));
+  check_vocab(cfg.model, tok);
+  const TokenCorpus corpus = TokenCorpus::from_path(d.path, *tok.tok);
   if (corpus.vocab_size() > cfg.model.vocab_size)
-    throw InputError("the evaluation corpus's vocabulary is larger than the model's");
+    throw InputError(fmt::format("the evaluation data {} has a vocabulary of {} tokens, more than "
+                                 "the model's {}", corpus.name(), corpus.vocab_size(),
+                                 cfg.model.vocab_size));
   const CorpusView view =
       data_path.empty() ? corpus.split(cfg.data.val_fraction, T).validation : corpus.view();
   Transformer<float> model(cfg.model, B, T);
@@ -31,7 +38,12 @@ EvalResult evaluate_checkpoint(const std::string& checkpoint, const std::string&
   EvalResult r;
   r.loss = loss;
   r.perplexity = std::exp(r.loss);
-  r.bits_per_byte = r.loss / std::log(2.0);  // byte-level tokens: one token per byte
+  // Total nats over total bytes of text, in bits.
+  r.bytes_per_token = eval_bytes_per_token(ev, *tok.tok);
+  r.bits_per_byte = corpus.vocab_size() > tok.tok->vocab_size()
+                        ? std::nan("")
+                        : r.loss / std::log(2.0) / r.bytes_per_token;
+  r.tokenizer = tok.tok->describe();
   r.tokens = static_cast<long>(ev.num_batches()) * B * T;
   r.data_name = corpus.name();
   return r;

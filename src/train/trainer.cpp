@@ -19,8 +19,10 @@
 #include "normlab/data.h"
 #include "normlab/errors.h"
 #include "tensor/threading.h"
+#include "interop/weights.h"
 #include "train/checkpoint.h"
 #include "train/guard.h"
+#include "train/run_tokenizer.h"
 #include "train/optimizer.h"
 #include "train/schedule.h"
 #include "train/step.h"
@@ -34,6 +36,7 @@ struct Trainer::Impl {
   std::string resume_ckpt;  // the checkpoint a resumed run continues from (empty for a new run)
   Config cfg;
   std::string run_dir;
+  RunTokenizer tokenizer;  // data.tokenizer as resolved (train/run_tokenizer.h)
   TokenCorpus corpus;
   CorpusSplit split;
   Transformer<float> model;
@@ -51,6 +54,7 @@ struct Trainer::Impl {
   // process's since it was ready to train. Written as time_s and saved in state.extra["time_s"].
   double time_before_s = 0;
   std::chrono::steady_clock::time_point clock_start;
+  std::optional<InitFromReport> init_report;  // a new run started from train.init_from
 
   Impl(Communicator& cm, const Config& c, const std::string& dir, bool resume,
        const ResumeOptions& from)
@@ -58,7 +62,10 @@ struct Trainer::Impl {
         resume_ckpt(resume ? resume_checkpoint(dir, from) : std::string()),
         cfg(resume ? resumed_config(dir, resume_ckpt, from) : c),
         run_dir(dir),
-        corpus(TokenCorpus::from_path(cfg.data.path)),
+        // A resumed run uses its own copy of the tokenizer; a new one copies it in below.
+        tokenizer(resolve_tokenizer(cfg, resume ? dir : std::string())),
+        corpus((check_vocab(cfg.model, tokenizer),
+                TokenCorpus::from_path(cfg.data.path, *tokenizer.tok))),
         split(corpus.split(cfg.data.val_fraction, cfg.model.seq_len)),
         // Refuses, before anything is allocated, a run that cannot fit in memory (model/memory.h).
         model(require_memory_fits(cfg), cfg.train.batch_size, cfg.model.seq_len),
@@ -100,8 +107,15 @@ struct Trainer::Impl {
         throw InputError(fmt::format("run directory {} already holds a checkpoint: use --resume {} "
                                      "to continue it, or another --out", dir, dir));
       model.init_params(cfg.train.seed);  // identical on every rank (same seed)
+      if (!cfg.train.init_from.empty()) {
+        const std::string src = resolve_checkpoint(cfg.train.init_from);
+        const WeightMatch w = load_matching_weights(
+            model, SafetensorsFile::open((fs::path(src) / "model.safetensors").string()));
+        init_report = InitFromReport{src, w.copied, w.initialized, w.dropped};
+      }
       if (comm.is_root()) {
         fs::create_directories(dir);
+        if (!tokenizer.file.empty()) tokenizer.file = save_run_tokenizer(dir, tokenizer.file);
         std::ofstream(fs::path(dir) / "config.toml") << dump_config_toml(cfg);
         // A fresh run starts fresh metrics.
         fs::remove(fs::path(dir) / "metrics.jsonl");
@@ -331,6 +345,14 @@ long Trainer::step() const { return impl_->state.step; }
 long Trainer::train_tokens() const { return impl_->split.train.size(); }
 long Trainer::val_tokens() const { return impl_->split.validation.size(); }
 double Trainer::evaluate() { return impl_->evaluate(); }
+double Trainer::val_bytes_per_token() const {
+  const Impl& I = *impl_;
+  return eval_bytes_per_token(EvalBatches(I.split.validation, I.cfg.train.batch_size * I.comm.world(),
+                                          I.cfg.model.seq_len, std::max(1, I.cfg.train.eval_batches)),
+                              *I.tokenizer.tok);
+}
+const Tokenizer& Trainer::tokenizer() const { return *impl_->tokenizer.tok; }
+const std::optional<InitFromReport>& Trainer::init_report() const { return impl_->init_report; }
 std::span<const float> Trainer::params() const { return impl_->model.params(); }
 std::span<const float> Trainer::adam_m() const { return impl_->opt.m(); }
 std::span<const float> Trainer::adam_v() const { return impl_->opt.v(); }

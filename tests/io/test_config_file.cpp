@@ -121,8 +121,10 @@ Config every_key_changed() {
   t.spike_threshold = 4.5;
   t.max_bad_steps = 3;
   t.matmul_precision = MatmulPrecision::bf16;
+  t.init_from = "runs/base run";
   c.data.path = "corpus dir/tiny \"shakespeare\"\\\t.txt";
   c.data.val_fraction = 0.1;
+  c.data.tokenizer = "tok/tokenizer.json";
   c.diag.interval = 7;
   c.diag.per_head = true;
   c.dist.deterministic = true;

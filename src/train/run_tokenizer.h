@@ -1,0 +1,43 @@
+// Which tokenizer a run uses, and the run directory's own copy of it. A run that does not use
+// normlab's byte tokenizer keeps its tokenizer file as RUN/tokenizer.json or RUN/tokenizer.model,
+// copied when the run starts (or by `import`), so that eval, generate, export, resume and runs
+// started from it (train.init_from) find it wherever the original file went.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "normlab/config.h"
+#include "normlab/tokenizer.h"
+
+namespace normlab {
+
+struct RunTokenizer {
+  std::unique_ptr<Tokenizer> tok;
+  std::string file;  // the file it was loaded from; empty for the byte tokenizer
+};
+
+// The run directory a checkpoint folder RUN/checkpoints/step_N belongs to; a run directory (or
+// anything else) is returned as it is.
+std::string run_dir_of(const std::string& ckpt_or_run);
+// RUN/tokenizer.json or RUN/tokenizer.model when the run has one, else empty.
+std::string run_tokenizer_file(const std::string& run_dir);
+
+// data.tokenizer "bytes" -> bytes; else the run's copy (when run_dir has one); else the file
+// data.tokenizer names; else, with train.init_from, the tokenizer of that source; else bytes.
+RunTokenizer resolve_tokenizer(const Config& cfg, const std::string& run_dir);
+
+// Copies `file` into run_dir as tokenizer.json (JSON content) or tokenizer.model, atomically;
+// nothing when it already is that file. Returns the copy's path.
+std::string save_run_tokenizer(const std::string& run_dir, const std::string& file);
+
+// Refuses a model whose vocabulary is smaller than the tokenizer's (InputError naming both).
+void check_vocab(const ModelConfig& m, const RunTokenizer& t);
+
+}  // namespace normlab
+
+namespace normlab {
+class EvalBatches;
+// Bytes of text per target token over all windows of `ev` (each token counted with
+// tok.token_byte_lengths()): bits per byte = mean loss / ln 2 / this. 1 for the byte tokenizer.
+double eval_bytes_per_token(EvalBatches ev, const Tokenizer& tok);
+}  // namespace normlab

@@ -246,6 +246,11 @@ def main():
          if med(train[("normlab", t)]) and med(train[("tokenizers", t)]) else "n/a")
         for t in threads) + " |")
     o.append("")
+    o.append("normlab's trainer (src/text/bpe_train.cpp) counts distinct pre-tokens on all threads "
+             "(a document is cut at newlines where no pre-token can span the cut), then takes "
+             "merges from a priority queue of pair counts that is updated only for the words "
+             "holding the merged pair, stale entries being dropped when popped; ties go to the "
+             "smallest (left id, right id), the reference's rule, hence the identical merges.\n")
     counts = {c for v in tok_counts.values() for c in v}
     missing = [f"{k[0]}/{k[1]}" for k, v in tok_counts.items() if not v]
     o.append("Encoding: normlab's trained vocabulary, every line of the text encoded on its own as a "

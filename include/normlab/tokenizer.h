@@ -55,6 +55,9 @@ class Tokenizer {
   // range.
   virtual std::string id_to_token(int id) const = 0;
   virtual SpecialTokens special() const { return {}; }
+  // A byte-fallback token ("<0xNN>", as in Llama 2, Gemma, SentencePiece byte pieces): its text
+  // depends on the tokens of its run (DecodeStream holds such runs until they end).
+  virtual bool is_byte_fallback(int id) const;
   virtual bool is_special(int /*id*/) const { return false; }
 
   // For bits per byte: how many bytes of text each id stands for on its own (decode_bytes of
@@ -86,8 +89,9 @@ std::unique_ptr<Tokenizer> load_sentencepiece(std::string_view bytes, const std:
 
 // Incremental decoding for streaming generation: push() each new id and print what it returns.
 // Text comes out only in whole UTF-8 characters: bytes of a character split across tokens are
-// held back until it is complete; finish() returns what is left (invalid bytes as U+FFFD). The
-// concatenation of all returns equals tok.decode(all ids, skip_special).
+// held back until it is complete, and so is a run of byte-fallback tokens until another token
+// ends it; finish() returns what is left (invalid bytes as U+FFFD). The concatenation of all
+// returns equals tok.decode(all ids, skip_special).
 class DecodeStream {
  public:
   explicit DecodeStream(const Tokenizer& tok, bool skip_special = true);

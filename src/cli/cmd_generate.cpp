@@ -75,7 +75,7 @@ void add_generate(CLI::App& app, Action& action) {
       // As transformers' tokenizer(prompt): the post-processor's BOS (Llama, Gemma) is added.
       const std::vector<int> prompt = tok.encode(o->prompt, /*add_special=*/true);
       check_prompt(cfg.model, prompt);  // before anything is printed
-      if (!o->ignore_eos) o->s.stop_token = tok.special().eos;
+      if (!o->ignore_eos) o->s.stop_token = run_special_tokens(rt).eos;
       std::fwrite(o->prompt.data(), 1, o->prompt.size(), stdout);
       // The stream starts with the prompt's ids as context, so that the first new token decodes
       // as it does after them (a SentencePiece word's leading space), then prints whole UTF-8
@@ -83,6 +83,9 @@ void add_generate(CLI::App& app, Action& action) {
       DecodeStream stream(tok, /*skip_special=*/true);
       for (int id : prompt) stream.push(id);
       generate(model, prompt, o->s, [&](int t) {
+        // A model vocabulary padded beyond the tokenizer's may produce ids the tokenizer has no
+        // token for: they stand for no text (as transformers' decode skips them).
+        if (t >= tok.vocab_size()) return;
         const std::string s = stream.push(t);
         std::fwrite(s.data(), 1, s.size(), stdout);
         std::fflush(stdout);

@@ -55,12 +55,13 @@ std::vector<std::string> export_hf_tokenizer(const std::string& tokenizer_file,
                                              const std::string& out_dir) {
   std::vector<std::string> written;
   if (tokenizer_file.empty()) return written;
-  const auto tok = load_tokenizer(tokenizer_file);
+  const RunTokenizer rt{load_tokenizer(tokenizer_file), tokenizer_file};
+  const Tokenizer* tok = rt.tok.get();
   const bool json = fs::path(tokenizer_file).extension() == ".json";
   const std::string main = json ? "tokenizer.json" : "tokenizer.model";
   write_file_atomic((fs::path(out_dir) / main).string(), read_all(tokenizer_file), "[interop]");
   written.push_back(main);
-  const SpecialTokens sp = tok->special();
+  const SpecialTokens sp = run_special_tokens(rt);  // tokenizer_config.json's names first
   const auto token = [&](std::optional<int> id) {
     return id ? nlohmann::json(tok->id_to_token(*id)) : nlohmann::json(nullptr);
   };

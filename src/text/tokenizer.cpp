@@ -134,27 +134,40 @@ DecodeStream::DecodeStream(const Tokenizer& tok, bool skip_special)
 
 // The text of ids_[prefix_, read_) is what was emitted last; decoding ids_[prefix_, end) with that
 // context gives the new text as its suffix (a SentencePiece decoder strips the leading space of
-// the first id only, which is inside the context). Emit when the suffix ends in whole UTF-8
-// characters, then move the context forward.
+// the first id only, which is inside the context). Emit when the new text is final: its bytes end
+// in whole UTF-8 characters, and the last id is no byte-fallback token (a run of <0xNN> tokens
+// decodes as a whole: one ill-formed byte later turns every byte of the run into U+FFFD, so the
+// run is held until a token of another kind ends it). Then move the context forward.
 std::string DecodeStream::push(int id) {
   ids_.push_back(id);
+  if (tok_.is_byte_fallback(id)) return {};
   const std::span<const int> all(ids_);
-  const std::string before = tok_.decode_bytes(all.subspan(prefix_, read_ - prefix_), skip_special_);
-  const std::string now = tok_.decode_bytes(all.subspan(prefix_), skip_special_);
+  if (text::ends_in_incomplete_utf8(tok_.decode_bytes(all.subspan(prefix_), skip_special_)))
+    return {};
+  const std::string before = tok_.decode(all.subspan(prefix_, read_ - prefix_), skip_special_);
+  const std::string now = tok_.decode(all.subspan(prefix_), skip_special_);
   if (now.size() <= before.size() || now.compare(0, before.size(), before) != 0) return {};
-  if (text::ends_in_incomplete_utf8(now)) return {};
   prefix_ = read_;
   read_ = ids_.size();
-  return text::utf8_lossy(std::string_view(now).substr(before.size()));
+  return now.substr(before.size());
 }
 
 std::string DecodeStream::finish() {
   const std::span<const int> all(ids_);
-  const std::string before = tok_.decode_bytes(all.subspan(prefix_, read_ - prefix_), skip_special_);
-  const std::string now = tok_.decode_bytes(all.subspan(prefix_), skip_special_);
+  const std::string before = tok_.decode(all.subspan(prefix_, read_ - prefix_), skip_special_);
+  const std::string now = tok_.decode(all.subspan(prefix_), skip_special_);
   prefix_ = read_ = ids_.size();
-  if (now.size() <= before.size()) return {};
-  return text::utf8_lossy(std::string_view(now).substr(before.size()));
+  if (now.size() <= before.size() || now.compare(0, before.size(), before) != 0) return {};
+  return now.substr(before.size());
+}
+
+bool Tokenizer::is_byte_fallback(int id) const {
+  if (id < 0 || id >= vocab_size()) return false;
+  const std::string t = id_to_token(id);
+  const auto hex = [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'F') || (c >= 'a' && c <= 'f');
+  };
+  return t.size() == 6 && t.compare(0, 3, "<0x") == 0 && hex(t[3]) && hex(t[4]) && t[5] == '>';
 }
 
 }  // namespace normlab

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "io/atomic_file.h"
 #include "normlab/checkpoint.h"
@@ -75,6 +76,34 @@ std::string save_run_tokenizer(const std::string& run_dir, const std::string& fi
   fs::create_directories(run_dir);
   write_file_atomic(dst.string(), bytes.str(), "[tokenizer]");
   return dst.string();
+}
+
+SpecialTokens run_special_tokens(const RunTokenizer& t) {
+  SpecialTokens sp = t.tok->special();
+  if (t.file.empty()) return sp;
+  const fs::path cfg = fs::path(t.file).parent_path() / "tokenizer_config.json";
+  std::error_code ec;
+  if (!fs::is_regular_file(cfg, ec)) return sp;
+  nlohmann::json j;
+  try {
+    std::ifstream in(cfg);
+    j = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    throw FormatError(fmt::format("[tokenizer] {}: not valid JSON: {}", cfg.string(), e.what()));
+  }
+  if (!j.is_object()) return sp;
+  const auto named = [&](const char* key, std::optional<int>& slot) {
+    const auto it = j.find(key);
+    if (it == j.end()) return;
+    const nlohmann::json& v = it->is_object() && it->contains("content") ? (*it)["content"] : *it;
+    if (!v.is_string()) return;
+    if (const auto id = t.tok->token_to_id(v.get<std::string>())) slot = *id;
+  };
+  named("bos_token", sp.bos);
+  named("eos_token", sp.eos);
+  named("pad_token", sp.pad);
+  named("unk_token", sp.unk);
+  return sp;
 }
 
 void check_vocab(const ModelConfig& m, const RunTokenizer& t) {

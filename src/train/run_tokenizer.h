@@ -30,6 +30,11 @@ RunTokenizer resolve_tokenizer(const Config& cfg, const std::string& run_dir);
 // nothing when it already is that file. Returns the copy's path.
 std::string save_run_tokenizer(const std::string& run_dir, const std::string& file);
 
+// The tokenizer's special tokens, with those named in a tokenizer_config.json beside its file
+// (transformers' bos_token / eos_token / pad_token / unk_token, as a string or {"content": ...})
+// taking precedence over what the tokenizer itself declares.
+SpecialTokens run_special_tokens(const RunTokenizer& t);
+
 // Refuses a model whose vocabulary is smaller than the tokenizer's (InputError naming both).
 void check_vocab(const ModelConfig& m, const RunTokenizer& t);
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -107,7 +108,12 @@ NEW = 8
 def save_hf(tmp_path, family, style, seed=3):
     tok, special = TOKENIZERS[style]()
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, **special)
-    cfg = hf_configs()[family]
+    # The model's vocabulary holds the tokenizer's, padded beyond it (as real models often are).
+    cfg = hf_configs(V=(len(fast) + 7) // 8 * 8 + 8)[family]
+    if family == "gpt2":
+        cfg.n_positions = 64  # room for the prompts' tokens and the continuation
+    else:
+        cfg.max_position_embeddings = 64
     cfg.bos_token_id = fast.bos_token_id
     cfg.eos_token_id = fast.eos_token_id
     model = make_hf_model(family, cfg, seed=seed)
@@ -118,6 +124,15 @@ def save_hf(tmp_path, family, style, seed=3):
     fast.save_pretrained(hf_dir)
     assert (hf_dir / "tokenizer.json").exists()
     return model, fast, hf_dir
+
+
+def generate_text(run_dir, prompt):
+    """`normlab generate` greedy; stdout as bytes decoded strictly (no newline translation)."""
+    exe = Path(os.environ["NORMLAB_BUILD_DIR"]) / "normlab"
+    p = subprocess.run([str(exe), "generate", "--checkpoint", str(run_dir), "--prompt", prompt,
+                        "--temperature", "0", "--max-new-tokens", str(NEW)], capture_output=True, timeout=120)
+    assert p.returncode == 0, p.stderr.decode(errors="replace")
+    return p.stdout.decode("utf-8")
 
 
 @pytest.mark.parametrize("family,style", GENERATE_CASES)
@@ -134,8 +149,7 @@ def test_imported_model_generates_text_as_transformers(family, style, tmp_path):
                                  eos_token_id=fast.eos_token_id, pad_token_id=fast.eos_token_id)
         want = fast.decode(out[0].tolist(), skip_special_tokens=True)
         assert want.startswith(prompt) or style in ("llama2", "gemma"), (want, prompt)
-        got = normlab("generate", "--checkpoint", run_dir, "--prompt", prompt, "--temperature", "0",
-                      "--max-new-tokens", NEW, check=0).stdout
+        got = generate_text(run_dir, prompt)
         # normlab prints the prompt as given, then the decoded continuation.
         assert got == prompt + want[len(fast.decode(ids, skip_special_tokens=True)):] + "\n", (
             f"[{family}/{style}] prompt {prompt!r}: normlab {got!r} vs transformers {want!r} "
@@ -197,12 +211,39 @@ def test_train_with_a_tokenizer_keeps_it_and_reports_bits_per_byte(tmp_path):
     loss = float(line.split()[1])
     bpb = float(line.split("bits/byte")[1].split()[0])
     bytes_per_token = float(line.split("(")[1].split()[0])
-    assert bytes_per_token > 1.5, line  # a BPE token stands for more than one byte
+    # The same number computed here from the `tokenizers` package: the folder's files encoded one
+    # by one and joined by the ids of "\n", the last 5% as validation, eval's 2 batches x 2 rows of
+    # 32 tokens evenly spaced over it, each target counted with the bytes its token stands for.
+    ids = []
+    for i, f in enumerate(sorted((tmp_path / "text").iterdir())):
+        ids += (tok.encode("\n").ids if i else []) + tok.encode(f.read_text(encoding="utf-8")).ids
+    val = ids[len(ids) - math.floor(len(ids) * 0.05 + 0.5):]
+    T, windows = 32, 4
+    offsets = [j * (len(val) - T - 1) // (windows - 1) for j in range(windows)]
+    unbyte = {c: b for b, c in byte_level_alphabet().items()}
+    size = [len(bytes(unbyte[c] for c in tok.id_to_token(i))) if i else 0 for i in range(tok.get_vocab_size())]
+    want = sum(size[t] for o in offsets for t in val[o + 1:o + T + 1]) / (windows * T)
+    assert abs(bytes_per_token - want) < 6e-4, (line, want)
+    assert bytes_per_token > 1.1, line  # a BPE token stands for more than one byte
     assert math.isclose(bpb, loss / math.log(2) / bytes_per_token, rel_tol=2e-3), line
     assert "tokenizer.json BPE" in p.stdout
     g = normlab("generate", "--checkpoint", run_dir, "--prompt", "The cat", "--max-new-tokens", "5",
                 "--temperature", "0", check=0)
     assert g.stdout.startswith("The cat")
+
+
+def byte_level_alphabet():
+    """GPT-2's byte -> printable character map (ByteLevel): printable Latin-1 bytes map to
+    themselves, the others to U+0100 and up, in byte order."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAC + 1), *range(0xAE, 0xFF + 1)]
+    out, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            out[b] = chr(b)
+        else:
+            out[b] = chr(256 + extra)
+            extra += 1
+    return out
 
 
 def ckpt(run_dir):

@@ -225,6 +225,10 @@ class SentencePieceTokenizer final : public Tokenizer {
   }
 
   SpecialTokens special() const override { return special_; }
+  // The library's byte pieces (IsByte), not any piece spelled like one.
+  bool is_byte_fallback(int id) const override {
+    return id >= 0 && id < size_ && byte_value_[id] >= 0;
+  }
   // Control pieces (<s>, </s>, <pad>) decode to nothing; <unk> is special as in transformers'
   // all_special_ids, so skip_special drops it too.
   bool is_special(int id) const override {

@@ -328,14 +328,16 @@ def main():
                        + (f" {s['bf16_gflops']:.1f} |" if bf else ""))
         out.append("\n</details>\n")
 
-    # bench/gqa.sh's section lives in the same file: keep it when rewriting the rest.
+    # bench/gqa.sh's and bench/tokenizers.sh's sections live in the same file: keep them when
+    # rewriting the rest.
     if os.path.exists(a.out):
         with open(a.out) as f:
             old = f.read()
-        start = old.find("\n## Grouped-query attention\n")
-        if start >= 0:
-            end = old.find("\n## ", start + 1)
-            out.append(old[start + 1:end if end >= 0 else len(old)].rstrip() + "\n")
+        for heading in ("\n## Grouped-query attention\n", "\n## Tokenizers\n"):
+            start = old.find(heading)
+            if start >= 0:
+                end = old.find("\n## ", start + 1)
+                out.append(old[start + 1:end if end >= 0 else len(old)].rstrip() + "\n")
 
     notes = os.path.join(os.path.dirname(os.path.abspath(__file__)), "notes.md")
     if os.path.exists(notes):

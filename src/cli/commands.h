@@ -29,6 +29,7 @@ void add_report(CLI::App& app, Action& action);
 void add_gradflow(CLI::App& app, Action& action);
 void add_sweep(CLI::App& app, Action& action);
 void add_tokenize(CLI::App& app, Action& action);
+void add_tokenizer(CLI::App& app, Action& action);
 void add_interop(CLI::App& app, Action& action);
 
 // Shared option groups.

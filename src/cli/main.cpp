@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
   add_gradflow(app, action);
   add_sweep(app, action);
   add_tokenize(app, action);
+  add_tokenizer(app, action);
   add_interop(app, action);
   try {
     app.parse(argc, argv);

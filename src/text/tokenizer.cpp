@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <exception>
 
 #include <fmt/format.h>
 
@@ -22,8 +23,20 @@ std::vector<std::vector<int>> Tokenizer::encode_batch(std::span<const std::strin
                                                       bool add_special) const {
   std::vector<std::vector<int>> out(texts.size());
   const long n = static_cast<long>(texts.size());
+  // An exception must not leave the parallel region (that terminates the process): the first
+  // text's (lowest index) is rethrown after it, as a serial loop would have thrown it.
+  std::exception_ptr error;
+  long error_at = n;
 #pragma omp parallel for schedule(dynamic, 16)
-  for (long i = 0; i < n; ++i) out[i] = encode(texts[i], add_special);
+  for (long i = 0; i < n; ++i) {
+    try {
+      out[i] = encode(texts[i], add_special);
+    } catch (...) {
+#pragma omp critical(normlab_encode_batch_error)
+      if (i < error_at) error_at = i, error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "io/atomic_file.h"
@@ -51,17 +52,9 @@ std::vector<std::string_view> split_lines(std::string_view text) {
   return lines;
 }
 
+// A JSON string literal of s (invalid UTF-8 shown as U+FFFD).
 std::string json_quote(std::string_view s) {
-  std::string out = "\"";
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c == '"') out += "\\\"";
-    else if (c == '\\') out += "\\\\";
-    else if (c == '\n') out += "\\n";
-    else if (c < 0x20 || c == 0x7F) out += fmt::format("\\u{:04x}", c);
-    else out += ch;
-  }
-  return out + "\"";
+  return nlohmann::json(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::vector<int> parse_ids(std::string_view s, std::string_view what) {

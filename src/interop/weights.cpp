@@ -10,6 +10,27 @@
 
 namespace normlab {
 
+namespace {
+
+// Reads parameter s from the file into its slot of `staged` (an arena); a problem is recorded.
+template <class T>
+bool read_param(const SafetensorsFile& file, const ParamSpec& s, std::vector<T>& staged,
+                std::vector<std::string>& problems) {
+  try {
+    std::span<T> dst(staged.data() + s.offset, s.numel);
+    if constexpr (std::is_same_v<T, float>)
+      file.read_f32(s.name, dst, s.shape);
+    else
+      file.read_f64(s.name, dst, s.shape);
+    return true;
+  } catch (const FormatError& e) {
+    problems.push_back(e.what());
+    return false;
+  }
+}
+
+}  // namespace
+
 template <class T>
 void load_weights(Transformer<T>& model, const SafetensorsFile& file) {
   const ParamTable& table = model.table();
@@ -27,15 +48,7 @@ void load_weights(Transformer<T>& model, const SafetensorsFile& file) {
       problems.push_back(fmt::format("missing tensor '{}' (shape [{}])", s.name, fmt::join(s.shape, ", ")));
       continue;
     }
-    try {
-      std::span<T> dst(staged.data() + s.offset, s.numel);
-      if constexpr (std::is_same_v<T, float>)
-        file.read_f32(s.name, dst, s.shape);
-      else
-        file.read_f64(s.name, dst, s.shape);
-    } catch (const FormatError& e) {
-      problems.push_back(e.what());
-    }
+    read_param(file, s, staged, problems);
   }
   if (!problems.empty()) {
     std::string msg = fmt::format("[weights] {} does not match the model config:", file.name());
@@ -66,16 +79,7 @@ WeightMatch load_matching_weights(Transformer<T>& model, const SafetensorsFile& 
                                      fmt::join(t->shape, ", "), fmt::join(s.shape, ", ")));
       continue;
     }
-    try {
-      std::span<T> dst(staged.data() + s.offset, s.numel);
-      if constexpr (std::is_same_v<T, float>)
-        file.read_f32(s.name, dst, s.shape);
-      else
-        file.read_f64(s.name, dst, s.shape);
-      match.copied.push_back(s.name);
-    } catch (const FormatError& e) {
-      problems.push_back(e.what());
-    }
+    if (read_param(file, s, staged, problems)) match.copied.push_back(s.name);
   }
   if (!problems.empty()) {
     std::string msg = fmt::format(

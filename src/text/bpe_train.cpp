@@ -22,6 +22,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "normlab/errors.h"
 #include "tensor/threading.h"
@@ -95,15 +96,7 @@ struct Piece {
 };
 
 std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c == '"') out += "\\\"";
-    else if (c == '\\') out += "\\\\";
-    else if (c < 0x20) out += fmt::format("\\u{:04x}", c);
-    else out += ch;
-  }
-  return out + "\"";
+  return nlohmann::json(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 using PairKey = std::uint64_t;

@@ -36,9 +36,12 @@ namespace {
 constexpr std::string_view kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
-struct Regex {
+// The GPT-2 pattern compiled once, matched by split_gpt2 with a subject cut at a chunk boundary
+// and no UTF check (the documents were checked on reading): text::Regex (regex.h) matches whole
+// strings with invalid-UTF-8 handling, which the counting threads do not need.
+struct Gpt2Pattern {
   pcre2_code* code = nullptr;
-  Regex() {
+  Gpt2Pattern() {
     int err = 0;
     PCRE2_SIZE off = 0;
     code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(kGpt2Pattern.data()), kGpt2Pattern.size(),
@@ -47,14 +50,14 @@ struct Regex {
     // Without JIT (a platform lacking it) matching still works, only slower.
     pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
   }
-  ~Regex() { pcre2_code_free(code); }
-  Regex(const Regex&) = delete;
-  Regex& operator=(const Regex&) = delete;
+  ~Gpt2Pattern() { pcre2_code_free(code); }
+  Gpt2Pattern(const Gpt2Pattern&) = delete;
+  Gpt2Pattern& operator=(const Gpt2Pattern&) = delete;
 };
 
 // Calls f(piece) for each pre-token of text[begin, end) (begin must be where a match starts).
 template <class F>
-void split_gpt2(const Regex& re, pcre2_match_data* md, std::string_view text, std::size_t begin,
+void split_gpt2(const Gpt2Pattern& re, pcre2_match_data* md, std::string_view text, std::size_t begin,
                 std::size_t end, F&& f) {
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   std::size_t at = begin;
@@ -117,7 +120,7 @@ struct HeapEntry {
 
 void gpt2_split(std::string_view text, std::size_t begin, std::size_t end,
                 std::vector<std::string_view>& out) {
-  static const Regex re;
+  static const Gpt2Pattern re;
   pcre2_match_data* md = pcre2_match_data_create_from_pattern(re.code, nullptr);
   try {
     split_gpt2(re, md, text, begin, end, [&](std::string_view w) { out.push_back(w); });
@@ -223,7 +226,7 @@ BpeTrainResult train_bpe(std::span<const std::string_view> texts, const BpeTrain
   }
 
   // --- count distinct pre-tokens: one map per thread, merged afterwards ---------------------
-  const Regex re;
+  const Gpt2Pattern re;
   using Counts = std::unordered_map<std::string_view, long long>;
   const int nth = thread_count();
   std::vector<Counts> local(static_cast<std::size_t>(nth));

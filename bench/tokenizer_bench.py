@@ -224,8 +224,8 @@ def main():
              f"medians over {a.rounds} round(s), each measurement in a fresh process. Machine: "
              f"{machine()}; tokenizers {version('tokenizers')}, tiktoken "
              f"{version('tiktoken')}, Python {platform.python_version()}."
-             + (f" Load average (1 min) at the start of each round: {', '.join(loads)} (above "
-                f"{os.cpu_count()}, other processes competed for the cores)." if loads else "")
+             + (f" Load average (1 min) at the start of each round: {', '.join(loads)} (on "
+                f"{os.cpu_count()} CPU(s); above that, other processes competed for the cores)." if loads else "")
              + "\n")
     o.append(f"Text: `{os.path.relpath(a.data, ROOT)}` ({nbytes:,} bytes, the embedded corpus). "
              f"Training: byte-level BPE, GPT-2 pre-tokenization, vocabulary {a.vocab_size} "

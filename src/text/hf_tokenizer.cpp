@@ -150,6 +150,15 @@ std::optional<std::string> byte_level_decode(std::string_view tok) {
 struct Reader {
   std::string name;
 
+  // Calls f(member, its JSON path) for each member of the array obj[key] (a Sequence component's
+  // list); anything but an array is refused.
+  template <class F>
+  void each_in(const json& obj, const std::string& path, const char* key, F&& f) const {
+    const json* list = field(obj, key);
+    if (!list || !list->is_array()) fail(path + "/" + key, "expected an array");
+    for (std::size_t i = 0; i < list->size(); ++i)
+      f((*list)[i], fmt::format("{}/{}/{}", path, key, i));
+  }
   [[noreturn]] void fail(const std::string& path, const std::string& msg) const {
     throw FormatError(fmt::format("[tokenizer] {}: {}: {}", name, path.empty() ? "/" : path, msg));
   }
@@ -298,10 +307,8 @@ void read_normalizer(const Reader& r, const json& v, const std::string& path,
   const std::string type = r.type_of(v, path);
   NormStep s{};
   if (type == "Sequence") {
-    const json* list = r.field(v, "normalizers");
-    if (!list || !list->is_array()) r.fail(path + "/normalizers", "expected an array");
-    for (std::size_t i = 0; i < list->size(); ++i)
-      read_normalizer(r, (*list)[i], fmt::format("{}/normalizers/{}", path, i), out);
+    r.each_in(v, path, "normalizers",
+              [&](const json& m, const std::string& at) { read_normalizer(r, m, at, out); });
     return;
   }
   if (type == "NFC") s.kind = NormStep::kNfc;
@@ -407,10 +414,8 @@ void read_pre_tokenizer(const Reader& r, const json& v, const std::string& path,
   const std::string type = r.type_of(v, path);
   PreStep s{};
   if (type == "Sequence") {
-    const json* list = r.field(v, "pretokenizers");
-    if (!list || !list->is_array()) r.fail(path + "/pretokenizers", "expected an array");
-    for (std::size_t i = 0; i < list->size(); ++i)
-      read_pre_tokenizer(r, (*list)[i], fmt::format("{}/pretokenizers/{}", path, i), out);
+    r.each_in(v, path, "pretokenizers",
+              [&](const json& m, const std::string& at) { read_pre_tokenizer(r, m, at, out); });
     return;
   }
   if (type == "ByteLevel") {
@@ -499,10 +504,8 @@ void read_decoder(const Reader& r, const json& v, const std::string& path,
   const std::string type = r.type_of(v, path);
   DecStep s{};
   if (type == "Sequence") {
-    const json* list = r.field(v, "decoders");
-    if (!list || !list->is_array()) r.fail(path + "/decoders", "expected an array");
-    for (std::size_t i = 0; i < list->size(); ++i)
-      read_decoder(r, (*list)[i], fmt::format("{}/decoders/{}", path, i), out);
+    r.each_in(v, path, "decoders",
+              [&](const json& m, const std::string& at) { read_decoder(r, m, at, out); });
     return;
   }
   if (type == "ByteLevel") s.kind = DecStep::kByteLevel;
@@ -1331,10 +1334,8 @@ void read_post_processor(const Reader& r, const json& v, const std::string& path
   if (v.is_null()) return;
   const std::string type = r.type_of(v, path);
   if (type == "Sequence") {
-    const json* list = r.field(v, "processors");
-    if (!list || !list->is_array()) r.fail(path + "/processors", "expected an array");
-    for (std::size_t i = 0; i < list->size(); ++i)
-      read_post_processor(r, (*list)[i], fmt::format("{}/processors/{}", path, i), tok);
+    r.each_in(v, path, "processors",
+              [&](const json& m, const std::string& at) { read_post_processor(r, m, at, tok); });
     return;
   }
   if (type == "ByteLevel") return;  // offsets only

@@ -46,8 +46,11 @@ else
   )
 
   stage "fuzzing: tests/fuzz targets in build-fuzz/"
+  # -O1 (libFuzzer's documented example flags are -g -O1) instead of -O2: the instrumented
+  # tokenizer.json reader compiles in 37 s instead of 47 s, and the smoke run below is bounded by
+  # time, not by executions.
   cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_COMPILER=clang++ -DNORMLAB_FUZZ=ON >/dev/null
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1" -DCMAKE_CXX_COMPILER=clang++ -DNORMLAB_FUZZ=ON >/dev/null
   cmake --build build-fuzz -j "$JOBS"
   ctest --test-dir build-fuzz --no-tests=error --output-on-failure -j "$JOBS"  # seeds and regression inputs
   FUZZ_JOBS=${FUZZ_JOBS:-$JOBS} tests/fuzz/run.sh build-fuzz "${NORMLAB_FUZZ_SECONDS:-15}"

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "io/metrics.h"
+#include "model/summary.h"
 #include "normlab/metrics.h"
 #include "report/figures.h"
 
@@ -152,13 +153,17 @@ struct LrGroup {
 
 // One group per variant of a sweep: from its sensitivity table when it has one, else its runs
 // grouped by everything but the learning rate; failed runs as failures of every matching group.
+// Whether a run's grid overrides hold every key of a sweep variant with its value.
+bool variant_matches(const json& variant, const json& overrides) {
+  if (!variant.is_object()) return true;
+  for (const auto& [k, val] : variant.items())
+    if (!overrides.is_object() || !overrides.contains(k) || !same_value(overrides[k], val)) return false;
+  return true;
+}
+
 std::vector<LrGroup> sweep_lr_groups(const SweepInput& sw) {
   std::vector<LrGroup> groups;
-  const auto matches = [&](const json& variant, const json& overrides) {
-    for (const auto& [k, val] : variant.items())
-      if (!overrides.contains(k) || !same_value(overrides[k], val)) return false;
-    return true;
-  };
+  const auto matches = variant_matches;
   const auto lr_of = [&](const SweepRun& r) {
     return r.overrides.contains(sw.lr_key) ? as_double(r.overrides[sw.lr_key]) : kNaN;
   };
@@ -213,6 +218,77 @@ std::vector<LrGroup> sweep_lr_groups(const SweepInput& sw) {
         groups[gi].failures.emplace_back(lr_of(r), r.message.empty() ? r.status : r.status + ": " + r.message);
   }
   return groups;
+}
+
+// ---- sweeps of different model sizes (Wortsman et al. 2023, figure 1) ----
+
+// Keys that set the model's size: variants of sweeps that differ only in these (and in the
+// learning rate) are one line against the parameter count.
+bool size_key(const std::string& key) {
+  static const std::set<std::string> keys{"model.d_model", "model.n_head", "model.n_kv_head",
+                                          "model.head_dim", "model.d_ff", "model.n_layer"};
+  return keys.count(key) > 0;
+}
+
+// One variant (sensitivity row) of one sweep, with the model size of its runs.
+struct SizedVariant {
+  const SweepInput* sweep = nullptr;
+  const SensitivityRow* row = nullptr;
+  double params = kNaN;  // non-embedding parameters: summarize()'s total less its embedding group
+  std::map<std::string, json> cfg;  // a run's config less the learning rate and the size keys
+  double best_lr = kNaN;            // the learning rate of the lowest finite final loss
+  std::string label;                // what differs among all sized variants, size aside
+};
+
+double non_embedding_params(const Config& c) {
+  const ModelSummary m = summarize(c.model, 1);
+  const auto it = m.params_by_group.find("embedding");
+  return double(m.params - (it == m.params_by_group.end() ? 0 : it->second));
+}
+
+// Whether some variant appears at two or more model sizes (one sweep's variants alone differ in
+// size only by what they add, such as QK-Norm's gains).
+bool several_sizes(const std::vector<SizedVariant>& svs) {
+  std::map<std::string, std::set<double>> sizes;
+  for (const auto& sv : svs) sizes[sv.label].insert(sv.params);
+  for (const auto& [label, s] : sizes)
+    if (s.size() >= 2) return true;
+  return false;
+}
+
+std::vector<SizedVariant> sized_variants(const ReportInputs& in, const Context& cx) {
+  std::vector<SizedVariant> out;
+  for (const auto& sw : in.sweeps)
+    for (const auto& row : sw.sensitivity) {
+      SizedVariant sv;
+      sv.sweep = &sw;
+      sv.row = &row;
+      for (const auto& r : sw.runs) {
+        if (!variant_matches(row.variant, r.overrides)) continue;
+        const auto v = std::find_if(cx.runs.begin(), cx.runs.end(), [&](const RunView& rv) {
+          return fs::path(rv.run->dir).lexically_normal() == fs::path(r.dir).lexically_normal();
+        });
+        if (v == cx.runs.end() || !v->run->config) continue;
+        sv.params = non_embedding_params(*v->run->config);
+        for (const auto& [k, val] : v->cfg)
+          if (k != sw.lr_key && !size_key(k)) sv.cfg[k] = val;
+        break;
+      }
+      if (!std::isfinite(sv.params)) continue;
+      double best = kNaN;
+      for (std::size_t i = 0; i < row.lrs.size() && i < row.final_losses.size(); ++i)
+        if (std::isfinite(row.final_losses[i]) && !(row.final_losses[i] >= best)) {
+          best = row.final_losses[i];
+          sv.best_lr = row.lrs[i];
+        }
+      out.push_back(std::move(sv));
+    }
+  std::vector<std::map<std::string, json>> cfgs;
+  for (const auto& sv : out) cfgs.push_back(sv.cfg);
+  const std::vector<std::string> labels = distinguishing_labels(cfgs, cx.keys);
+  for (std::size_t i = 0; i < out.size(); ++i)
+    out[i].label = labels[i].empty() ? out[i].row->label : labels[i];
+  return out;
 }
 
 // ---- figures ----
@@ -564,9 +640,116 @@ struct Builder {
     add(std::move(f), "no gradflow study in the inputs");
   }
 
+  // Learning-rate sensitivity and the best learning rate against the non-embedding parameter
+  // count: one line per variant over sweeps of different model sizes.
+  void scaling() {
+    const std::vector<SizedVariant> svs = sized_variants(in, cx);
+    if (!several_sizes(svs)) {
+      not_shown.push_back("Learning-rate sensitivity vs parameters: needs sweeps of at least two model sizes");
+      return;
+    }
+    std::vector<std::string> labels;  // lines, in first-seen order
+    for (const auto& sv : svs)
+      if (std::find(labels.begin(), labels.end(), sv.label) == labels.end()) labels.push_back(sv.label);
+    const auto chart = [&](const std::string& name, const std::string& title, const std::string& ylabel,
+                           bool ylog, double SizedVariant::*field_or_null, const std::string& caption) {
+      Figure f;
+      f.name = name;
+      f.chart.title = title;
+      f.chart.x = axis("non-embedding parameters", true);
+      f.chart.y = axis(ylabel, ylog);
+      for (std::size_t li = 0; li < labels.size(); ++li) {
+        std::vector<std::pair<double, double>> pts;
+        for (const auto& sv : svs)
+          if (sv.label == labels[li])
+            pts.emplace_back(sv.params, field_or_null ? sv.*field_or_null : sv.row->sensitivity);
+        std::sort(pts.begin(), pts.end());
+        svg::Series s;
+        s.label = labels[li];
+        s.color = svg::palette(li);
+        s.markers = true;
+        for (const auto& [x, y] : pts) {
+          s.x.push_back(x);
+          s.y.push_back(y);
+        }
+        f.chart.series.push_back(std::move(s));
+      }
+      f.chart.subtitle = "one line per variant; one point per sweep (model size)";
+      f.caption = caption;
+      return f;
+    };
+    std::string rows;
+    for (const auto& sv : svs) {
+      int diverged = 0;
+      for (double l : sv.row->final_losses) diverged += std::isfinite(l) ? 0 : 1;
+      rows += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} of {}</td></tr>\n",
+                          h(sv.label), h(sv.sweep->name), h(svg::compact_number(sv.params)),
+                          std::isfinite(sv.row->sensitivity) ? fmt::format("{:.4f}", sv.row->sensitivity) : "\u2014",
+                          std::isfinite(sv.row->best_loss) ? fmt::format("{:.4f}", sv.row->best_loss) : "\u2014",
+                          std::isfinite(sv.best_lr) ? h(svg::compact_number(sv.best_lr)) : "\u2014", diverged,
+                          sv.row->final_losses.size());
+    }
+    Figure fs_ = chart("scaling_sensitivity", "Learning-rate sensitivity vs non-embedding parameters",
+                       "learning-rate sensitivity", false, nullptr,
+                       "Each sweep variant's learning-rate sensitivity (sweep.json: the mean over the learning-rate "
+                       "grid of min(final loss, initial loss) minus the best final loss; a diverged run counts with "
+                       "its initial loss) at the non-embedding parameter count of its model (all parameters but "
+                       "the embedding group). Variants that differ only in model size form one line (Wortsman et "
+                       "al. 2023, figure 1).");
+    fs_.table_html = "<table class=\"lr\"><thead><tr><th>variant</th><th>sweep</th><th>non-embedding params</th>"
+                     "<th>sensitivity</th><th>best final loss</th><th>at lr</th><th>no final loss</th></tr></thead>"
+                     "<tbody>\n" + rows + "</tbody></table>\n";
+    add(std::move(fs_), "no sensitivity in the sweeps");
+    add(chart("scaling_best_lr", "Best learning rate vs non-embedding parameters", "learning rate of the best final loss",
+              true, &SizedVariant::best_lr,
+              "The learning rate of each sweep variant's lowest final loss, against the non-embedding parameter "
+              "count of its model: how the optimal learning rate moves with size."),
+        "no sweep variant has a finite final loss");
+  }
+
+  // The largest attention logit at the end of each run against its learning rate: one line per
+  // sweep variant (and model size).
+  void attn_logit_vs_lr() {
+    Figure f;
+    f.name = "attn_logit_vs_lr";
+    f.chart.title = "Max attention logit at the end vs learning rate";
+    f.chart.x = axis("learning rate", true);
+    f.chart.y = axis("max attention logit (last diagnostics record)", true);
+    const std::vector<SizedVariant> svs = sized_variants(in, cx);
+    const bool sized = several_sizes(svs);
+    std::size_t li = 0;
+    for (const auto& sv : svs) {
+      svg::Series s;
+      s.label = sv.label + (sized ? ", " + svg::compact_number(sv.params) + " params" : "");
+      if (in.sweeps.size() > 1 && !sized) s.label += " (" + sv.sweep->name + ")";
+      s.color = svg::palette(li);
+      s.dash = svg::dash_pattern(li);
+      s.markers = true;
+      std::vector<std::pair<double, double>> pts;
+      for (const auto& r : sv.sweep->runs)
+        if (variant_matches(sv.row->variant, r.overrides) && r.overrides.contains(sv.sweep->lr_key))
+          pts.emplace_back(as_double(r.overrides[sv.sweep->lr_key]), r.max_attn_logit);
+      std::sort(pts.begin(), pts.end());
+      for (const auto& [x, y] : pts) {
+        s.x.push_back(x);
+        s.y.push_back(y);
+      }
+      ++li;
+      f.chart.series.push_back(std::move(s));
+    }
+    f.chart.subtitle = "one line per sweep variant; a gap: no finite value (the run stopped before its diagnostics, or they were not finite)";
+    f.caption = "The largest pre-softmax attention logit over layers and heads in each run's last diagnostics record "
+                "(sweep.json's max_attn_logit), against the run's peak learning rate. Logits that grow with the "
+                "learning rate, and more so in larger models, are the attention-logit growth instability QK-Norm "
+                "removes (Dehghani et al. 2023; Wortsman et al. 2023).";
+    add(std::move(f), "no sweep run has diagnostics (sweep with --set diag.interval=N)");
+  }
+
   void all() {
     loss();
     lr_sensitivity();
+    scaling();
+    attn_logit_vs_lr();
     by_depth_gradflow("grad_norm_layers_gradflow", "Gradient norm by layer (gradflow study)",
                       &GradflowResult::grad_norm_layer, "layer", "gradient norm",
                       "L2 norm of the loss gradient with respect to each block's parameters, per layer, at "

@@ -7,6 +7,10 @@
 //                   with its reason as the tooltip
 //   lr_sensitivity  final validation loss vs learning rate per sweep variant, sensitivity in the
 //                   legend, diverged runs marked; also derived from lone runs that differ in optim.lr
+//   scaling_sensitivity, scaling_best_lr   learning-rate sensitivity and the best learning rate of
+//                   each sweep variant against its non-embedding parameter count, one line per
+//                   variant over sweeps of different model sizes (Wortsman et al. 2023, figure 1)
+//   attn_logit_vs_lr  each sweep run's last max attention logit against its learning rate
 //   grad_norm_layers_{gradflow,runs}   gradient norm by layer (gradflow study; last diagnostics
 //                   record of each run)
 //   resid_rms_{gradflow,runs}          residual-stream RMS by depth

@@ -128,6 +128,84 @@ TEST(Report, LabelsDifferWithinEachChart) {
   }
 }
 
+// Two sweeps of different widths (qk_norm x lr each): the scaling figures put each variant's
+// sensitivity and best learning rate at its non-embedding parameter count, one line per variant,
+// and the attention-logit figure draws every run's last max logit against its learning rate.
+TEST(Report, ScalingFiguresDrawSweepsAgainstNonEmbeddingParameters) {
+  ReportInputs in;
+  // Non-embedding parameters of 2 pre-norm blocks with d_ff = 4C and weight-only LayerNorms:
+  // L (4 C^2 + 2 C F + 2 C) + C (final norm); QK-Norm (scope head) adds 2 head_dim gains a layer.
+  const auto expected = [](double C, double H, bool qk) { return 2 * (12 * C * C + 2 * C) + C + (qk ? 2 * 2 * C / H : 0); };
+  for (int C : {32, 64}) {
+    SweepInput sw;
+    sw.name = fmt::format("d{}", C);
+    sw.dir = "sweeps/" + sw.name;
+    for (const char* qk : {"none", "rmsnorm"}) {
+      SensitivityRow row;
+      row.variant = {{"model.qk_norm", qk}};
+      row.label = std::string("qk_norm ") + qk;
+      row.lrs = {1e-3, 1e-2};
+      const bool none = std::string(qk) == "none";
+      // The wider model without QK-Norm is the more sensitive, and diverges at the higher rate.
+      row.final_losses = {2.0, none && C == 64 ? kNaN : 1.5};
+      row.sensitivity = none ? (C == 64 ? 0.8 : 0.3) : 0.1;
+      row.best_loss = none && C == 64 ? 2.0 : 1.5;
+      sw.sensitivity.push_back(row);
+      for (double lr : row.lrs) {
+        SweepRun sr;
+        sr.name = fmt::format("qk_norm-{}_lr-{}", qk, lr);
+        sr.dir = sw.dir + "/" + sr.name;
+        sr.overrides = {{"model.qk_norm", qk}, {"optim.lr", lr}};
+        sr.status = none && C == 64 && lr == 1e-2 ? "diverged" : "done";
+        sr.max_attn_logit = none ? 10 * lr * C : 5.0;
+        sw.runs.push_back(sr);
+        RunInput r;
+        r.name = sw.name;
+        r.dir = sr.dir;
+        r.sweep = sw.dir;
+        r.status = sr.status;
+        r.config = parse_config("", "test", {"model.placement=pre", "model.n_layer=2", fmt::format("model.d_model={}", C),
+                                             fmt::format("model.n_head={}", C / 16), fmt::format("model.d_ff={}", 4 * C),
+                                             std::string("model.qk_norm=") + qk, fmt::format("optim.lr={}", lr)});
+        r.metrics.push_back({{"step", 10}, {"loss", 3.0}});
+        in.runs.push_back(r);
+      }
+    }
+    in.sweeps.push_back(sw);
+  }
+  const Report rep = build_report(in, "T", "f");
+  const Figure* sens = find(rep, "scaling_sensitivity");
+  ASSERT_NE(sens, nullptr);
+  ASSERT_EQ(legend(*sens), (std::vector<std::string>{"qk_norm none", "qk_norm rmsnorm"}));
+  const auto& none = sens->chart.series[0];
+  EXPECT_EQ(none.x, (std::vector<double>{expected(32, 2, false), expected(64, 4, false)}));
+  EXPECT_EQ(none.y, (std::vector<double>{0.3, 0.8}));
+  EXPECT_EQ(sens->chart.series[1].x, (std::vector<double>{expected(32, 2, true), expected(64, 4, true)}));
+  EXPECT_TRUE(sens->chart.x.log);
+  EXPECT_NE(sens->table_html.find("1 of 2"), std::string::npos);  // the diverged run counted
+  const Figure* best = find(rep, "scaling_best_lr");
+  ASSERT_NE(best, nullptr);
+  EXPECT_EQ(best->chart.series[0].y, (std::vector<double>{1e-2, 1e-3}));  // d64 without QK-Norm: 1e-2 diverged
+  EXPECT_EQ(best->chart.series[1].y, (std::vector<double>{1e-2, 1e-2}));
+  const Figure* logit = find(rep, "attn_logit_vs_lr");
+  ASSERT_NE(logit, nullptr);
+  ASSERT_EQ(logit->chart.series.size(), 4u);  // 2 variants x 2 sizes
+  EXPECT_EQ(logit->chart.series[2].x, (std::vector<double>{1e-3, 1e-2}));
+  EXPECT_EQ(logit->chart.series[2].y, (std::vector<double>{10 * 1e-3 * 64, 10 * 1e-2 * 64}));
+  const auto l = legend(*logit);
+  EXPECT_EQ(std::set<std::string>(l.begin(), l.end()).size(), 4u);
+
+  // One sweep alone has no second size: the scaling figures are not shown, and said so.
+  in.sweeps.resize(1);
+  in.runs.resize(4);
+  const Report one = build_report(in, "T", "f");
+  EXPECT_EQ(find(one, "scaling_sensitivity"), nullptr);
+  EXPECT_NE(find(one, "attn_logit_vs_lr"), nullptr);
+  bool said = false;
+  for (const auto& s : one.not_shown) said = said || s.find("two model sizes") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
 TEST(Report, DistinguishingLabels) {
   using Cfg = std::map<std::string, nlohmann::json>;
   const std::vector<std::string> keys = {"optim.lr", "model.placement", "model.n_layer", "train.threads"};

@@ -61,7 +61,7 @@ void add_compare(CLI::App& app, Action& action) {
         return kExitInterrupted;
       }
       fmt::print("\n{}\nwritten: {}/summary.md, {}/summary.json\n", comparison_table(rows), o->out, o->out);
-      fmt::print("\ndoctor (normlab doctor RUN for the details):\n");
+      fmt::print("\ndoctor (normlab doctor {}/PLACEMENT for the details):\n", o->out);
       for (const auto& r : rows) {
         std::string v;
         try {

@@ -17,13 +17,22 @@ void print_list(const char* head, const std::vector<std::string>& items) {
   for (const auto& s : items) fmt::print("    - {}\n", s);
 }
 
+std::string placement_name(Placement p) {
+  switch (p) {
+    case Placement::post: return "Post-Norm";
+    case Placement::pre: return "Pre-Norm";
+    case Placement::peri: return "Peri-Norm";
+    default: return fmt::format("placement {}", to_string(p));
+  }
+}
+
 void print_text(const Diagnosis& d) {
   const Config& c = d.config;
   fmt::print("normlab doctor: {}\n", d.run_dir);
   if (d.has_config)
-    fmt::print("run: {}-Norm, {} layers, d_model {}, qk_norm {}, lr {}, warmup {}, weight decay {}, "
+    fmt::print("run: {}, {} layers, d_model {}, qk_norm {}, lr {}, warmup {}, weight decay {}, "
                "z-loss {}; {} of {} steps, {}\n",
-               to_string(c.model.placement), c.model.n_layer, c.model.d_model,
+               placement_name(c.model.placement), c.model.n_layer, c.model.d_model,
                to_string(c.model.qk_norm), c.optim.lr, c.optim.warmup_steps,
                c.optim.weight_decay, c.train.z_loss, d.steps, c.train.steps,
                d.end_reason.empty() ? std::string("no end event (still running, or killed)")

@@ -416,8 +416,8 @@ void check_residual(const Run& r, std::vector<DoctorFinding>& out) {
     f.evidence.push_back(fmt::format("{}x from after block 0's attention to {}",
                                      g(v[peak_k] / v[1]), boundary(peak_k)));
   if (peak_k < v0.size())
-    f.evidence.push_back(fmt::format("{} at the same boundary at step 1{}", g(v0[peak_k]),
-                                     factor(v[peak_k], v0[peak_k])));
+    f.evidence.push_back(fmt::format("{}x its step-1 value {} at the same boundary",
+                                     g(v[peak_k] / v0[peak_k]), g(v0[peak_k])));
   if (peak_k < mx.size() && v[peak_k] > 0)
     f.evidence.push_back(fmt::format("largest |x| there {} ({}x the RMS)", g(mx[peak_k]), g(mx[peak_k] / v[peak_k])));
   f.evidence.push_back(fmt::format("at or above RMS {} from step {} to step {}", g(T::kResidRms), first, last));
@@ -620,7 +620,8 @@ std::string Diagnosis::verdict() const {
     s += "healthy (no instability found";
     const long notes = static_cast<long>(findings.size());
     if (notes) s += fmt::format("; {} note{}", notes, notes == 1 ? "" : "s");
-    if (!unchecked.empty()) s += "; diagnostics off, some signals unchecked";
+    if (diag_records == 0) s += "; diagnostics off, some signals unchecked";
+    else if (!unigram_entropy) s += "; unigram plateau unchecked";
     return s + ")";
   }
   std::string kinds;

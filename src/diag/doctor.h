@@ -21,18 +21,18 @@ namespace normlab {
 struct DoctorThresholds {
   // Attention-logit growth: the largest |q.k| score of any layer at or above this, or the mean
   // attention entropy of a layer below kAttnEntropyCollapse nats.
-  static constexpr double kAttnLogit = 100;
+  static constexpr double kAttnLogit = 200;
   static constexpr double kAttnEntropyCollapse = 0.1;
   // Output-logit divergence: mean log Z this many nats away from its step-1 value (log V at
   // initialization), or the largest output logit before any cap at or above kOutputLogit.
   // on at least kLogZDriftSteps logged steps (a single excursion belongs to a loss spike),
-  static constexpr double kLogZDrift = 4;
+  static constexpr double kLogZDrift = 5;
   static constexpr long kLogZDriftSteps = 3;
   static constexpr double kOutputLogit = 50;
   // Loss spike: a logged loss at least max(kSpikeNats, kSpikeFraction * m) above m, the lowest
   // loss logged before it. Gradient-norm spike: at least kGradSpikeFactor times the median of the
   // gradient norms logged before it (at least kGradSpikeHistory of them).
-  static constexpr double kSpikeNats = 1.5;
+  static constexpr double kSpikeNats = 2.0;
   static constexpr double kSpikeFraction = 0.5;
   static constexpr double kGradSpikeFactor = 10;
   static constexpr int kGradSpikeHistory = 3;

@@ -1,8 +1,8 @@
 // `normlab doctor RUN_DIR`: what went wrong in a run and what to change. The analysis is
 // diag/doctor.h; this file prints it as text or, with --json, as one JSON object.
-#include <cstdio>
-
 #include <fmt/format.h>
+
+#include <cstdio>
 
 #include "cli/commands.h"
 #include "diag/doctor.h"
@@ -19,10 +19,14 @@ void print_list(const char* head, const std::vector<std::string>& items) {
 
 std::string placement_name(Placement p) {
   switch (p) {
-    case Placement::post: return "Post-Norm";
-    case Placement::pre: return "Pre-Norm";
-    case Placement::peri: return "Peri-Norm";
-    default: return fmt::format("placement {}", to_string(p));
+    case Placement::post:
+      return "Post-Norm";
+    case Placement::pre:
+      return "Pre-Norm";
+    case Placement::peri:
+      return "Peri-Norm";
+    default:
+      return fmt::format("placement {}", to_string(p));
   }
 }
 
@@ -30,20 +34,20 @@ void print_text(const Diagnosis& d) {
   const Config& c = d.config;
   fmt::print("normlab doctor: {}\n", d.run_dir);
   if (d.has_config)
-    fmt::print("run: {}, {} layers, d_model {}, qk_norm {}, lr {}, warmup {}, weight decay {}, "
-               "z-loss {}; {} of {} steps, {}\n",
-               placement_name(c.model.placement), c.model.n_layer, c.model.d_model,
-               to_string(c.model.qk_norm), c.optim.lr, c.optim.warmup_steps,
-               c.optim.weight_decay, c.train.z_loss, d.steps, c.train.steps,
-               d.end_reason.empty() ? std::string("no end event (still running, or killed)")
-                                    : "ended " + d.end_reason +
-                                          (d.end_detail.empty() ? "" : ": " + d.end_detail));
+    fmt::print(
+        "run: {}, {} layers, d_model {}, qk_norm {}, lr {}, warmup {}, weight decay {}, "
+        "z-loss {}; {} of {} steps, {}\n",
+        placement_name(c.model.placement), c.model.n_layer, c.model.d_model,
+        to_string(c.model.qk_norm), c.optim.lr, c.optim.warmup_steps, c.optim.weight_decay,
+        c.train.z_loss, d.steps, c.train.steps,
+        d.end_reason.empty()
+            ? std::string("no end event (still running, or killed)")
+            : "ended " + d.end_reason + (d.end_detail.empty() ? "" : ": " + d.end_detail));
   else
     fmt::print("run: no config.toml; {} steps\n", d.steps);
-  fmt::print("diagnostics: {}\n",
-             d.diag_records ? fmt::format("{} records{}", d.diag_records,
-                                          d.per_head ? ", per head" : "")
-                            : std::string("off"));
+  fmt::print("diagnostics: {}\n", d.diag_records ? fmt::format("{} records{}", d.diag_records,
+                                                               d.per_head ? ", per head" : "")
+                                                 : std::string("off"));
   if (d.unigram_entropy)
     fmt::print("unigram entropy of the training tokens: {:.4f} nats; final train loss {}\n",
                *d.unigram_entropy,
@@ -68,8 +72,9 @@ void print_text(const Diagnosis& d) {
 void add_doctor(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand(
       "doctor", "Diagnose a run: instabilities with their evidence, remedy and how to confirm");
-  cmd->footer("Reads RUN_DIR/metrics.jsonl and config.toml. Exit status 0 whatever it finds; "
-              "docs/doctor.md lists the checks and their thresholds.");
+  cmd->footer(
+      "Reads RUN_DIR/metrics.jsonl and config.toml. Exit status 0 whatever it finds; "
+      "docs/doctor.md lists the checks and their thresholds.");
   struct Opts {
     std::string run_dir;
     bool json = false;

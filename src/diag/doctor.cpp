@@ -2,14 +2,14 @@
 // check is one function over the step records; docs/doctor.md describes them and their thresholds.
 #include "diag/doctor.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
-
-#include <fmt/format.h>
 
 #include "io/metrics.h"
 #include "normlab/config_file.h"
@@ -113,10 +113,12 @@ void check_attention(const Run& r, std::vector<DoctorFinding>& out) {
       const auto& row = (*j)[metric::attn_max_logit_head][peak_layer];
       double best = -1;
       for (std::size_t h = 0; h < row.size(); ++h)
-        if (row[h].is_number() && row[h].get<double>() > best) best = row[h].get<double>(), head = static_cast<int>(h);
+        if (row[h].is_number() && row[h].get<double>() > best)
+          best = row[h].get<double>(), head = static_cast<int>(h);
     }
-  f.title = fmt::format("attention-logit growth: max attention logit {} in layer {}{} at step {}",
-                        g(peak), peak_layer, head >= 0 ? fmt::format(" head {}", head) : "", peak_step);
+  f.title =
+      fmt::format("attention-logit growth: max attention logit {} in layer {}{} at step {}",
+                  g(peak), peak_layer, head >= 0 ? fmt::format(" head {}", head) : "", peak_step);
   f.evidence.push_back(fmt::format(
       "largest |q.k| attention score (before any cap) reached {} at step {} in layer {}{}{}; "
       "it was at or above {} (or an entropy below {} nats) from step {} to step {}",
@@ -138,12 +140,14 @@ void check_attention(const Run& r, std::vector<DoctorFinding>& out) {
         "finding 4 (\"Pre-Norm with and without QK-Norm\"): the largest logit at lr 0.3 fell from "
         "34,570 to 135 and the learning-rate sensitivity halved");
   else
-    f.remedies.push_back(fmt::format("QK-Norm is already on (model.qk_norm = {}): lower the "
-                                     "learning rate (optim.lr = {} now)",
-                                     to_string(c.model.qk_norm), lr_text(c)));
+    f.remedies.push_back(
+        fmt::format("QK-Norm is already on (model.qk_norm = {}): lower the "
+                    "learning rate (optim.lr = {} now)",
+                    to_string(c.model.qk_norm), lr_text(c)));
   if (c.model.attn_softcap <= 0)
-    f.remedies.push_back("or an attention soft-cap: --set model.attn_softcap=50 (Gemma 2's "
-                         "value; bounds the logits, at a small cost when it binds: finding 6)");
+    f.remedies.push_back(
+        "or an attention soft-cap: --set model.attn_softcap=50 (Gemma 2's "
+        "value; bounds the logits, at a small cost when it binds: finding 6)");
   f.confirm.push_back(fmt::format(
       "rerun with the remedy and --set diag.interval=N --set diag.per_head=true: attn_max_logit "
       "should stay below {} and attn_entropy above {} in every layer",
@@ -152,11 +156,14 @@ void check_attention(const Run& r, std::vector<DoctorFinding>& out) {
       "normlab sweep --grid model.qk_norm=none,rmsnorm --grid optim.lr=... around lr {} compares "
       "the two by their final loss",
       lr_text(c)));
-  f.values = {{"max_attn_logit", peak}, {"step", peak_step}, {"layer", peak_layer},
+  f.values = {{"max_attn_logit", peak},
+              {"step", peak_step},
+              {"layer", peak_layer},
               {"head", head >= 0 ? json(head) : json(nullptr)},
               {"step1_max_attn_logit", std::isfinite(base) ? json(base) : json(nullptr)},
               {"min_attn_entropy", std::isfinite(ent_min) ? json(ent_min) : json(nullptr)},
-              {"min_attn_entropy_layer", ent_layer}, {"min_attn_entropy_step", ent_step}};
+              {"min_attn_entropy_layer", ent_layer},
+              {"min_attn_entropy_step", ent_step}};
   out.push_back(std::move(f));
 }
 
@@ -196,12 +203,14 @@ void check_output_logits(const Run& r, std::vector<DoctorFinding>& out) {
   f.severity = "problem";
   f.first_step = first;
   f.last_step = last;
-  f.title = fmt::format("output-logit divergence: mean log Z moved {} nats from its step-1 value "
-                        "(to {} at step {})",
-                        g(drift), g(at), drift_step);
+  f.title = fmt::format(
+      "output-logit divergence: mean log Z moved {} nats from its step-1 value "
+      "(to {} at step {})",
+      g(drift), g(at), drift_step);
   f.evidence.push_back(fmt::format(
       "mean log Z (logsumexp of the output logits) was {} at step 1 (log V = {} for uniform "
-      "logits) and {} at step {}: {} nats away; at least {} nats away on {} logged steps from step {} to step {}",
+      "logits) and {} at step {}: {} nats away; at least {} nats away on {} logged steps from step "
+      "{} to step {}",
       g(base), g(std::log(static_cast<double>(r.cfg.model.vocab_size))), g(at), drift_step,
       g(drift), g(T::kLogZDrift), held, first, last));
   if (maxlog >= 0)
@@ -209,25 +218,31 @@ void check_output_logits(const Run& r, std::vector<DoctorFinding>& out) {
                                      g(maxlog), maxlog_step, factor(maxlog, maxlog0)));
   const Config& c = r.cfg;
   if (c.train.z_loss <= 0)
-    f.remedies.push_back("z-loss: --set train.z_loss=1e-4 (penalizes log^2 Z so the logits keep "
-                         "their offset; PaLM, Wortsman et al. 2023; normlab's finding 5 (\"z-loss "
-                         "0 vs 1e-4\"): it stopped log Z's drift)");
+    f.remedies.push_back(
+        "z-loss: --set train.z_loss=1e-4 (penalizes log^2 Z so the logits keep "
+        "their offset; PaLM, Wortsman et al. 2023; normlab's finding 5 (\"z-loss "
+        "0 vs 1e-4\"): it stopped log Z's drift)");
   else
-    f.remedies.push_back(fmt::format("z-loss is on (train.z_loss = {}): raise it or lower the "
-                                     "learning rate (optim.lr = {})",
-                                     g(c.train.z_loss), lr_text(c)));
+    f.remedies.push_back(
+        fmt::format("z-loss is on (train.z_loss = {}): raise it or lower the "
+                    "learning rate (optim.lr = {})",
+                    g(c.train.z_loss), lr_text(c)));
   if (c.model.final_softcap <= 0)
-    f.remedies.push_back("or a final soft-cap: --set model.final_softcap=30 (Gemma 2; bounds the "
-                         "output logits)");
+    f.remedies.push_back(
+        "or a final soft-cap: --set model.final_softcap=30 (Gemma 2; bounds the "
+        "output logits)");
   if (c.optim.weight_decay <= 0)
-    f.remedies.push_back("weight decay is off (optim.weight_decay = 0): Wortsman et al. 2023 find "
-                         "output-logit divergence when it is; --set optim.weight_decay=0.1");
+    f.remedies.push_back(
+        "weight decay is off (optim.weight_decay = 0): Wortsman et al. 2023 find "
+        "output-logit divergence when it is; --set optim.weight_decay=0.1");
   f.confirm.push_back(fmt::format(
       "rerun with the remedy: log_z_mean (every step line) should stay within {} nats of its "
       "step-1 value, and max_logit_raw (diagnostics) below {}",
       g(T::kLogZDrift), g(T::kOutputLogit)));
-  f.values = {{"step1_log_z_mean", base},  {"log_z_mean", at},
-              {"log_z_drift", drift},       {"step", drift_step},
+  f.values = {{"step1_log_z_mean", base},
+              {"log_z_mean", at},
+              {"log_z_drift", drift},
+              {"step", drift_step},
               {"max_logit_raw", maxlog >= 0 ? json(maxlog) : json(nullptr)},
               {"max_logit_raw_step", maxlog_step}};
   out.push_back(std::move(f));
@@ -248,8 +263,9 @@ void check_spikes(const Run& r, std::vector<DoctorFinding>& out) {
     const long s = j->value(metric::step, 0L);
     const double loss = num(*j, metric::loss), gn = num(*j, metric::grad_norm);
     const double gmed = median(gn_hist);
-    const bool gspike = std::isfinite(gn) && static_cast<int>(gn_hist.size()) >= T::kGradSpikeHistory &&
-                        gmed > 0 && gn >= T::kGradSpikeFactor * gmed;
+    const bool gspike = std::isfinite(gn) &&
+                        static_cast<int>(gn_hist.size()) >= T::kGradSpikeHistory && gmed > 0 &&
+                        gn >= T::kGradSpikeFactor * gmed;
     if (gspike) grad_spikes.push_back({s, gn / gmed});
     bool lspike = false;
     if (std::isfinite(loss) && std::isfinite(min_loss) &&
@@ -268,13 +284,14 @@ void check_spikes(const Run& r, std::vector<DoctorFinding>& out) {
     f.severity = "problem";
     f.first_step = spikes.front().step;
     f.last_step = spikes.back().step;
-    const auto worst = *std::max_element(spikes.begin(), spikes.end(), [](const Spike& a, const Spike& b) {
-      return a.loss - a.before < b.loss - b.before;
-    });
-    f.title = fmt::format("loss spikes: {} logged step{} from step {} to {}, worst {} at step {} "
-                          "(lowest loss before it {})",
-                          spikes.size(), spikes.size() == 1 ? "" : "s", f.first_step, f.last_step,
-                          g(worst.loss), worst.step, g(worst.before));
+    const auto worst = *std::max_element(
+        spikes.begin(), spikes.end(),
+        [](const Spike& a, const Spike& b) { return a.loss - a.before < b.loss - b.before; });
+    f.title = fmt::format(
+        "loss spikes: {} logged step{} from step {} to {}, worst {} at step {} "
+        "(lowest loss before it {})",
+        spikes.size(), spikes.size() == 1 ? "" : "s", f.first_step, f.last_step, g(worst.loss),
+        worst.step, g(worst.before));
     std::string list;
     for (std::size_t i = 0; i < spikes.size() && i < 8; ++i)
       list += fmt::format("{}step {}: loss {} (+{})", i ? ", " : "", spikes[i].step,
@@ -289,17 +306,20 @@ void check_spikes(const Run& r, std::vector<DoctorFinding>& out) {
     for (const auto& [gs, fac] : grad_spikes)
       for (const auto& sp : spikes)
         if (gs <= sp.step && gs >= sp.step - 5) {
-          if (n_with < 6) with += fmt::format("{}step {} ({}x the median before it)", n_with ? ", " : "", gs, g(fac));
+          if (n_with < 6)
+            with +=
+                fmt::format("{}step {} ({}x the median before it)", n_with ? ", " : "", gs, g(fac));
           ++n_with;
           break;
         }
     if (n_with)
-      f.evidence.push_back(fmt::format("with gradient-norm spikes (>= {}x the median of the earlier "
-                                       "gradient norms) at or up to 5 steps before them: {}",
-                                       g(T::kGradSpikeFactor), with));
+      f.evidence.push_back(
+          fmt::format("with gradient-norm spikes (>= {}x the median of the earlier "
+                      "gradient norms) at or up to 5 steps before them: {}",
+                      g(T::kGradSpikeFactor), with));
     else
-      f.evidence.push_back(fmt::format(
-          "gradient norm at the worst spike: {} (median before it {})", g(worst.grad), g(worst.grad_median)));
+      f.evidence.push_back(fmt::format("gradient norm at the worst spike: {} (median before it {})",
+                                       g(worst.grad), g(worst.grad_median)));
     // Which layers first: the diagnostics record at or next after the first spike, per-layer
     // gradient norms against the first diagnostics record.
     const json* at = nullptr;
@@ -310,18 +330,21 @@ void check_spikes(const Run& r, std::vector<DoctorFinding>& out) {
       }
     if (!at && !r.diag.empty()) at = r.diag.back();
     if (at && !r.diag.empty()) {
-      const auto now = vec(*at, metric::grad_norm_block), base = vec(*r.diag.front(), metric::grad_norm_block);
+      const auto now = vec(*at, metric::grad_norm_block),
+                 base = vec(*r.diag.front(), metric::grad_norm_block);
       std::vector<std::pair<double, int>> ratio;
       for (std::size_t l = 0; l < now.size() && l < base.size(); ++l)
-        if (std::isfinite(now[l]) && base[l] > 0) ratio.push_back({now[l] / base[l], static_cast<int>(l)});
+        if (std::isfinite(now[l]) && base[l] > 0)
+          ratio.push_back({now[l] / base[l], static_cast<int>(l)});
       std::sort(ratio.rbegin(), ratio.rend());
       std::string top;
       for (std::size_t i = 0; i < ratio.size() && i < 3; ++i)
         top += fmt::format("{}block {} ({}x)", i ? ", " : "", ratio[i].second, g(ratio[i].first));
       if (!top.empty())
-        f.evidence.push_back(fmt::format("per-block gradient norms at step {} against step 1, "
-                                         "largest first: {}",
-                                         at->value(metric::step, 0L), top));
+        f.evidence.push_back(
+            fmt::format("per-block gradient norms at step {} against step 1, "
+                        "largest first: {}",
+                        at->value(metric::step, 0L), top));
     }
     f.remedies.push_back(fmt::format("lower the learning rate: --set optim.lr={} (now {})",
                                      g(c.optim.lr / 3), lr_text(c)));
@@ -336,15 +359,18 @@ void check_spikes(const Run& r, std::vector<DoctorFinding>& out) {
           "sublayer and keep gradients well-scaled at the start",
           c.model.placement == Placement::post ? "Post" : "DeepNorm's Post"));
     if (c.train.spike_policy == SpikePolicy::off)
-      f.remedies.push_back("meanwhile, let the guards contain them: --set train.spike_policy=skip "
-                           "(or rollback)");
+      f.remedies.push_back(
+          "meanwhile, let the guards contain them: --set train.spike_policy=skip "
+          "(or rollback)");
     f.confirm.push_back(fmt::format(
         "rerun with --set train.log_interval=1 --set diag.interval=1 over steps {}-{}: with the "
         "remedy no loss should rise {} nats above the running minimum",
         f.first_step, f.last_step, g(T::kSpikeNats)));
     json list_j = json::array();
     for (const auto& sp : spikes)
-      list_j.push_back({{"step", sp.step}, {"loss", sp.loss}, {"lowest_before", sp.before},
+      list_j.push_back({{"step", sp.step},
+                        {"loss", sp.loss},
+                        {"lowest_before", sp.before},
                         {"grad_norm", std::isfinite(sp.grad) ? json(sp.grad) : json(nullptr)}});
     f.values = {{"spikes", list_j}, {"gradient_spikes_with", n_with}};
     out.push_back(std::move(f));
@@ -357,19 +383,23 @@ void check_spikes(const Run& r, std::vector<DoctorFinding>& out) {
     f.last_step = grad_only.back().first;
     std::string list;
     for (std::size_t i = 0; i < grad_only.size() && i < 6; ++i)
-      list += fmt::format("{}step {} ({}x)", i ? ", " : "", grad_only[i].first, g(grad_only[i].second));
+      list +=
+          fmt::format("{}step {} ({}x)", i ? ", " : "", grad_only[i].first, g(grad_only[i].second));
     f.title = fmt::format("{} gradient-norm spike{} without a loss spike", grad_only.size(),
                           grad_only.size() == 1 ? "" : "s");
-    f.evidence.push_back(fmt::format("gradient norm >= {}x the median before it: {}",
-                                     g(T::kGradSpikeFactor), list));
-    f.evidence.push_back(c.optim.grad_clip > 0
-                             ? fmt::format("clipped to optim.grad_clip = {}; the loss did not spike",
-                                           g(c.optim.grad_clip))
-                             : std::string("gradient clipping is off (optim.grad_clip = 0)"));
-    f.remedies.push_back("none needed while the loss does not spike; repeated ones at one layer "
-                         "are an early sign of the instabilities above");
-    f.confirm.push_back("diag.interval = 1 around those steps shows which blocks' gradient norms "
-                        "(grad_norm_block) jump");
+    f.evidence.push_back(
+        fmt::format("gradient norm >= {}x the median before it: {}", g(T::kGradSpikeFactor), list));
+    f.evidence.push_back(
+        c.optim.grad_clip > 0
+            ? fmt::format("clipped to optim.grad_clip = {}; the loss did not spike",
+                          g(c.optim.grad_clip))
+            : std::string("gradient clipping is off (optim.grad_clip = 0)"));
+    f.remedies.push_back(
+        "none needed while the loss does not spike; repeated ones at one layer "
+        "are an early sign of the instabilities above");
+    f.confirm.push_back(
+        "diag.interval = 1 around those steps shows which blocks' gradient norms "
+        "(grad_norm_block) jump");
     json l = json::array();
     for (const auto& [s, fac] : grad_only) l.push_back({{"step", s}, {"factor", fac}});
     f.values = {{"spikes", l}};
@@ -406,12 +436,14 @@ void check_residual(const Run& r, std::vector<DoctorFinding>& out) {
   f.severity = "problem";
   f.first_step = first;
   f.last_step = last;
-  f.title = fmt::format("residual-stream growth: RMS {} {} at step {}", g(peak), boundary(peak_k), peak_step);
+  f.title = fmt::format("residual-stream growth: RMS {} {} at step {}", g(peak), boundary(peak_k),
+                        peak_step);
   std::string prof;
   for (std::size_t k = 0; k < v.size(); ++k) prof += fmt::format("{}{}", k ? ", " : "", g(v[k]));
-  f.evidence.push_back(fmt::format("residual RMS by depth at step {} (embedding first, then after "
-                                   "each attention and each block): {}",
-                                   peak_step, prof));
+  f.evidence.push_back(
+      fmt::format("residual RMS by depth at step {} (embedding first, then after "
+                  "each attention and each block): {}",
+                  peak_step, prof));
   if (v.size() > 1 && v[1] > 0)
     f.evidence.push_back(fmt::format("{}x from after block 0's attention to {}",
                                      g(v[peak_k] / v[1]), boundary(peak_k)));
@@ -419,8 +451,10 @@ void check_residual(const Run& r, std::vector<DoctorFinding>& out) {
     f.evidence.push_back(fmt::format("{}x its step-1 value {} at the same boundary",
                                      g(v[peak_k] / v0[peak_k]), g(v0[peak_k])));
   if (peak_k < mx.size() && v[peak_k] > 0)
-    f.evidence.push_back(fmt::format("largest |x| there {} ({}x the RMS)", g(mx[peak_k]), g(mx[peak_k] / v[peak_k])));
-  f.evidence.push_back(fmt::format("at or above RMS {} from step {} to step {}", g(T::kResidRms), first, last));
+    f.evidence.push_back(fmt::format("largest |x| there {} ({}x the RMS)", g(mx[peak_k]),
+                                     g(mx[peak_k] / v[peak_k])));
+  f.evidence.push_back(
+      fmt::format("at or above RMS {} from step {} to step {}", g(T::kResidRms), first, last));
   const Config& c = r.cfg;
   if (c.model.placement != Placement::peri)
     f.remedies.push_back(fmt::format(
@@ -429,12 +463,12 @@ void check_residual(const Run& r, std::vector<DoctorFinding>& out) {
         "Pre-Norm lets it grow with depth and learning rate",
         to_string(c.model.placement)));
   f.remedies.push_back(fmt::format("lower the learning rate (optim.lr = {} now)", lr_text(c)));
-  f.confirm.push_back(fmt::format("rerun with the remedy and diagnostics on: resid_rms should stay "
-                                  "below {} at every boundary; resid_max / resid_rms shows whether "
-                                  "a few massive activations carry it",
-                                  g(T::kResidRms)));
-  f.values = {{"max_resid_rms", peak}, {"step", peak_step}, {"boundary", peak_k},
-              {"resid_rms", v}};
+  f.confirm.push_back(
+      fmt::format("rerun with the remedy and diagnostics on: resid_rms should stay "
+                  "below {} at every boundary; resid_max / resid_rms shows whether "
+                  "a few massive activations carry it",
+                  g(T::kResidRms)));
+  f.values = {{"max_resid_rms", peak}, {"step", peak_step}, {"boundary", peak_k}, {"resid_rms", v}};
   out.push_back(std::move(f));
 }
 
@@ -458,14 +492,16 @@ void check_plateau(const Run& r, std::optional<double> init, std::optional<doubl
       break;
     }
   }
-  f.title = fmt::format("stalled at the unigram plateau: final train loss {} vs unigram entropy "
-                        "{} of the training tokens",
-                        g(*fin), g(*H));
+  f.title = fmt::format(
+      "stalled at the unigram plateau: final train loss {} vs unigram entropy "
+      "{} of the training tokens",
+      g(*fin), g(*H));
   f.evidence.push_back(fmt::format(
       "train loss (last 20 steps) {} from {} at step 1; the unigram entropy of the training tokens "
       "is {} nats: the model predicts little more than token frequencies (band {} to {})",
       g(*fin), g(*init), g(*H), g(*H - T::kPlateauBelow), g(*H + T::kPlateauAbove)));
-  f.evidence.push_back(fmt::format("on it from step {} to the last step {}", f.first_step, f.last_step));
+  f.evidence.push_back(
+      fmt::format("on it from step {} to the last step {}", f.first_step, f.last_step));
   if (!r.diag.empty()) {
     const auto gb = vec(*r.diag.back(), metric::grad_norm_block);
     if (gb.size() > 1 && gb.back() > 0 && std::isfinite(gb.front()))
@@ -475,8 +511,9 @@ void check_plateau(const Run& r, std::optional<double> init, std::optional<doubl
           g(gb.front() / gb.back()),
           gb.front() / gb.back() < 1e-3 ? ": the lower blocks receive almost no gradient" : ""));
   }
-  const std::string f2 = "finding 2 (\"Depth without warmup\")", f3 = "finding 3 (\"Learning-rate "
-                                                                       "sweep with and without warmup\")";
+  const std::string f2 = "finding 2 (\"Depth without warmup\")",
+                    f3 = "finding 3 (\"Learning-rate "
+                         "sweep with and without warmup\")";
   switch (c.model.placement) {
     case Placement::post:
     case Placement::deepnorm:
@@ -493,8 +530,9 @@ void check_plateau(const Run& r, std::optional<double> init, std::optional<doubl
           "warmup 50 (val 2.158; 2.81 at 3e-4, 2.77 at 0.3); now optim.lr = {}, warmup {}. Its {}: "
           "deep Pre-Norm (48 layers) ended on the plateau too, so fewer layers help",
           f3, lr_text(c), c.optim.warmup_steps, f2));
-      f.remedies.push_back("or Peri-Norm (--set model.placement=peri), whose best lr in finding 3 "
-                           "was high (0.095) and whose sensitivity was the lowest");
+      f.remedies.push_back(
+          "or Peri-Norm (--set model.placement=peri), whose best lr in finding 3 "
+          "was high (0.095) and whose sensitivity was the lowest");
       break;
     case Placement::peri:
       f.remedies.push_back(fmt::format(
@@ -534,37 +572,45 @@ void check_guard(const Run& r, const std::string& end_reason, const std::string&
   }
   auto steps_list = [](const std::vector<long>& v) {
     std::string s;
-    for (std::size_t i = 0; i < v.size() && i < 10; ++i) s += fmt::format("{}{}", i ? ", " : "", v[i]);
+    for (std::size_t i = 0; i < v.size() && i < 10; ++i)
+      s += fmt::format("{}{}", i ? ", " : "", v[i]);
     if (v.size() > 10) s += ", ...";
     return s;
   };
   const long total_skipped = r.steps.empty() ? 0 : r.steps.back()->value(metric::skipped_total, 0L);
-  if (!nonfinite.empty() || (end_reason == "diverged" && end_detail.find("finite") != std::string::npos)) {
+  if (!nonfinite.empty() ||
+      (end_reason == "diverged" && end_detail.find("finite") != std::string::npos)) {
     DoctorFinding f;
     f.kind = "nonfinite_steps";
     f.severity = "problem";
     f.first_step = nonfinite.empty() ? 0 : nonfinite.front();
     f.last_step = nonfinite.empty() ? 0 : nonfinite.back();
-    f.title = fmt::format("{} non-finite step{} (loss or gradient NaN/inf), {} skipped by the guard",
-                          nonfinite.size(), nonfinite.size() == 1 ? "" : "s", nf_skipped);
+    f.title =
+        fmt::format("{} non-finite step{} (loss or gradient NaN/inf), {} skipped by the guard",
+                    nonfinite.size(), nonfinite.size() == 1 ? "" : "s", nf_skipped);
     if (!nonfinite.empty())
       f.evidence.push_back(fmt::format("non-finite loss or gradient norm at step{} {}",
                                        nonfinite.size() == 1 ? "" : "s", steps_list(nonfinite)));
     f.evidence.push_back(fmt::format("the guard skipped {} update{} in all (skipped_total)",
                                      total_skipped, total_skipped == 1 ? "" : "s"));
-    if (end_reason == "diverged") f.evidence.push_back("the run stopped as diverged: " + end_detail);
-    f.remedies.push_back("non-finite values come from one of the instabilities above when doctor "
-                         "lists one (fix that first); otherwise lower the learning rate and check "
-                         "the data around those steps");
+    if (end_reason == "diverged")
+      f.evidence.push_back("the run stopped as diverged: " + end_detail);
+    f.remedies.push_back(
+        "non-finite values come from one of the instabilities above when doctor "
+        "lists one (fix that first); otherwise lower the learning rate and check "
+        "the data around those steps");
     if (r.cfg.train.spike_policy != SpikePolicy::rollback)
-      f.remedies.push_back("--set train.spike_policy=rollback goes back to the last checkpoint "
-                           "instead of only skipping the update");
-    f.confirm.push_back("resume from the checkpoint before the first one with --set "
-                        "train.log_interval=1 --set diag.interval=1 and watch which signal "
-                        "(attn_max_logit, log_z_mean, resid_rms, grad_norm_block) grows first");
+      f.remedies.push_back(
+          "--set train.spike_policy=rollback goes back to the last checkpoint "
+          "instead of only skipping the update");
+    f.confirm.push_back(
+        "resume from the checkpoint before the first one with --set "
+        "train.log_interval=1 --set diag.interval=1 and watch which signal "
+        "(attn_max_logit, log_z_mean, resid_rms, grad_norm_block) grows first");
     json l = json::array();
     for (long s : nonfinite) l.push_back(s);
-    f.values = {{"nonfinite_steps", l}, {"skipped_nonfinite", nf_skipped},
+    f.values = {{"nonfinite_steps", l},
+                {"skipped_nonfinite", nf_skipped},
                 {"skipped_total", total_skipped}};
     out.push_back(std::move(f));
   }
@@ -589,18 +635,18 @@ void check_guard(const Run& r, const std::string& end_reason, const std::string&
           g(r.cfg.train.spike_threshold), r.cfg.train.spike_window,
           skipped_finite.size() == 1 ? "" : "s", steps_list(skipped_finite)));
     for (std::size_t i = 0; i < r.rollbacks.size() && i < 5; ++i)
-      f.evidence.push_back(fmt::format("rollback at step {} to step {} (loss {}, gradient norm {})",
-                                       r.rollbacks[i]->value(metric::step, 0L),
-                                       r.rollbacks[i]->value(metric::to_step, 0L),
-                                       g(num(*r.rollbacks[i], metric::loss)),
-                                       g(num(*r.rollbacks[i], metric::grad_norm))));
+      f.evidence.push_back(fmt::format(
+          "rollback at step {} to step {} (loss {}, gradient norm {})",
+          r.rollbacks[i]->value(metric::step, 0L), r.rollbacks[i]->value(metric::to_step, 0L),
+          g(num(*r.rollbacks[i], metric::loss)), g(num(*r.rollbacks[i], metric::grad_norm))));
     f.remedies.push_back(r.rollbacks.empty()
                              ? "a few skipped steps in a noisy small-batch run are normal; many, "
                                "or in a row, point to the instabilities above"
                              : "repeated rollbacks mean the run keeps reaching the same bad "
                                "region: lower the learning rate or fix the instability listed");
     f.confirm.push_back("the skipped and spike fields of the step lines show each event");
-    f.values = {{"skipped_finite", skipped_finite.size()}, {"rollbacks", r.rollbacks.size()},
+    f.values = {{"skipped_finite", skipped_finite.size()},
+                {"rollbacks", r.rollbacks.size()},
                 {"skipped_total", total_skipped}};
     out.push_back(std::move(f));
   }
@@ -620,8 +666,10 @@ std::string Diagnosis::verdict() const {
     s += "healthy (no instability found";
     const long notes = static_cast<long>(findings.size());
     if (notes) s += fmt::format("; {} note{}", notes, notes == 1 ? "" : "s");
-    if (diag_records == 0) s += "; diagnostics off, some signals unchecked";
-    else if (!unigram_entropy) s += "; unigram plateau unchecked";
+    if (diag_records == 0)
+      s += "; diagnostics off, some signals unchecked";
+    else if (!unigram_entropy)
+      s += "; unigram plateau unchecked";
     return s + ")";
   }
   std::string kinds;
@@ -649,7 +697,8 @@ Diagnosis diagnose_records(const std::vector<json>& records, const Config& cfg, 
     r.steps.push_back(&j);
     if (j.contains(metric::attn_max_logit) || j.contains(metric::resid_rms)) r.diag.push_back(&j);
   }
-  if (r.steps.empty()) throw FormatError("metrics.jsonl has no step line: the run has not logged a step yet");
+  if (r.steps.empty())
+    throw FormatError("metrics.jsonl has no step line: the run has not logged a step yet");
   d.diag_records = static_cast<long>(r.diag.size());
   d.per_head = !r.diag.empty() && r.diag.front()->contains(metric::attn_max_logit_head);
   if (const auto end = run_end_of(records)) {
@@ -697,8 +746,8 @@ double training_unigram_entropy(const Config& cfg, const std::string& run_dir) {
   static std::mutex mu;
   static std::map<std::string, double> cache;
   const RunTokenizer tok = resolve_tokenizer(cfg, run_dir);
-  const std::string key = fmt::format("{}\n{}\n{}\n{}", cfg.data.path, tok.file, cfg.data.val_fraction,
-                                      cfg.model.seq_len);
+  const std::string key = fmt::format("{}\n{}\n{}\n{}", cfg.data.path, tok.file,
+                                      cfg.data.val_fraction, cfg.model.seq_len);
   {
     std::lock_guard<std::mutex> lock(mu);
     if (const auto it = cache.find(key); it != cache.end()) return it->second;
@@ -723,17 +772,18 @@ double training_unigram_entropy(const Config& cfg, const std::string& run_dir) {
 
 Diagnosis diagnose_run(const std::string& run_dir) {
   const fs::path dir(run_dir);
-  if (!fs::is_directory(dir)) throw InputError(fmt::format("{} is not a directory (expected a run directory)", run_dir));
+  if (!fs::is_directory(dir))
+    throw InputError(fmt::format("{} is not a directory (expected a run directory)", run_dir));
   const fs::path mpath = dir / "metrics.jsonl";
   std::ifstream in(mpath);
   if (!in)
-    throw FormatError(fmt::format("{} has no metrics.jsonl: not a run directory, or its run has "
-                                  "not started",
-                                  run_dir));
+    throw FormatError(
+        fmt::format("{} has no metrics.jsonl: not a run directory, or its run has "
+                    "not started",
+                    run_dir));
   std::vector<json> records;
   std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);)
-    lines.push_back(line);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
   for (std::size_t i = 0; i < lines.size(); ++i) {
     if (lines[i].empty()) continue;
     try {
@@ -741,7 +791,8 @@ Diagnosis diagnose_run(const std::string& run_dir) {
     } catch (const json::parse_error& e) {
       // A torn last line is what a killed process leaves; anything else is a damaged file.
       if (i + 1 == lines.size()) break;
-      throw FormatError(fmt::format("{} line {}: not a JSON object ({})", mpath.string(), i + 1, e.what()));
+      throw FormatError(
+          fmt::format("{} line {}: not a JSON object ({})", mpath.string(), i + 1, e.what()));
     }
     if (!records.back().is_object())
       throw FormatError(fmt::format("{} line {}: not a JSON object", mpath.string(), i + 1));

@@ -7,11 +7,10 @@
 // Thresholds are chosen from runs made with the CLI (docs/doctor.md lists the measurements):
 // healthy runs stay well inside them, the failing runs of tests/diag/test_doctor.cpp cross them.
 #pragma once
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "normlab/config.h"
 
@@ -52,7 +51,7 @@ struct DoctorFinding {
   std::string kind;
   // "problem": an instability to act on; "note": worth knowing, not an instability by itself.
   std::string severity;
-  std::string title;             // one line, with the headline numbers
+  std::string title;                   // one line, with the headline numbers
   long first_step = 0, last_step = 0;  // the step range of the evidence (0: none)
   std::vector<std::string> evidence, remedies, confirm;
   nlohmann::json values = nlohmann::json::object();  // the numbers behind the evidence
@@ -61,14 +60,14 @@ struct DoctorFinding {
 struct Diagnosis {
   std::string run_dir;
   bool has_config = false;
-  Config config;              // the run's config.toml (defaults when it has none)
-  long steps = 0;             // the step the run reached
-  std::string end_reason;     // "done", "diverged", "interrupted", "" (no end event)
+  Config config;           // the run's config.toml (defaults when it has none)
+  long steps = 0;          // the step the run reached
+  std::string end_reason;  // "done", "diverged", "interrupted", "" (no end event)
   std::string end_detail;
   std::optional<double> initial_loss, final_loss;  // step 1's loss; the end's train loss
   std::optional<double> unigram_entropy;           // of the training tokens, nats/token
-  long diag_records = 0;      // step lines with the diagnostics fields
-  bool per_head = false;      // ... with attn_max_logit_head
+  long diag_records = 0;                           // step lines with the diagnostics fields
+  bool per_head = false;                           // ... with attn_max_logit_head
   std::vector<DoctorFinding> findings;
   // Signals that could not be checked (no diagnostics, no config...), and the setting that would
   // enable them ("diag.interval = 10"); empty when everything was checked.

@@ -41,8 +41,8 @@ Config tiny(int steps, double lr, int warmup) {
 }
 
 std::string temp_dir(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() /
-                     ("normlab_doctor_" + name + "_" + std::to_string(::getpid()));
+  const fs::path p =
+      fs::temp_directory_path() / ("normlab_doctor_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(p);
   return p.string();
 }
@@ -62,7 +62,8 @@ const DoctorFinding* find(const Diagnosis& d, const std::string& kind) {
 }
 
 bool any_contains(const std::vector<std::string>& v, const std::string& s) {
-  return std::any_of(v.begin(), v.end(), [&](const std::string& x) { return x.find(s) != std::string::npos; });
+  return std::any_of(v.begin(), v.end(),
+                     [&](const std::string& x) { return x.find(s) != std::string::npos; });
 }
 
 TEST(Doctor, HighLearningRateWithoutQKNormIsAttentionLogitGrowth) {
@@ -150,7 +151,8 @@ TEST(Doctor, PostNormStallsAtTheUnigramPlateau) {
   const DoctorFinding* f = find(d, "unigram_plateau");
   ASSERT_NE(f, nullptr) << d.verdict();
   EXPECT_TRUE(any_contains(f->remedies, "finding 2 (\"Depth without warmup\")"));
-  EXPECT_TRUE(any_contains(f->remedies, "finding 3 (\"Learning-rate sweep with and without warmup\")"));
+  EXPECT_TRUE(
+      any_contains(f->remedies, "finding 3 (\"Learning-rate sweep with and without warmup\")"));
 }
 
 TEST(Doctor, DiagnosticsOffListsWhatWasNotChecked) {
@@ -174,7 +176,8 @@ TEST(Doctor, MissingOrDamagedRunDirIsAClearError) {
   } catch (const FormatError& e) {
     EXPECT_NE(std::string(e.what()).find("no metrics.jsonl"), std::string::npos) << e.what();
   }
-  std::ofstream(fs::path(dir) / "metrics.jsonl") << "{\"step\":1,\"loss\":5.5}\nnot json\n{\"step\":2}\n";
+  std::ofstream(fs::path(dir) / "metrics.jsonl")
+      << "{\"step\":1,\"loss\":5.5}\nnot json\n{\"step\":2}\n";
   try {
     diagnose_run(dir);
     FAIL() << "a damaged metrics.jsonl was accepted";

@@ -149,11 +149,13 @@ void print_doctor_verdicts(const SweepOptions& o, const std::vector<SweepPoint>&
   fmt::print("\ndoctor (normlab doctor {}/RUN for the details):\n", o.out);
   for (const auto& p : points) {
     const std::string dir = (fs::path(o.out) / p.name).string();
-    std::string v;
-    try {
-      v = diagnose_run(dir).verdict();
-    } catch (const std::exception& e) {
-      v = std::string("not diagnosed: ") + e.what();
+    std::string v = "not started";
+    if (fs::exists(fs::path(dir) / "metrics.jsonl")) {
+      try {
+        v = diagnose_run(dir).verdict();
+      } catch (const std::exception& e) {
+        v = std::string("not diagnosed: ") + e.what();
+      }
     }
     fmt::print("  {}: {}\n", p.name, v);
   }

@@ -54,7 +54,10 @@ void print_text(const Diagnosis& d) {
                d.final_loss ? fmt::format("{:.4f}", *d.final_loss) : std::string("-"));
   for (const auto& f : d.findings) {
     fmt::print("\n{} {}\n", f.severity == "problem" ? "PROBLEM" : "note", f.title);
-    if (f.first_step) fmt::print("  steps {}-{}\n", f.first_step, f.last_step);
+    if (f.first_step == f.last_step && f.first_step)
+      fmt::print("  step {}\n", f.first_step);
+    else if (f.first_step)
+      fmt::print("  steps {}-{}\n", f.first_step, f.last_step);
     print_list("evidence", f.evidence);
     print_list(f.severity == "problem" ? "remedy" : "what to do", f.remedies);
     print_list("to confirm", f.confirm);

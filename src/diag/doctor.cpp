@@ -287,18 +287,23 @@ void check_spikes(const Run& r, std::vector<DoctorFinding>& out) {
     const auto worst = *std::max_element(
         spikes.begin(), spikes.end(),
         [](const Spike& a, const Spike& b) { return a.loss - a.before < b.loss - b.before; });
-    f.title = fmt::format(
-        "loss spikes: {} logged step{} from step {} to {}, worst {} at step {} "
-        "(lowest loss before it {})",
-        spikes.size(), spikes.size() == 1 ? "" : "s", f.first_step, f.last_step, g(worst.loss),
-        worst.step, g(worst.before));
+    f.title = spikes.size() == 1
+                  ? fmt::format(
+                        "loss spike at step {}: loss {}, {} nats above the lowest loss "
+                        "before it ({})",
+                        worst.step, g(worst.loss), g(worst.loss - worst.before), g(worst.before))
+                  : fmt::format(
+                        "loss spikes: {} logged steps from step {} to {}, worst {} at "
+                        "step {} (lowest loss before it {})",
+                        spikes.size(), f.first_step, f.last_step, g(worst.loss), worst.step,
+                        g(worst.before));
     std::string list;
     for (std::size_t i = 0; i < spikes.size() && i < 8; ++i)
       list += fmt::format("{}step {}: loss {} (+{})", i ? ", " : "", spikes[i].step,
                           g(spikes[i].loss), g(spikes[i].loss - spikes[i].before));
     if (spikes.size() > 8) list += ", ...";
     f.evidence.push_back(fmt::format(
-        "losses at least max({} nats, {}x) above the lowest loss logged before them: {}",
+        "losses at least max({} nats, {} x that loss) above the lowest loss logged before them: {}",
         g(T::kSpikeNats), g(T::kSpikeFraction), list));
     // Gradient-norm spikes at or just before the loss spikes (within 5 steps).
     std::string with;

@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/status.h"
+#include "diag/doctor.h"
 #include "lab/compare.h"
 #include "normlab/checkpoint.h"
 #include "report/report.h"
@@ -60,6 +61,16 @@ void add_compare(CLI::App& app, Action& action) {
         return kExitInterrupted;
       }
       fmt::print("\n{}\nwritten: {}/summary.md, {}/summary.json\n", comparison_table(rows), o->out, o->out);
+      fmt::print("\ndoctor (normlab doctor {}/PLACEMENT for the details):\n", o->out);
+      for (const auto& r : rows) {
+        std::string v;
+        try {
+          v = diagnose_run(r.run_dir).verdict();
+        } catch (const std::exception& e) {
+          v = std::string("not diagnosed: ") + e.what();
+        }
+        fmt::print("  {}: {}\n", to_string(r.placement), v);
+      }
       // The same figures as `normlab report OUT`: loss curves, gradient norms, residual RMS, ...
       std::vector<std::string> dirs;
       for (const auto& r : rows) dirs.push_back(r.run_dir);

@@ -13,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "cli/status.h"
+#include "diag/doctor.h"
 #include "lab/divergence.h"
 #include "lab/sweep.h"
 #include "normlab/checkpoint.h"
@@ -143,6 +144,23 @@ void run_points(const SweepOptions& o, const std::vector<SweepPoint>& points,
   while (!running.empty()) reap_one();
 }
 
+// One line per run: `normlab doctor`'s verdict on it (docs/doctor.md).
+void print_doctor_verdicts(const SweepOptions& o, const std::vector<SweepPoint>& points) {
+  fmt::print("\ndoctor (normlab doctor {}/RUN for the details):\n", o.out);
+  for (const auto& p : points) {
+    const std::string dir = (fs::path(o.out) / p.name).string();
+    std::string v = "not started";
+    if (fs::exists(fs::path(dir) / "metrics.jsonl")) {
+      try {
+        v = diagnose_run(dir).verdict();
+      } catch (const std::exception& e) {
+        v = std::string("not diagnosed: ") + e.what();
+      }
+    }
+    fmt::print("  {}: {}\n", p.name, v);
+  }
+}
+
 // Reads every point's result and prints the runs. When every run has finished, writes
 // sweep.json and sensitivity.md and prints the sensitivity (with a learning-rate grid only);
 // otherwise leaves the summary of an earlier complete sweep alone and says what a rerun continues.
@@ -158,6 +176,7 @@ void write_summary(const SweepOptions& o, const std::vector<GridAxis>& axes,
                                : p.name + " (not started)");
   }
   fmt::print("\n{}", runs_table(runs));
+  print_doctor_verdicts(o, points);
   if (!unfinished.empty()) {
     std::string list;
     for (const auto& u : unfinished) list += (list.empty() ? "" : ", ") + u;

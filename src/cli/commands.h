@@ -31,6 +31,7 @@ void add_sweep(CLI::App& app, Action& action);
 void add_tokenize(CLI::App& app, Action& action);
 void add_tokenizer(CLI::App& app, Action& action);
 void add_interop(CLI::App& app, Action& action);
+void add_doctor(CLI::App& app, Action& action);
 
 // Shared option groups.
 struct ConfigOptions {

@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   add_tokenize(app, action);
   add_tokenizer(app, action);
   add_interop(app, action);
+  add_doctor(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,98 @@
+// `normlab doctor`: reads a finished (or stopped) run directory -- metrics.jsonl and config.toml --
+// and says which training instabilities it shows, with the evidence (steps, layer, head, values,
+// the factor against the run's own early values), the remedy the literature and normlab's own
+// findings support, and what to measure to confirm it. A library function from a run directory to
+// a typed Diagnosis; nothing here prints (the CLI renders it as text or JSON).
+//
+// Thresholds are chosen from runs made with the CLI (docs/doctor.md lists the measurements):
+// healthy runs stay well inside them, the failing runs of tests/diag/test_doctor.cpp cross them.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "normlab/config.h"
+
+namespace normlab {
+
+// What doctor checks against (docs/doctor.md says where each value comes from).
+struct DoctorThresholds {
+  // Attention-logit growth: the largest |q.k| score of any layer at or above this, or the mean
+  // attention entropy of a layer below kAttnEntropyCollapse nats.
+  static constexpr double kAttnLogit = 200;
+  static constexpr double kAttnEntropyCollapse = 0.1;
+  // Output-logit divergence: mean log Z this many nats away from its step-1 value (log V at
+  // initialization), or the largest output logit before any cap at or above kOutputLogit.
+  // on at least kLogZDriftSteps logged steps (a single excursion belongs to a loss spike),
+  static constexpr double kLogZDrift = 5;
+  static constexpr long kLogZDriftSteps = 3;
+  static constexpr double kOutputLogit = 50;
+  // Loss spike: a logged loss at least max(kSpikeNats, kSpikeFraction * m) above m, the lowest
+  // loss logged before it. Gradient-norm spike: at least kGradSpikeFactor times the median of the
+  // gradient norms logged before it (at least kGradSpikeHistory of them).
+  static constexpr double kSpikeNats = 2.0;
+  static constexpr double kSpikeFraction = 0.5;
+  static constexpr double kGradSpikeFactor = 10;
+  static constexpr int kGradSpikeHistory = 3;
+  // Residual-stream growth: the RMS of the residual stream at some boundary at or above this.
+  static constexpr double kResidRms = 100;
+  // Unigram plateau: final train loss within [H - kPlateauBelow, H + kPlateauAbove] of the
+  // unigram entropy H of the training tokens, having fallen at least kPlateauDrop from step 1.
+  static constexpr double kPlateauBelow = 0.2;
+  static constexpr double kPlateauAbove = 0.3;
+  static constexpr double kPlateauDrop = 1.0;
+};
+
+// One thing doctor found.
+struct DoctorFinding {
+  // Stable identifiers: attention_logit_growth, output_logit_divergence, loss_spikes,
+  // residual_growth, unigram_plateau, nonfinite_steps, guard_events, gradient_spikes.
+  std::string kind;
+  // "problem": an instability to act on; "note": worth knowing, not an instability by itself.
+  std::string severity;
+  std::string title;                   // one line, with the headline numbers
+  long first_step = 0, last_step = 0;  // the step range of the evidence (0: none)
+  std::vector<std::string> evidence, remedies, confirm;
+  nlohmann::json values = nlohmann::json::object();  // the numbers behind the evidence
+};
+
+struct Diagnosis {
+  std::string run_dir;
+  bool has_config = false;
+  Config config;           // the run's config.toml (defaults when it has none)
+  long steps = 0;          // the step the run reached
+  std::string end_reason;  // "done", "diverged", "interrupted", "" (no end event)
+  std::string end_detail;
+  std::optional<double> initial_loss, final_loss;  // step 1's loss; the end's train loss
+  std::optional<double> unigram_entropy;           // of the training tokens, nats/token
+  long diag_records = 0;                           // step lines with the diagnostics fields
+  bool per_head = false;                           // ... with attn_max_logit_head
+  std::vector<DoctorFinding> findings;
+  // Signals that could not be checked (no diagnostics, no config...), and the setting that would
+  // enable them ("diag.interval = 10"); empty when everything was checked.
+  std::vector<std::string> unchecked;
+  std::string enable;
+
+  long problems() const;
+  bool healthy() const { return problems() == 0; }
+  // One line: "healthy (no instability found)" or the problems' titles.
+  std::string verdict() const;
+};
+
+// Diagnoses RUN_DIR. Throws InputError when it is not a directory, FormatError when it has no
+// metrics.jsonl, a malformed line in it (with the line number) or no step line, or a
+// config.toml that does not parse.
+Diagnosis diagnose_run(const std::string& run_dir);
+
+// The analysis on records already read (tests): `unigram_entropy` none skips the plateau check.
+Diagnosis diagnose_records(const std::vector<nlohmann::json>& records, const Config& cfg,
+                           bool has_config, std::optional<double> unigram_entropy);
+
+// Entropy (nats) of the token frequencies of the run's training split: the data and tokenizer
+// resolved as `normlab train` does (data.path, data.tokenizer or the run's copy, val_fraction).
+double training_unigram_entropy(const Config& cfg, const std::string& run_dir);
+
+nlohmann::json to_json(const Diagnosis& d);
+
+}  // namespace normlab

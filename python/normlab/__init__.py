@@ -476,6 +476,10 @@ def sweep(cfg: Config | Mapping[str, Any] | PathLike | None, grid: Mapping[str, 
 def _run_workers(todo: list[tuple[str, Config]], out: Path, jobs: int) -> None:
     """Each point in its own process (python -m normlab._sweep_worker), ``jobs`` at a time."""
     running: list[subprocess.Popen] = []
+    # The workers import this very package (a build tree's too: abspath keeps its symlinks).
+    env = dict(os.environ)
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
     try:
         for name, c in todo:
             while len(running) >= jobs:
@@ -485,7 +489,8 @@ def _run_workers(todo: list[tuple[str, Config]], out: Path, jobs: int) -> None:
             d.mkdir(parents=True, exist_ok=True)
             c.save(d / "requested.toml")
             running.append(subprocess.Popen(
-                [sys.executable, "-m", "normlab._sweep_worker", str(d / "requested.toml"), str(d)]))
+                [sys.executable, "-m", "normlab._sweep_worker", str(d / "requested.toml"), str(d)],
+                env=env))
         for p in running:
             p.wait()
     except KeyboardInterrupt:

@@ -62,8 +62,9 @@ def test_run_models_eval_generate(tmp_path):
 
 
 def test_errors_from_train(tmp_path):
-    with pytest.raises(normlab.ConfigError, match="train.steps"):
-        normlab.train({**TINY_RUN, "train.steps": 0}, out=tmp_path / "bad")
+    with pytest.raises(normlab.ConfigError, match="train.batch_size"):
+        normlab.train({**TINY_RUN, "train.batch_size": 0}, out=tmp_path / "bad")
+    assert not (tmp_path / "bad" / "checkpoints").exists()
     with pytest.raises(normlab.FormatError):
         normlab.train(None, out=tmp_path / "missing", resume=True)
 

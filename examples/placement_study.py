@@ -1,6 +1,6 @@
 """Learning-rate sensitivity of Post-, Pre- and Peri-Norm (Wortsman et al. 2023) on a small model,
 from Python: a sweep of placement x learning rate, its sensitivity table, and a figure when
-matplotlib is installed. About 3 minutes on 2 cores (docs/python.md shows its output).
+matplotlib is installed. About 2 minutes on 2 cores (docs/python.md shows its output).
 
     python examples/placement_study.py [OUT_DIR]      # default runs/placement_study
 """
@@ -11,7 +11,7 @@ import normlab
 out = sys.argv[1] if len(sys.argv) > 1 else "runs/placement_study"
 cfg = normlab.Config({"model": {"n_layer": 2, "d_model": 64, "n_head": 4, "d_ff": 256, "seq_len": 64},
                       "optim": {"warmup_steps": 10},
-                      "train": {"steps": 100, "batch_size": 8, "eval_interval": 100,
+                      "train": {"steps": 200, "batch_size": 8, "eval_interval": 200,
                                 "log_interval": 20, "checkpoint_interval": 1000}})
 grid = {"model.placement": ["post", "pre", "peri"], "optim.lr": "3e-3:3e-1:3log"}
 result = normlab.sweep(cfg, grid, out=out, jobs=2)

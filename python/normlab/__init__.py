@@ -58,11 +58,10 @@ class Config:
     """
 
     def __init__(self, source: Config | Mapping[str, Any] | PathLike | None = None) -> None:
-        sets: list[str] = []
         if source is None:
-            self._c = _core.config_load("", sets)
+            self._c = _core.config_load("", [])
         elif isinstance(source, Config):
-            self._c = _core.config_parse(source.to_toml(), "config", sets)
+            self._c = _core.config_parse(source.to_toml(), "config", [])
         elif isinstance(source, Mapping):
             nested: dict[str, Any] = {}
             flat: list[str] = []
@@ -72,12 +71,12 @@ class Config:
                 else:
                     flat.append(f"{k}={_value_text(v)}")
             base = _core.config_from_json(json.dumps(nested))
-            self._c = _core.config_parse(_core.config_to_toml(base), "config", flat + sets)
+            self._c = _core.config_parse(_core.config_to_toml(base), "config", flat)
         else:
             path = Path(source)
             if path.is_dir():
                 path = path / "config.toml"
-            self._c = _core.config_load(str(path), sets)
+            self._c = _core.config_load(str(path), [])
 
     @classmethod
     def from_toml(cls, text: str, source: str = "<toml>") -> Config:

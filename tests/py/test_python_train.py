@@ -131,8 +131,7 @@ def test_gradflow_matches_the_cli(tmp_path):
 def test_sweep_and_report_match_the_cli(tmp_path):
     grid = {"optim.lr": [1e-3, 1e-2], "model.placement": ["pre", "post"]}
     spec = ["--grid", "optim.lr=0.001,0.01", "--grid", "model.placement=pre,post"]
-    sets = [s for s in TINY_RUN_SETS if "steps" not in s or "train.steps" not in s]
-    sets += ["--set=train.steps=3", "--set=train.eval_interval=3"]
+    sets = TINY_RUN_SETS + ["--set=train.steps=3", "--set=train.eval_interval=3"]  # later wins
     cli("sweep", *spec, "--out", tmp_path / "cli", *sets, check=0)
     want = json.loads((tmp_path / "cli" / "sweep.json").read_text())
     cfg = normlab.Config(TINY_RUN).update({"train.steps": 3, "train.eval_interval": 3})

@@ -2,14 +2,14 @@
 # Installs what normlab needs on Debian 12: the C++ toolchain and libraries from Debian (with clang
 # and its libFuzzer/sanitizer runtimes, for the fuzz targets in tests/fuzz), and the Python side
 # of the tests (PyTorch 2.13 CPU, safetensors, transformers, tokenizers, sentencepiece, tiktoken,
-# pytest) into .venv.
+# pytest) into .venv, with nanobind and scikit-build-core for the Python package (python/).
 # Idempotent: skips whatever is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(build-essential cmake ninja-build pkg-config libopenblas-dev libtomlplusplus-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libpcre2-dev libutf8proc-dev
-  libsentencepiece-dev openmpi-bin libopenmpi-dev python3 python3-venv python3-pip
+  libsentencepiece-dev openmpi-bin libopenmpi-dev python3 python3-dev python3-venv python3-pip
   clang libclang-rt-14-dev chromium)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -28,7 +28,7 @@ if [ "${NORMLAB_SKIP_PYTHON:-0}" != "1" ]; then
     echo "[install] creating .venv"
     "$PY" -m venv .venv
   fi
-  if ! .venv/bin/python -c "import torch, safetensors, pytest, numpy, transformers, tokenizers, sentencepiece, tiktoken" 2>/dev/null; then
+  if ! .venv/bin/python -c "import torch, safetensors, pytest, numpy, transformers, tokenizers, sentencepiece, tiktoken, nanobind, scikit_build_core" 2>/dev/null; then
     echo "[install] pip install -r requirements-test.txt (PyTorch 2.13 CPU build)"
     .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements-test.txt
   fi

@@ -17,8 +17,22 @@ stage() { echo "[test] $1 ($(( $(date +%s) - start )) s so far)"; }
 
 scripts/install-deps.sh
 WERROR=OFF; [ "${CI:-}" = "true" ] && WERROR=ON
-scripts/build.sh -DNORMLAB_TESTS=ON -DNORMLAB_WERROR=$WERROR
+# NORMLAB_PYTHON: the Python extension is built with everything else (its tests, py.test_python_*,
+# import the package from $BUILD_DIR/python).
+scripts/build.sh -DNORMLAB_TESTS=ON -DNORMLAB_WERROR=$WERROR -DNORMLAB_PYTHON=ON
 ctest --test-dir "$BUILD_DIR" --no-tests=error --output-on-failure -j "$JOBS" "$@"
+
+# `pip install .` works, from the same build tree with its options (nothing is compiled again),
+# and the installed package imports from outside the source tree (docs/python.md).
+stage "python: pip install . into .venv from $BUILD_DIR"
+.venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps \
+  -C build-dir="$BUILD_DIR" -C cmake.define.NORMLAB_TESTS=ON -C cmake.define.NORMLAB_MPI=ON \
+  -C cmake.define.NORMLAB_WERROR=$WERROR .
+(cd / && "$OLDPWD/.venv/bin/python" -c "import normlab, numpy as np
+assert not normlab.__file__.startswith('$PWD/python'), normlab.__file__
+m = normlab.Model({'model': {'n_layer': 1, 'd_model': 16, 'n_head': 2, 'd_ff': 32}})
+assert m.forward(np.arange(8)).shape == (8, 256)
+print('[test] import normlab', normlab.__version__, 'from', normlab.__file__)")
 
 if [ "${NORMLAB_QUICK:-0}" = "1" ]; then
   echo "[test] NORMLAB_QUICK=1: skipped the sanitizer and fuzz stages"

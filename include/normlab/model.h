@@ -22,6 +22,7 @@ struct ParameterView {
   std::span<float> values;
   bool decayed = false;             // whether AdamW's weight decay applies (optim.decay_embeddings
                                     // aside, which the optimizer decides)
+  std::string group;                // embedding, attention, mlp, norm or head (diagnostics groups)
 };
 
 // Losses of one batch: means over its B * T tokens.
@@ -64,6 +65,20 @@ class Model {
   // T <= seq_len. Throws InputError for a token outside the vocabulary or a shape out of range.
   BatchLoss loss(std::span<const int> idx, std::span<const int> targets, int B, int T,
                  double z_alpha = 0.0);
+  // The loss as loss() gives it, then its gradient with respect to every parameter (of the mean
+  // over the B * T tokens), written over the gradient arena (not accumulated).
+  BatchLoss loss_and_grads(std::span<const int> idx, std::span<const int> targets, int B, int T,
+                           double z_alpha = 0.0);
+  // Every parameter's gradient from the last loss_and_grads (zeros before the first), in table
+  // order with the shapes of parameters(); the views stay valid as long as the model.
+  std::vector<ParameterView> gradients();
+  // Writes the parameters to a safetensors file (checkpoint names, float32, the config in the
+  // "normlab_config" metadata), atomically.
+  void save(const std::string& path) const;
+  // Reads the parameters from a safetensors file holding exactly this model's tensors (save()'s
+  // output, a checkpoint's model.safetensors). All-or-nothing: throws FormatError naming every
+  // missing, unexpected or mis-shaped tensor.
+  void load_weights(const std::string& path);
   // Logits (B, T, V) after the final soft-cap.
   std::vector<float> logits(std::span<const int> idx, int B, int T);
   // Feeds the prompt, then samples max_new_tokens with the KV cache, calling on_token (if given)

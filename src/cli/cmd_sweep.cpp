@@ -161,38 +161,21 @@ void print_doctor_verdicts(const SweepOptions& o, const std::vector<SweepPoint>&
   }
 }
 
-// Reads every point's result and prints the runs. When every run has finished, writes
-// sweep.json and sensitivity.md and prints the sensitivity (with a learning-rate grid only);
-// otherwise leaves the summary of an earlier complete sweep alone and says what a rerun continues.
+// Reads every point's result (writing sweep.json and sensitivity.md when all have finished) and
+// prints the runs and doctor's verdict on each, then the sensitivity or what a rerun continues.
 void write_summary(const SweepOptions& o, const std::vector<GridAxis>& axes,
                    const std::vector<SweepPoint>& points) {
-  std::vector<SweepRun> runs;
-  std::vector<std::string> unfinished;
-  for (const auto& p : points) {
-    runs.push_back(read_sweep_run((fs::path(o.out) / p.name).string(), p));
-    if (sweep_status_unfinished(runs.back().status))
-      unfinished.push_back(runs.back().status == "interrupted"
-                               ? fmt::format("{} (at step {})", p.name, runs.back().steps)
-                               : p.name + " (not started)");
-  }
-  fmt::print("\n{}", runs_table(runs));
+  const SweepSummary s = summarize_sweep(o.out, axes, points, o.lr_key);
+  fmt::print("\n{}", runs_table(s.runs));
   print_doctor_verdicts(o, points);
-  if (!unfinished.empty()) {
+  if (!s.unfinished.empty()) {
     std::string list;
-    for (const auto& u : unfinished) list += (list.empty() ? "" : ", ") + u;
+    for (const auto& u : s.unfinished) list += (list.empty() ? "" : ", ") + u;
     fmt::print("\nsweep incomplete: {} of {} runs unfinished: {}.\nNo summary written; rerun the "
-               "same command to continue them.\n", unfinished.size(), runs.size(), list);
+               "same command to continue them.\n", s.unfinished.size(), s.runs.size(), list);
     return;
   }
-  const bool lr_grid = std::any_of(axes.begin(), axes.end(),
-                                   [&](const GridAxis& a) { return a.key == o.lr_key; });
-  const auto sens = lr_grid ? lr_sensitivity(runs, o.lr_key) : std::vector<Sensitivity>{};
-  std::ofstream(fs::path(o.out) / "sweep.json") << sweep_json(axes, runs, sens, o.lr_key).dump(1) << '\n';
-  const std::string table =
-      lr_grid ? sensitivity_table(sens)
-              : fmt::format("No learning-rate grid ({}): no learning-rate sensitivity.\n", o.lr_key);
-  std::ofstream(fs::path(o.out) / "sensitivity.md") << runs_table(runs) << '\n' << table;
-  fmt::print("\n{}\nwritten: {}/sweep.json, {}/sensitivity.md\n", table, o.out, o.out);
+  fmt::print("\n{}\nwritten: {}/sweep.json, {}/sensitivity.md\n", s.table, o.out, o.out);
 }
 
 // On a rerun: which points are finished and which are resumed, before any training.

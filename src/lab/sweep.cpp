@@ -1,5 +1,6 @@
 #include "lab/sweep.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -275,6 +276,27 @@ std::string runs_table(const std::vector<SweepRun>& runs) {
     t += fmt::format("| {} | {} | {} | {} | {} | {} |\n", r.point.name, r.status, r.steps,
                      fixed(r.train_loss), fixed(r.final_val_loss), r.message);
   return t;
+}
+
+SweepSummary summarize_sweep(const std::string& out, const std::vector<GridAxis>& axes,
+                             const std::vector<SweepPoint>& points, const std::string& lr_key) {
+  SweepSummary s;
+  for (const auto& p : points) {
+    s.runs.push_back(read_sweep_run((fs::path(out) / p.name).string(), p));
+    if (sweep_status_unfinished(s.runs.back().status))
+      s.unfinished.push_back(s.runs.back().status == "interrupted"
+                                 ? fmt::format("{} (at step {})", p.name, s.runs.back().steps)
+                                 : p.name + " (not started)");
+  }
+  if (!s.unfinished.empty()) return s;
+  s.lr_grid = std::any_of(axes.begin(), axes.end(), [&](const GridAxis& a) { return a.key == lr_key; });
+  if (s.lr_grid) s.sensitivity = lr_sensitivity(s.runs, lr_key);
+  s.json = sweep_json(axes, s.runs, s.sensitivity, lr_key);
+  s.table = s.lr_grid ? sensitivity_table(s.sensitivity)
+                      : fmt::format("No learning-rate grid ({}): no learning-rate sensitivity.\n", lr_key);
+  std::ofstream(fs::path(out) / "sweep.json") << s.json.dump(1) << '\n';
+  std::ofstream(fs::path(out) / "sensitivity.md") << runs_table(s.runs) << '\n' << s.table;
+  return s;
 }
 
 }  // namespace normlab

@@ -81,4 +81,19 @@ std::string sensitivity_table(const std::vector<Sensitivity>& sens);
 // Markdown: every run with its status, the step it reached and why it stopped.
 std::string runs_table(const std::vector<SweepRun>& runs);
 
+// A sweep read back from its directory `out` (one run directory per point): what `normlab sweep`
+// and normlab.sweep() report at the end.
+struct SweepSummary {
+  std::vector<SweepRun> runs;           // one per point, in grid order
+  std::vector<std::string> unfinished;  // "NAME (at step S)", "NAME (not started)"
+  bool lr_grid = false;                 // the grid has lr_key: the sensitivity is computed
+  std::vector<Sensitivity> sensitivity;
+  nlohmann::json json;                  // sweep_json(); null while runs are unfinished
+  std::string table;                    // the sensitivity table, or why there is none
+};
+// Reads every point's run and, when all have finished, computes the sensitivity and writes
+// out/sweep.json and out/sensitivity.md (an unfinished sweep leaves an earlier summary alone).
+SweepSummary summarize_sweep(const std::string& out, const std::vector<GridAxis>& axes,
+                             const std::vector<SweepPoint>& points, const std::string& lr_key);
+
 }  // namespace normlab

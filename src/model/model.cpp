@@ -40,7 +40,16 @@ long Model::num_params() const { return impl_->net.table().total(); }
 std::vector<ParameterView> Model::parameters() {
   std::vector<ParameterView> out;
   for (const ParamSpec& s : impl_->net.table().specs())
-    out.push_back({s.name, s.shape, {impl_->net.param(s), static_cast<std::size_t>(s.numel)}, s.decay});
+    out.push_back({s.name, s.shape, {impl_->net.param(s), static_cast<std::size_t>(s.numel)}, s.decay,
+                   std::string(to_string(s.group))});
+  return out;
+}
+
+std::vector<ParameterView> Model::gradients() {
+  std::vector<ParameterView> out;
+  for (const ParamSpec& s : impl_->net.table().specs())
+    out.push_back({s.name, s.shape, {impl_->net.grad(s), static_cast<std::size_t>(s.numel)}, s.decay,
+                   std::string(to_string(s.group))});
   return out;
 }
 
@@ -55,6 +64,16 @@ BatchLoss Model::loss(std::span<const int> idx, std::span<const int> targets, in
   check_shape(*this, idx.size(), B, T, "loss");
   check_shape(*this, targets.size(), B, T, "loss");
   const LossStats st = impl_->net.forward(idx.data(), targets.data(), B, T, z_alpha, false);
+  return {st.loss, st.ce, st.z_loss, st.lse_mean};
+}
+
+BatchLoss Model::loss_and_grads(std::span<const int> idx, std::span<const int> targets, int B,
+                                int T, double z_alpha) {
+  check_shape(*this, idx.size(), B, T, "loss_and_grads");
+  check_shape(*this, targets.size(), B, T, "loss_and_grads");
+  impl_->net.zero_grad();
+  const LossStats st = impl_->net.forward(idx.data(), targets.data(), B, T, z_alpha, true);
+  impl_->net.backward();
   return {st.loss, st.ce, st.z_loss, st.lse_mean};
 }
 

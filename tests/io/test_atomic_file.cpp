@@ -372,11 +372,21 @@ TEST_F(AtomicWrite, ChildKilledInsideTheWriteLeavesPreviousFile) {
   }
 }
 
+// Floats per tensor of the file the random-kill test writes: 16 MB in all, 4 MB under
+// AddressSanitizer, where the -O0 writer spends about 40 times as long per byte (82 s for this test
+// alone in the sanitizer stage). The kill moments scale with the measured write time either way.
+#ifdef __SANITIZE_ADDRESS__
+constexpr long kKilledWriteFloats = 1 << 18;
+#else
+constexpr long kKilledWriteFloats = 1 << 20;
+#endif
+
 TEST_F(AtomicWrite, ChildKilledAtRandomMomentsLeavesOldOrNewFile) {
-  // No seam: a child writing a 16 MB file over the previous one is SIGKILLed at random moments
-  // spread over the time one write takes. The file is always the previous one or the new one.
+  // No seam: a child writing a 16 MB file (4 MB under ASan) over the previous one is SIGKILLed at
+  // random moments spread over the time one write takes. The file is always the previous one or
+  // the new one.
   const std::string path = dir_ / "big.safetensors";
-  const Payload old = payload(4, 1 << 20, 1), next = payload(4, 1 << 20, 2);
+  const Payload old = payload(4, kKilledWriteFloats, 1), next = payload(4, kKilledWriteFloats, 2);
   const Bytes old_bytes = old.bytes(), next_bytes = next.bytes();
   const auto t0 = std::chrono::steady_clock::now();
   old.write(path);

@@ -29,7 +29,7 @@ from ._errors import ConfigError, Error, FormatError, InputError, InternalError
 __version__: str = _core.__version__
 
 __all__ = [
-    "Config", "Model", "Run", "train", "gradflow", "sweep", "report", "set_num_threads",
+    "Config", "Model", "Run", "train", "doctor", "gradflow", "sweep", "report", "set_num_threads",
     "get_num_threads", "Error", "ConfigError", "InputError", "FormatError", "InternalError",
     "__version__",
 ]
@@ -404,6 +404,14 @@ def train(cfg: Config | Mapping[str, Any] | PathLike | None, out: PathLike,
 
 
 # -- the lab ----------------------------------------------------------------------------------
+
+def doctor(run: "Run | PathLike") -> dict[str, Any]:
+    """As ``normlab doctor RUN_DIR --json``: the diagnosis of a run (docs/doctor.md) from its
+    metrics.jsonl and config.toml, as a dict: each instability found with its evidence, remedy and
+    what to measure to confirm it, the signals that could not be checked, and the verdict."""
+    path = run.path if isinstance(run, Run) else run
+    return json.loads(_core.doctor(str(path)))
+
 
 def gradflow(cfg: Config | Mapping[str, Any] | PathLike | None = None, *,
              placements: Iterable[str] = ("post", "pre", "peri"),

@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "diag/doctor.h"
 #include "lab/gradflow.h"
 #include "lab/sweep.h"
 #include "model/generate.h"
@@ -385,6 +386,14 @@ NB_MODULE(_core, m) {
                             double temperature, int top_k, double top_p, std::uint64_t seed,
                             bool ignore_eos) {
     return generate_text(ckpt, prompt, {max_new_tokens, temperature, top_k, top_p, seed}, ignore_eos);
+  });
+  m.def("doctor", [](const std::string& run_dir) {
+    Diagnosis d;
+    {
+      nb::gil_scoped_release nogil;
+      d = diagnose_run(run_dir);
+    }
+    return to_json(d).dump();
   });
   m.def("gradflow", &gradflow);
   m.def("sweep_points", [](const std::vector<std::string>& specs) {

@@ -128,6 +128,16 @@ def test_gradflow_matches_the_cli(tmp_path):
         normlab.gradflow(cfg, placements=["sideways"], layers=[2])
 
 
+def test_doctor_matches_the_cli(tmp_path):
+    run = normlab.train(TINY_RUN, out=tmp_path / "r")
+    want = json.loads(cli("doctor", run.path, "--json", check=0).stdout)
+    got = normlab.doctor(run)
+    assert got == want and normlab.doctor(str(run.path)) == want
+    assert "verdict" in got
+    with pytest.raises(normlab.Error, match="metrics.jsonl"):
+        normlab.doctor(tmp_path)  # a directory without a run
+
+
 def test_sweep_and_report_match_the_cli(tmp_path):
     grid = {"optim.lr": [1e-3, 1e-2], "model.placement": ["pre", "post"]}
     spec = ["--grid", "optim.lr=0.001,0.01", "--grid", "model.placement=pre,post"]

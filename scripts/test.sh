@@ -16,10 +16,12 @@ JOBS=${JOBS:-$(nproc)}
 stage() { echo "[test] $1 ($(( $(date +%s) - start )) s so far)"; }
 
 scripts/install-deps.sh
+stage "release build and its tests in $BUILD_DIR/"
 WERROR=OFF; [ "${CI:-}" = "true" ] && WERROR=ON
 # NORMLAB_PYTHON: the Python extension is built with everything else (its tests, py.test_python_*,
 # import the package from $BUILD_DIR/python).
 scripts/build.sh -DNORMLAB_TESTS=ON -DNORMLAB_WERROR=$WERROR -DNORMLAB_PYTHON=ON
+stage "release tests"
 ctest --test-dir "$BUILD_DIR" --no-tests=error --output-on-failure -j "$JOBS" "$@"
 
 # `pip install .` works, from the same build tree with its options (nothing is compiled again),

@@ -34,8 +34,8 @@ TEST(SentencePiece, LoadTokenizerNamesTheFile) {
   char path[] = "/tmp/normlab_sp_XXXXXX";
   const int fd = mkstemp(path);
   ASSERT_GE(fd, 0);
-  ASSERT_EQ(write(fd, "\x01\x02\x03garbage", 10), 10);
-  close(fd);
+  ASSERT_EQ(::write(fd, "\x01\x02\x03garbage", 10), 10);
+  ::close(fd);
   try {
     load_tokenizer(path);
     ADD_FAILURE() << "garbage loaded";

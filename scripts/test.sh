@@ -21,6 +21,54 @@ WERROR=OFF; [ "${CI:-}" = "true" ] && WERROR=ON
 # NORMLAB_PYTHON: the Python extension is built with everything else (its tests, py.test_python_*,
 # import the package from $BUILD_DIR/python).
 scripts/build.sh -DNORMLAB_TESTS=ON -DNORMLAB_WERROR=$WERROR -DNORMLAB_PYTHON=ON
+
+QUICK=${NORMLAB_QUICK:-0}
+# The sanitizer and the fuzz builds each compile in the background, at a lower priority, while the
+# stage before them runs its tests: those leave part of the cores idle (Python start-up, files,
+# forks; the release ctest used 1.26 of 2 cores on average). A build's output goes to its log,
+# printed when it fails; an early exit stops it.
+bg_pid=""
+bg_log=""
+stop_bg() {
+  if [ -n "$bg_pid" ]; then
+    pkill -TERM -P "$bg_pid" 2>/dev/null || true
+    kill -TERM "$bg_pid" 2>/dev/null || true
+  fi
+}
+trap stop_bg EXIT
+bg_build() {  # LOG COMMAND...
+  bg_log=$1
+  shift
+  nice -n 5 "$@" >"$bg_log" 2>&1 &
+  bg_pid=$!
+}
+bg_wait() {
+  if ! wait "$bg_pid"; then
+    bg_pid=""
+    cat "$bg_log"
+    echo "[test] FAILED: the background build (log: $bg_log)"
+    exit 1
+  fi
+  bg_pid=""
+  echo "[test] background build done: $(tail -n 1 "$bg_log")"
+}
+
+if [ "$QUICK" != "1" ]; then
+  # Sanitizer build: -O0 without debug info: the tokenizer sources (nlohmann-heavy) made -O1 -g1
+  # compile for 8.5 of the stage's 10 minutes; at -O0 -g0 the heaviest batch compiles in 51 s
+  # instead of 94 s. Reports keep function names (from the symbol table), not line numbers. The
+  # numeric engine and the tests whose own loops are the work compile at -O1 (CMakeLists.txt).
+  # A unity build (16 sources per translation unit) parses the shared headers once per batch
+  # instead of once per file; files whose file-local names collide are excluded in CMakeLists.txt.
+  # Warnings are not errors here: GCC 12 with ASan at -O1 reported a false -Wmaybe-uninitialized
+  # inside libstdc++ (<regex>, no longer used; others may follow); the Release build above keeps
+  # -Werror in CI.
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O0 -g0" -DNORMLAB_SANITIZE=ON -DNORMLAB_WERROR=OFF \
+    -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=16 >/dev/null
+  bg_build build-asan/test_sh_build.log cmake --build build-asan -j "$JOBS" --target normlab_tests
+fi
+
 stage "release tests"
 ctest --test-dir "$BUILD_DIR" --no-tests=error --output-on-failure -j "$JOBS" "$@"
 
@@ -36,22 +84,17 @@ m = normlab.Model({'model': {'n_layer': 1, 'd_model': 16, 'n_head': 2, 'd_ff': 3
 assert m.forward(np.arange(8)).shape == (8, 256)
 print('[test] import normlab', normlab.__version__, 'from', normlab.__file__)")
 
-if [ "${NORMLAB_QUICK:-0}" = "1" ]; then
+if [ "$QUICK" = "1" ]; then
   echo "[test] NORMLAB_QUICK=1: skipped the sanitizer and fuzz stages"
 else
-  stage "sanitizers: C++ tests under ASan + UBSan in build-asan/"
-  # -O0 without debug info: the tokenizer sources (nlohmann-heavy) made -O1 -g1 compile for 8.5 of
-  # the stage's 10 minutes; at -O0 -g0 the heaviest batch compiles in 51 s instead of 94 s.
-  # Reports keep function names (from the symbol table), not line numbers.
-  # A unity build (16 sources per translation unit) parses the shared headers once per batch
-  # instead of once per file; files whose file-local names collide are excluded in CMakeLists.txt.
-  # Warnings are not errors here: GCC 12 with ASan at -O1 reported a false -Wmaybe-uninitialized
-  # inside libstdc++ (<regex>, no longer used; others may follow); the Release build above keeps
-  # -Werror in CI.
-  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O0 -g0" -DNORMLAB_SANITIZE=ON -DNORMLAB_WERROR=OFF \
-    -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=16 >/dev/null
-  cmake --build build-asan -j "$JOBS" --target normlab_tests
+  stage "sanitizers: C++ tests under ASan + UBSan in build-asan/ (waiting for its build)"
+  bg_wait
+  # Fuzz build, in the background during the sanitizer tests. -O1 (libFuzzer's documented
+  # example flags are -g -O1) instead of -O2: the instrumented tokenizer.json reader compiles in
+  # 37 s instead of 47 s, and the smoke run below is bounded by time, not by executions.
+  cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1" -DCMAKE_CXX_COMPILER=clang++ -DNORMLAB_FUZZ=ON >/dev/null
+  bg_build build-fuzz/test_sh_build.log cmake --build build-fuzz -j "$JOBS"
   # Every report is fatal (UBSan's too: the build uses -fno-sanitize-recover=undefined), leaks
   # included. Only the GoogleTest cases: py.* drive the release build's tools, bench.* the
   # benchmark.
@@ -61,13 +104,8 @@ else
     ctest --test-dir build-asan --no-tests=error --output-on-failure -j "$JOBS" -E '^(py|bench)\.'
   )
 
-  stage "fuzzing: tests/fuzz targets in build-fuzz/"
-  # -O1 (libFuzzer's documented example flags are -g -O1) instead of -O2: the instrumented
-  # tokenizer.json reader compiles in 37 s instead of 47 s, and the smoke run below is bounded by
-  # time, not by executions.
-  cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1" -DCMAKE_CXX_COMPILER=clang++ -DNORMLAB_FUZZ=ON >/dev/null
-  cmake --build build-fuzz -j "$JOBS"
+  stage "fuzzing: tests/fuzz targets in build-fuzz/ (waiting for its build)"
+  bg_wait
   ctest --test-dir build-fuzz --no-tests=error --output-on-failure -j "$JOBS"  # seeds and regression inputs
   FUZZ_JOBS=${FUZZ_JOBS:-$JOBS} tests/fuzz/run.sh build-fuzz "${NORMLAB_FUZZ_SECONDS:-15}"
 fi

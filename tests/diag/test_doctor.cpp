@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "diag/doctor.h"
+#include "fixtures.h"
 #include "normlab/errors.h"
 #include "normlab/trainer.h"
 
@@ -20,16 +21,7 @@ namespace {
 
 // The tiny model of the failure runs: 2 layers, d_model 32, byte tokens of the embedded corpus.
 Config tiny(int steps, double lr, int warmup) {
-  Config c;
-  c.model.n_layer = 2;
-  c.model.d_model = 32;
-  c.model.n_head = 2;
-  c.model.d_ff = 64;
-  c.model.seq_len = 32;
-  c.train.batch_size = 4;
-  c.train.steps = steps;
-  c.train.log_interval = 1;
-  c.train.eval_interval = 0;
+  Config c = test::tiny_run(steps);
   c.train.eval_batches = 1;
   c.train.checkpoint_interval = 1000;
   c.train.threads = 1;

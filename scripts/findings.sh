@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Reproduces every number and figure in docs/findings.md (about 30-40 minutes on 2 cores).
+# Reproduces every number and figure in docs/findings.md (about 60-80 minutes on 2 cores; finding 8,
+# scripts/findings_scaling.sh, is about half of it).
 # Usage: scripts/findings.sh [OUT_DIR]   (default runs/findings); needs build/normlab.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -66,6 +67,11 @@ for v in "none 0" "rmsnorm 0" "none 1e-4" "rmsnorm 1e-4"; do
 done
 $NL sweep "${RETRO[@]}" --set train.steps=600 --set train.eval_interval=600 \
   --grid model.qk_norm=none,rmsnorm --out "$OUT/retrofit_scratch" -j 2
+
+# 8. Instabilities against model size (Wortsman et al. 2023, figure 1): a width ladder 64-384 x 7
+#    learning rates x {QK-Norm off/on, z-loss off/on with weight decay 0}; its own script and report
+#    (about 35 minutes on 2 idle cores).
+NORMLAB="$NL" scripts/findings_scaling.sh "$OUT"
 
 $NL report "$OUT"/depth "$OUT"/lr_warmup "$OUT"/qk_norm "$OUT"/z_loss "$OUT"/softcap \
   "$OUT"/retrofit_base "$OUT"/retrofit/* "$OUT"/retrofit_scratch "$OUT"/gradflow_gpt2 "$OUT"/gradflow_xavier --out "$OUT/report.html" --title "normlab findings"

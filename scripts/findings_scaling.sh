@@ -40,4 +40,8 @@ for d in 384 256 128 64; do
 done
 $NL report "$OUT"/scaling/d*_qk "$OUT"/scaling/d*_z --out "$OUT/scaling/report.html" \
   --title "normlab finding 8: instabilities against model size"
+# Output-logit divergence at a high learning rate (0.215): log Z over training with and without
+# z-loss, weight decay 0, every width.
+$NL report "$OUT"/scaling/d*_z/z_loss-*_lr-0.215443 --out "$OUT/scaling/log_z_report.html" \
+  --title "normlab finding 8: log Z at lr 0.215, weight decay 0, z-loss 0 vs 1e-4"
 echo "finding 8 written under $OUT/scaling"

@@ -70,7 +70,7 @@ $NL sweep "${RETRO[@]}" --set train.steps=600 --set train.eval_interval=600 \
 
 # 8. Instabilities against model size (Wortsman et al. 2023, figure 1): a width ladder 64-384 x 7
 #    learning rates x {QK-Norm off/on, z-loss off/on with weight decay 0}; its own script and report
-#    (about 35 minutes on 2 idle cores).
+#    (about 30 minutes on 2 idle cores).
 NORMLAB="$NL" scripts/findings_scaling.sh "$OUT"
 
 $NL report "$OUT"/depth "$OUT"/lr_warmup "$OUT"/qk_norm "$OUT"/z_loss "$OUT"/softcap \

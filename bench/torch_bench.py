@@ -3,10 +3,16 @@ nn.Module blocks, F.scaled_dot_product_attention(is_causal=True) where it applie
 attention soft-cap is not expressible in SDPA, so c uses the usual eager softcapped attention, as
 Gemma 2 implementations do), fused AdamW with grad clipping, eager or torch.compile.
 
-    OMP_WAIT_POLICY=PASSIVE python bench/torch_bench.py a [--compile] [--steps 10] [--warmup 3]
+    OMP_WAIT_POLICY=PASSIVE python bench/torch_bench.py a [--compile] [--autocast] [--steps 10] [--warmup 3]
 
-Prints one JSON object (the same fields as normlab_bench train). A torch.compile failure is
-reported as {"error": ...} rather than hidden.
+--autocast is PyTorch's own mixed precision, the peer of normlab's --precision bf16: the forward
+and the loss run under torch.autocast("cpu", dtype=torch.bfloat16) (matrix products in bf16,
+the ops autocast keeps in float32 in float32), the backward outside the autocast context as
+PyTorch recommends; master weights, gradients and the fused AdamW stay float32, with the same
+clipping and batches as the float32 run. It combines with --compile.
+
+Prints one JSON object (the same fields as normlab_bench train, "losses" holding every step's
+loss, warm-up included). A torch.compile failure is reported as {"error": ...} rather than hidden.
 """
 from __future__ import annotations
 
@@ -175,6 +181,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("config", choices=sorted(CONFIGS))
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--autocast", action="store_true",
+                    help="bf16 autocast around the forward and the loss (fp32 master weights)")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
@@ -182,7 +190,12 @@ def main():
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     c = CONFIGS[a.config]
-    out = {"impl": "torch.compile" if a.compile else "torch eager", "config": a.config,
+    if a.autocast:
+        impl = "torch autocast bf16 " + ("compile" if a.compile else "eager")
+    else:
+        impl = "torch.compile" if a.compile else "torch eager"
+    out = {"impl": impl, "config": a.config,
+           "precision": "bf16-autocast" if a.autocast else "float32",
            "torch": torch.__version__, "threads": torch.get_num_threads(),
            "tokens_per_step": c["B"] * c["T"],
            "flops_per_token": 6.0 * matmul_params(c) + 12.0 * c["L"] * c["T"] * c["C"],
@@ -209,7 +222,10 @@ def main():
             tgt = torch.randint(0, c["V"], (c["B"], c["T"]), generator=g)
             t0 = time.perf_counter()
             opt.zero_grad(set_to_none=True)
-            loss = fwd(idx, tgt)
+            # autocast covers the forward and the loss only; backward runs outside it (its ops
+            # take the dtypes the forward recorded).
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.autocast):
+                loss = fwd(idx, tgt)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
             opt.step()
@@ -217,12 +233,14 @@ def main():
             if s == 0:
                 t_first = dt
             losses.append(loss.item())
+            if s == 0:
+                out["loss_dtype"] = str(loss.dtype).replace("torch.", "")
             if s >= a.warmup:
                 ms.append(dt)
         step = statistics.median(ms)
         out.update(step_ms=ms, step_ms_median=step, first_step_ms=t_first,
                    tokens_per_s=out["tokens_per_step"] / (step / 1e3),
-                   loss_first=losses[0], loss_last=losses[-1])
+                   loss_first=losses[0], loss_last=losses[-1], losses=losses)
         out["gflops"] = out["flops_per_token"] * out["tokens_per_s"] / 1e9
     except Exception as e:  # noqa: BLE001
         out["error"] = f"{type(e).__name__}: {e}".splitlines()[0][:500]

@@ -1,10 +1,15 @@
 """Turns the JSON results of bench/run.sh into the table it prints and docs/benchmarks.md.
 
-    python3 bench/report.py bench/results --out docs/benchmarks.md --command "bench/run.sh"
+    python3 bench/report.py build/bench-results --out docs/benchmarks.md --command "bench/run.sh"
+    python3 bench/report.py --per-cpu-only --out docs/benchmarks.md   # only "Results per CPU"
 
-Medians over rounds; every number in the report comes from this run's files. bench/notes.md
-(hand-written: the FLOP definition, what made the difference, the profile behind any missed target)
-is appended as it is.
+Medians over rounds; every number in the run's sections comes from this run's files. The run's
+summary also goes to the per-CPU store (--store, default bench/results/<cpu key>.json, one file per
+CPU, replacing that CPU's earlier file; --no-store skips writing), and the report opens with one
+table per stored CPU ("Results per CPU"). The CPU is read from the results' cpu.json
+(bench/cpuinfo.py, written by run.sh), or from the machine the report runs on when there is none.
+bench/notes.md (hand-written: the FLOP definition, what made the difference, the profile behind any
+missed target) is appended as it is.
 """
 from __future__ import annotations
 
@@ -16,19 +21,27 @@ import os
 import platform
 import re
 import statistics
-import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cpuinfo  # noqa: E402  (bench/cpuinfo.py)
+
 IMPLS = [("normlab", "normlab"), ("normlab_bf16", "normlab bf16"), ("eager", "torch eager"),
-         ("compile", "torch.compile")]
+         ("compile", "torch.compile"), ("autocast", "torch autocast bf16 eager"),
+         ("autocast_compile", "torch autocast bf16 compile")]
+# Kinds that older results (or AUTOCAST=0 / COMPILE=0) may lack: their rows are left out then.
+OPTIONAL = ("normlab_bf16", "autocast", "autocast_compile")
+STORE_DEFAULT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 
 def load(results):
     """{(kind, config): [result of round 1, round 2, ...]} in round order."""
     runs = {}
     for path in sorted(glob.glob(os.path.join(results, "*.json"))):
-        # normlab_bf16 before normlab, or "normlab_bf16_a" would read as config "bf16_a"
-        m = re.match(r"(sgemm_skx|sgemm|normlab_bf16|normlab|eager|compile)_(\w+?)_r(\d+)\.json$",
+        # normlab_bf16 before normlab, or "normlab_bf16_a" would read as config "bf16_a" (and
+        # autocast_compile before autocast)
+        m = re.match(r"(sgemm_skx|sgemm|normlab_bf16|normlab|eager|compile|autocast_compile|autocast)"
+                     r"_(\w+?)_r(\d+)\.json$",
                      os.path.basename(path))
         if not m:
             continue
@@ -71,20 +84,242 @@ def fmt(x, nd=0, unit=""):
     return f"{x:,.{nd}f}{unit}"
 
 
-def machine():
-    model, cores, threads = platform.processor() or "unknown", os.cpu_count(), None
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        info = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
-        info = {k.strip(): v.strip() for k, v in info.items()}
-        model = info.get("Model name", model)
-        cores = info.get("CPU(s)", cores)
-        threads = info.get("Thread(s) per core")
-        flags = info.get("Flags", "")
-    except (OSError, subprocess.CalledProcessError):
-        flags = ""
-    avx512 = "avx512f" in flags.split()
-    return model, cores, threads, avx512
+def load_cpu(results):
+    """The CPU of the run: the results' cpu.json (run.sh), else this machine (bench/cpuinfo.py)."""
+    path = os.path.join(results, "cpu.json") if results else None
+    if path and os.path.exists(path):
+        try:
+            with open(path) as f:
+                info = json.load(f)
+            info.setdefault("generation", cpuinfo.generation(info.get("vendor"), info.get("family"),
+                                                             info.get("model")))
+            info.setdefault("key", cpuinfo.cpu_key(info))
+            return info, "cpu.json"
+        except (OSError, ValueError) as e:
+            print(f"report.py: {path} unreadable ({e}); reading this machine's CPU", file=sys.stderr)
+    return cpuinfo.collect(), "read when the report was made"
+
+
+def cpu_label(info):
+    """Short name for range sentences: the generation, else the model name with family/model."""
+    if cpuinfo.known_generation(info):
+        return info["generation"]
+    return f"{info.get('model_name') or 'unknown CPU'} ({info.get('generation')})"
+
+
+def rnd(x, nd):
+    return None if x is None else round(x, nd)
+
+
+def ratio_of(x, y):
+    return x / y if x and y else None
+
+
+def summarise(rows):
+    """Per config, what the per-CPU store keeps: medians over rounds, ratios of those medians,
+    MFU with its per-round values, the GEMM rates, and the error of a kind that never succeeded."""
+    out = {}
+    for r in rows:
+        if not any(r[kind]["ran"] for kind, _ in IMPLS):
+            continue  # a config this run did not measure
+        tok = {name: r[kind]["tok"] for kind, name in (
+            ("normlab", "normlab_fp32"), ("normlab_bf16", "normlab_bf16"), ("eager", "eager"),
+            ("compile", "compile"), ("autocast", "autocast_eager"),
+            ("autocast_compile", "autocast_compile"))}
+        ratios = {
+            "fp32_vs_eager": ratio_of(tok["normlab_fp32"], tok["eager"]),
+            "fp32_vs_compile": ratio_of(tok["normlab_fp32"], tok["compile"]),
+            "bf16_vs_autocast_eager": ratio_of(tok["normlab_bf16"], tok["autocast_eager"]),
+            "bf16_vs_autocast_compile": ratio_of(tok["normlab_bf16"], tok["autocast_compile"]),
+            "bf16_vs_fp32": ratio_of(tok["normlab_bf16"], tok["normlab_fp32"]),
+        }
+        errors = {kind: r[kind]["err"] for kind, _ in IMPLS if r[kind]["err"] and not r[kind]["tok"]}
+        out[r["config"]] = {
+            "tok_s": {k: rnd(v, 1) for k, v in tok.items()},
+            "ratios": {k: rnd(v, 4) for k, v in ratios.items()},
+            "mfu_fp32": rnd(r["mfu"], 4),
+            "mfu_fp32_rounds": [round(m, 4) for m in r["mfu_rounds"]],
+            "mfu_bf16": rnd(r["mfu_bf16"], 4),
+            "mfu_bf16_rounds": [round(m, 4) for m in r["mfu_bf16_rounds"]],
+            "gflops": {"fp32": rnd(r["gflops"], 1), "bf16": rnd(r["gflops_bf16"], 1)},
+            "sgemm_best_gflops": rnd(r["best"], 1),
+            "gemm_bf16_gflops": rnd(r["bf16_rate"], 1),
+            "errors": errors,
+        }
+    return out
+
+
+def supersedes(new, old):
+    """Whether the record `new` replaces the stored `old`: the same CPU key, or an older record
+    whose CPU model was not known (transcribed) with the same vendor, family and model name."""
+    n, o = new["cpu"], old.get("cpu", {})
+    if n.get("key") and n.get("key") == o.get("key"):
+        return True
+    return (o.get("model") is None and n.get("model") is not None
+            and all(n.get(k) == o.get(k) and o.get(k) is not None
+                    for k in ("vendor", "family", "model_name")))
+
+
+def read_store(store):
+    """[(path, record)] of every per-CPU file in the store."""
+    recs = []
+    for path in sorted(glob.glob(os.path.join(store, "*.json"))):
+        try:
+            with open(path) as f:
+                rec = json.load(f)
+        except (OSError, ValueError) as e:
+            print(f"report.py: skipping {path}: {e}", file=sys.stderr)
+            continue
+        if isinstance(rec, dict) and "cpu" in rec and "configs" in rec:
+            recs.append((path, rec))
+    return recs
+
+
+def write_store(store, record):
+    """Writes <key>.json and removes the files the record supersedes; returns the path."""
+    os.makedirs(store, exist_ok=True)
+    path = os.path.join(store, record["cpu"]["key"] + ".json")
+    for old_path, old in read_store(store):
+        if os.path.abspath(old_path) != os.path.abspath(path) and supersedes(record, old):
+            os.remove(old_path)
+            print(f"report.py: {record['cpu']['key']} replaces {os.path.basename(old_path)}",
+                  file=sys.stderr)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(record, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
+    return path
+
+
+def span_text(span):
+    start, end = span.get("start") or "?", span.get("end") or "?"
+    if start[:10] == end[:10]:
+        end = end[11:]
+    return f"{start} to {end}"
+
+
+PER_CPU_COLS = [
+    ("normlab fp32 tok/s", "tok", "normlab_fp32"), ("eager", "tok", "eager"),
+    ("compile", "tok", "compile"), ("fp32 vs eager", "ratio", "fp32_vs_eager"),
+    ("fp32 vs compile", "ratio", "fp32_vs_compile"), ("MFU fp32", "mfu", "mfu_fp32"),
+    ("normlab bf16 tok/s", "tok", "normlab_bf16"), ("autocast eager", "tok", "autocast_eager"),
+    ("autocast compile", "tok", "autocast_compile"),
+    ("bf16 vs autocast eager", "ratio", "bf16_vs_autocast_eager"),
+    ("bf16 vs autocast compile", "ratio", "bf16_vs_autocast_compile"), ("MFU bf16", "mfu", "mfu_bf16")]
+# tok/s key -> the run kind whose error explains a missing value
+TOK_KIND = {"normlab_fp32": "normlab", "normlab_bf16": "normlab_bf16", "eager": "eager",
+            "compile": "compile", "autocast_eager": "autocast", "autocast_compile": "autocast_compile"}
+RANGES = [("fp32_vs_eager", "normlab float32 vs PyTorch eager"),
+          ("fp32_vs_compile", "normlab float32 vs torch.compile"),
+          ("bf16_vs_autocast_eager", "normlab bf16 vs PyTorch autocast bf16 eager"),
+          ("bf16_vs_autocast_compile", "normlab bf16 vs PyTorch autocast bf16 compile")]
+
+
+def per_cpu_table(rec):
+    lines = ["| config | " + " | ".join(c[0] for c in PER_CPU_COLS) + " |",
+             "|---|" + "---|" * len(PER_CPU_COLS)]
+    for cfg, v in rec["configs"].items():
+        cells = []
+        errors = v.get("errors") or {}
+        for _, what, key in PER_CPU_COLS:
+            if what == "tok":
+                x = v["tok_s"].get(key)
+                cells.append("error" if x is None and TOK_KIND[key] in errors else fmt(x))
+            elif what == "ratio":
+                x = v["ratios"].get(key)
+                cells.append(f"{x:.2f}x" if x is not None else "n/a")
+            else:
+                x = v.get(key)
+                cells.append(f"{100 * x:.1f}%" if x is not None else "n/a")
+        lines.append(f"| {cfg} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def range_sentence(records, what, key, pct=False):
+    vals, cpus = [], []
+    for rec in records:
+        label = cpu_label(rec["cpu"])
+        got = False
+        for cfg, v in rec["configs"].items():
+            x = v.get(key) if pct else v["ratios"].get(key)
+            if x is not None:
+                vals.append((x, cfg, label))
+                got = True
+        if got:
+            cpus.append(label)
+    if not vals:
+        return f"- {what}: not measured on any stored CPU."
+    show = (lambda x: f"{100 * x:.1f}%") if pct else (lambda x: f"{x:.2f}x")
+    lo, hi = min(vals), max(vals)
+    n = len(cpus)
+    over = f"over {n} CPU{'s' if n != 1 else ''} ({', '.join(cpus)})"
+    if len(vals) == 1:
+        return f"- {what}: {show(lo[0])} ({lo[1]}, {lo[2]}), the only measurement {over}."
+    return f"- {what}: {show(lo[0])} ({lo[1]}, {lo[2]}) to {show(hi[0])} ({hi[1]}, {hi[2]}) {over}."
+
+
+def per_cpu_section(records):
+    """"## Results per CPU": one heading and table per stored CPU, newest first, then the ranges."""
+    records = sorted(records, key=lambda r: (r.get("span") or {}).get("end") or "", reverse=True)
+    out = ["## Results per CPU\n",
+           "One table per CPU that `bench/run.sh` has run on (`bench/results/<cpu key>.json`, newest "
+           "first): tok/s are medians over rounds, the ratios are ratios of those medians, \"n/a\" "
+           "where not measured.\n"]
+    for rec in records:
+        cpu = rec["cpu"]
+        span = rec.get("span") or {}
+        out.append(f"### {(span.get('end') or '?')[:10]}: {cpuinfo.describe(cpu)}\n")
+        extra = []
+        if cpu.get("cpus"):
+            extra.append(f"{cpu['cpus']} CPU(s)"
+                         + (f", {cpu['threads_per_core']} thread(s) per core"
+                            if cpu.get("threads_per_core") else ""))
+        out.append(f"`{rec.get('command') or 'bench/run.sh'}`, {span_text(span)}; "
+                   f"{rec.get('rounds', 'n/a')} round(s), {rec.get('threads', 'n/a')} threads, "
+                   f"PyTorch {rec.get('torch') or 'n/a'}; " + "; ".join(extra + [f"key `{cpu.get('key')}`"])
+                   + ".\n")
+        if rec.get("source"):
+            out.append(f"*{rec['source'].rstrip('.')}.*" + (f" {rec['note']}" if rec.get("note") else "")
+                       + "\n")
+        out.append(per_cpu_table(rec) + "\n")
+    out.append("Over the stored CPUs (every config; in brackets the config and CPU of each end):\n")
+    for key, what in RANGES:
+        out.append(range_sentence(records, what, key))
+    out.append(range_sentence(records, "MFU float32", "mfu_fp32", pct=True))
+    out.append(range_sentence(records, "MFU bf16", "mfu_bf16", pct=True))
+    out.append("")
+    out.append(MFU_DEFINITION + "\n")
+    return "\n".join(out)
+
+
+MFU_DEFINITION = (
+    "**MFU float32** = normlab float32's model FLOP/s over the best float32 sgemm rate measured in "
+    "the same round on the model's own GEMM shapes (OpenBLAS as linked, OpenBLAS with its SkylakeX "
+    "kernel forced, normlab's gemm, oneDNN where built), median over rounds. **MFU bf16** = normlab "
+    "bf16's model FLOP/s over normlab's gemm_bf16 rate (bf16 inputs, fp32 accumulation) measured in "
+    "the same round on the same shapes, median over rounds: how close training comes to its own bf16 "
+    "kernel, not to a hardware peak. Model FLOPs per token = 6 x matmul weights + 12 x L x T x C "
+    "(see Definitions), the same for every implementation.")
+
+INTRO = ("normlab's training throughput against PyTorch on the same CPU: float32 against eager and "
+         "torch.compile, bf16 matrix products against PyTorch's own bf16 autocast.\n"
+         "\"Results per CPU\" sums up every CPU that `bench/run.sh` has run on; the sections after "
+         "it show the latest run in detail,\n"
+         "then come the definitions, what made the difference and the remaining gaps.\n")
+TITLE = "# Benchmarks: training throughput, normlab vs PyTorch\n"
+
+
+def splice_per_cpu(text, section):
+    """Replaces the "## Results per CPU" section of an existing report (up to the next "## "), or
+    puts it, with the intro, right after the title."""
+    start = text.find("\n## Results per CPU\n")
+    if start >= 0:
+        end = text.find("\n## ", start + 1)
+        return text[:start + 1] + section.rstrip() + "\n" + (text[end:] if end >= 0 else "")
+    nl = text.find("\n")
+    title, rest = (text[:nl + 1], text[nl + 1:]) if text.startswith("# ") else (TITLE, text)
+    return title + "\n" + INTRO + "\n" + section.rstrip() + "\n" + rest
 
 
 def targets(rows):
@@ -130,6 +365,12 @@ def targets(rows):
             out.append(line(f"{c}: tok/s within 10% of a's", f"{100 * x / a_:.1f}% of a{rounds_txt}{extra}",
                             x >= 0.9 * a_))
     for r in rows:
+        b = r["normlab_bf16"]["tok"]
+        for kind, label in (("autocast", "eager"), ("autocast_compile", "compile")):
+            x = r[kind]["tok"]
+            out.append(line(f"{r['config']}: normlab bf16 ahead of torch autocast bf16 {label}",
+                            f"{b / x:.2f}x" if b and x else "n/a", b > x if b and x else None))
+    for r in rows:
         n, e, k = r["normlab"]["rss"], r["eager"]["rss"], r["compile"]["rss"]
         peers = [v for v in (e, k) if v]
         if n and peers:
@@ -139,22 +380,14 @@ def targets(rows):
     return "\n".join(out)
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("results")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--command", default="bench/run.sh")
-    ap.add_argument("--configs", nargs="*", default=["a", "b", "c", "c_matched"])
-    a = ap.parse_args()
-    runs = load(a.results)
-    rounds = max((len(v) for v in runs.values()), default=0)
-
+def compute_rows(runs, configs):
     rows, details = [], []
     # one BLAS label for every config, so that the sgemm table's columns line up
     blas_label = next((x["blas"] for (kind, _), v in runs.items() if kind == "sgemm" for x in v
                        if x.get("blas")), "OpenBLAS")
-    for c in a.configs:
+    for c in configs:
         nl = runs.get(("normlab", c), [])
+        nb = runs.get(("normlab_bf16", c), [])
         r = {"config": c}
         for kind, _ in IMPLS:
             rr = runs.get((kind, c), [])
@@ -179,6 +412,7 @@ def main():
             rates["normlab gemm_bf16 (bf16 inputs)"] = med(sg, "normlab_bf16_gflops")
         r["rates"] = rates
         r["gflops"] = med(nl, "gflops")
+        r["gflops_bf16"] = med(nb, "gflops")
         # MFU per round, against the best sgemm of the same round (measured minutes apart, not
         # hours), then the median over rounds.
         by_round = {x["_round"]: x for x in sg}
@@ -192,6 +426,18 @@ def main():
                 mfus.append(x["gflops"] / b)
         r["mfu"] = statistics.median(mfus) if mfus else None
         r["mfu_rounds"] = mfus
+        # bf16: against normlab's gemm_bf16 rate of the same round (the sgemm run's
+        # normlab_bf16_gflops), median over rounds.
+        mfus_bf16 = []
+        for x in nb:
+            s = by_round.get(x["_round"])
+            if "error" in x or not x.get("gflops") or not s or "error" in s:
+                continue
+            if s.get("normlab_bf16_gflops"):
+                mfus_bf16.append(x["gflops"] / s["normlab_bf16_gflops"])
+        r["mfu_bf16"] = statistics.median(mfus_bf16) if mfus_bf16 else None
+        r["mfu_bf16_rounds"] = mfus_bf16
+        r["bf16_rate"] = med(sg, "normlab_bf16_gflops")
         bests = [b for b in (best_sgemm(by_round.get(k), by_round_skx.get(k))
                              for k in sorted(set(by_round) | set(by_round_skx))) if b]
         r["best"] = statistics.median(bests) if bests else None
@@ -201,14 +447,38 @@ def main():
         r["cpu_ms"] = med(nl, "cpu_ms_median")
         rows.append(r)
         details.append((c, sg))
+    return rows, details
 
-    def ratio(x, y):
-        return f"{x / y:.2f}x" if x and y else "n/a"
+
+def ratio(x, y):
+    return f"{x / y:.2f}x" if x and y else "n/a"
+
+
+def pct_rounds(vals):
+    return ", ".join(f"{100 * m:.0f}%" for m in vals) or "n/a"
+
+
+def run_sections(rows, details, runs, cpu, cpu_source, command, now, rounds, torch_v):
+    """The latest run in detail: headed with its CPU, then Results, Targets, Details, ..."""
+    out = []
+    out.append(f"## Latest run: {cpuinfo.describe(cpu, with_flags=False)}\n")
+    out.append(f"Generated by `{command}` on {now}; medians over {rounds} round(s), each round "
+               "running every configuration and implementation once, in turn, each in a fresh process.\n")
+    tpc = cpu.get("threads_per_core")
+    out.append(f"- Machine: {cpuinfo.describe(cpu)}; {cpu.get('cpus') or 'n/a'} CPU(s), threads per "
+               f"core: {tpc or 'n/a'} (bench/cpuinfo.py, {cpu_source}; key `{cpu.get('key')}`), "
+               f"Linux {platform.release()}")
+    out.append(f"- PyTorch {torch_v} (CPU), `torch.set_num_threads` = normlab's threads, "
+               "`OMP_WAIT_POLICY=PASSIVE`; fused AdamW; autocast runs: `torch.autocast(\"cpu\", "
+               "dtype=torch.bfloat16)` around forward and loss, float32 master weights")
+    out.append("- Step: zero grad, forward with loss, backward, global-norm clipping (1.0), AdamW; "
+               "float32 (normlab bf16: the linear layers' and the LM head's products with bf16 "
+               "inputs and fp32 accumulation, everything else float32); random token batches\n")
 
     head = ("| config | normlab tok/s | torch eager tok/s | torch.compile tok/s | vs eager | vs compile "
-            "| normlab GFLOP/s | sgemm GFLOP/s (best) | MFU | peak RSS MiB normlab / eager / compile |")
-    sep = "|" + "---|" * 10
-    lines = [head, sep]
+            "| normlab GFLOP/s | sgemm GFLOP/s (best) | MFU | MFU bf16 "
+            "| peak RSS MiB normlab / eager / compile |")
+    lines = [head, "|" + "---|" * 11]
     for r in rows:
         n, e, k = r["normlab"], r["eager"], r["compile"]
         comp = fmt(k["tok"]) if not k["err"] else "error"
@@ -216,35 +486,19 @@ def main():
             f"| {r['config']} | {fmt(n['tok'])} | {fmt(e['tok'])} | {comp} | {ratio(n['tok'], e['tok'])} "
             f"| {ratio(n['tok'], k['tok'])} | {fmt(r['gflops'], 1)} | {fmt(r['best'], 1)} "
             f"| {fmt(100 * r['mfu'] if r['mfu'] else None, 1, '%')} "
+            f"| {fmt(100 * r['mfu_bf16'] if r['mfu_bf16'] else None, 1, '%')} "
             f"| {fmt(n['rss'])} / {fmt(e['rss'])} / {fmt(k['rss'])} |")
     table = "\n".join(lines)
-
-    model, cores, tpc, avx512 = machine()
-    torch_v = next((x.get("torch") for (kind, _), v in runs.items() if kind == "eager" for x in v
-                    if x.get("torch")), "n/a")
-    stamps = [os.path.getmtime(f) for f in glob.glob(os.path.join(a.results, "*.json"))]
-    span = (datetime.datetime.fromtimestamp(min(stamps)), datetime.datetime.fromtimestamp(max(stamps))) \
-        if stamps else (datetime.datetime.now(),) * 2
-    now = f"{span[0]:%Y-%m-%d %H:%M} to {span[1]:%H:%M}"
-    out = []
-    out.append("# Benchmarks: training throughput, normlab vs PyTorch\n")
-    out.append(f"Generated by `{a.command}` on {now}; medians over {rounds} round(s), each round "
-               "running every configuration and implementation once, in turn, each in a fresh process.\n")
-    out.append(f"- Machine: {model}, {cores} CPU(s) (`lscpu`; threads per core: {tpc or 'n/a'}; "
-               f"AVX-512: {'yes' if avx512 else 'no'}), Linux {platform.release()}")
-    out.append(f"- PyTorch {torch_v} (CPU), `torch.set_num_threads` = normlab's threads, "
-               "`OMP_WAIT_POLICY=PASSIVE`; fused AdamW")
-    out.append("- Step: zero grad, forward with loss, backward, global-norm clipping (1.0), AdamW; "
-               "float32 (normlab bf16: the linear layers' and the LM head's products with bf16 "
-               "inputs and fp32 accumulation, everything else float32); random token batches\n")
     out.append("## Results\n")
     out.append(table + "\n")
-    out.append("MFU = normlab's model FLOP/s over the best sgemm rate measured in the same round on "
-               "the model's own GEMM shapes (see below), median over rounds ("
-               + "; ".join(f"{r['config']}: " + ", ".join(f"{100 * m:.0f}%" for m in r["mfu_rounds"])
-                           for r in rows)
+    out.append("MFU = normlab float32's model FLOP/s over the best sgemm rate measured in the same "
+               "round on the model's own GEMM shapes (see below), median over rounds ("
+               + "; ".join(f"{r['config']}: {pct_rounds(r['mfu_rounds'])}" for r in rows)
                + " per round); the sgemm column is the median of the best rate per round. "
-               "FLOPs per token = 6 x matmul weights + 12 x L x T x C (see Definitions).\n")
+               "MFU bf16 = normlab bf16's model FLOP/s over normlab's gemm_bf16 rate (bf16 inputs, "
+               "fp32 accumulation) of the same round on the same shapes, median over rounds ("
+               + "; ".join(f"{r['config']}: {pct_rounds(r['mfu_bf16_rounds'])}" for r in rows)
+               + " per round). FLOPs per token = 6 x matmul weights + 12 x L x T x C (see Definitions).\n")
     out.append(targets(rows) + "\n")
     out.append("| config | model |\n|---|---|")
     for r in rows:
@@ -258,29 +512,36 @@ def main():
     for r in rows:
         for kind, label in IMPLS:
             x = r[kind]
-            if kind == "normlab_bf16" and not x["ran"]:
-                continue  # results from before the bf16 runs existed
+            if kind in OPTIONAL and not x["ran"]:
+                continue  # results from before these runs existed, or AUTOCAST=0 / COMPILE=0
             pr = ", ".join(fmt(t) for t in x["per_round"] if t) or "n/a"
             err = (x["err"] or "").replace("|", "/")[:200]
             vs = ratio(x["tok"], r["eager"]["tok"]) if kind != "eager" else ""
             out.append(f"| {r['config']} | {label} | {pr} | {vs} | {fmt(x['ms'], 1)} | {fmt(x['first'], 1)} "
                        f"| {fmt(x['rss'])} | {fmt(x['base'])} | {err} |")
     out.append("")
-    if any(r["normlab_bf16"]["ran"] for r in rows):
+    if any(r[k]["ran"] for r in rows for k in OPTIONAL):
         out.append("normlab with bf16 matrix products (`--precision bf16`, `train.matmul_precision = "
-                   "\"bf16\"`): tok/s (median over rounds) against normlab float32 and torch eager, "
-                   "and the loss after the short run's last step (random tokens; the same batches "
-                   "and initialisation in both precisions).\n")
-        out.append("| config | bf16 tok/s | vs normlab float32 | vs eager | last loss bf16 | "
-                   "last loss float32 | difference | mean loss over the steps, bf16 / float32 "
-                   "| largest per-step difference |")
-        out.append("|" + "---|" * 9)
+                   "\"bf16\"`) against PyTorch's own bf16 autocast (eager and compiled) and normlab "
+                   "float32: tok/s (medians over rounds), and the loss after the short run's last "
+                   "step (random tokens; normlab's two precisions see the same batches and "
+                   "initialisation, PyTorch's runs other ones, the same in all its runs).\n")
+        out.append("| config | bf16 tok/s | vs autocast eager | vs autocast compile | vs normlab float32 "
+                   "| last loss bf16 | last loss float32 | difference | mean loss over the steps, "
+                   "bf16 / float32 | largest per-step difference | last loss torch autocast eager / "
+                   "autocast compile / float32 eager |")
+        out.append("|" + "---|" * 11)
         for r in rows:
             b, n = r["normlab_bf16"], r["normlab"]
-            if not b["ran"]:
+            ae, ak = r["autocast"], r["autocast_compile"]
+            if not (b["ran"] or ae["ran"] or ak["ran"]):
                 continue
+            torch_losses = " / ".join(
+                "error" if x["err"] and x["loss_last"] is None else fmt(x["loss_last"], 5)
+                for x in (ae, ak, r["eager"]))
             if b["err"] and not b["tok"]:
-                out.append(f"| {r['config']} | error: {b['err'].replace('|', '/')[:120]} | | | | | |")
+                out.append(f"| {r['config']} | error: {b['err'].replace('|', '/')[:120]} | "
+                           f"{fmt(ae['tok'])} tok/s | {fmt(ak['tok'])} tok/s | | | | | | | {torch_losses} |")
                 continue
             diff = (f"{b['loss_last'] - n['loss_last']:+.2e}"
                     if b["loss_last"] is not None and n["loss_last"] is not None else "n/a")
@@ -290,9 +551,10 @@ def main():
                 mean_txt = f"{statistics.mean(lb):.4f} / {statistics.mean(lf):.4f}"
                 k = max(range(len(lb)), key=lambda i: abs(lb[i] - lf[i]))
                 worst_txt = f"{lb[k] - lf[k]:+.2e} (step {k + 1} of {len(lb)})"
-            out.append(f"| {r['config']} | {fmt(b['tok'])} | {ratio(b['tok'], n['tok'])} "
-                       f"| {ratio(b['tok'], r['eager']['tok'])} | {fmt(b['loss_last'], 5)} "
-                       f"| {fmt(n['loss_last'], 5)} | {diff} | {mean_txt} | {worst_txt} |")
+            out.append(f"| {r['config']} | {fmt(b['tok'])} | {ratio(b['tok'], ae['tok'])} "
+                       f"| {ratio(b['tok'], ak['tok'])} | {ratio(b['tok'], n['tok'])} "
+                       f"| {fmt(b['loss_last'], 5)} | {fmt(n['loss_last'], 5)} | {diff} | {mean_txt} "
+                       f"| {worst_txt} | {torch_losses} |")
         out.append("")
     out.append("normlab step split (ms, median): forward = zero grad + forward + loss + head gradient; "
                "backward = the body; optimizer = clipping + AdamW. CPU ms = process CPU time per "
@@ -313,7 +575,7 @@ def main():
         out.append(f"| {r['config']} | " + " | ".join(fmt(r["rates"].get(k), 1) for k in rate_keys) + " |")
     out.append("")
     for c, sg in details:
-        if not sg or "shapes" not in sg[0]:
+        if not sg or not sg[0].get("shapes"):
             continue
         out.append(f"<details><summary>config {c}: per shape (first round)</summary>\n")
         dn = "dnnl_gflops" in sg[0]["shapes"][0]
@@ -327,18 +589,83 @@ def main():
                        + (f" {s['dnnl_gflops']:.1f} |" if dn else "")
                        + (f" {s['bf16_gflops']:.1f} |" if bf else ""))
         out.append("\n</details>\n")
+    return out, table
 
-    # bench/gqa.sh's and bench/tokenizers.sh's sections live in the same file: keep them when
-    # rewriting the rest.
-    if os.path.exists(a.out):
-        with open(a.out) as f:
-            old = f.read()
-        for heading in ("\n## Grouped-query attention\n", "\n## Tokenizers\n"):
-            start = old.find(heading)
-            if start >= 0:
-                end = old.find("\n## ", start + 1)
-                out.append(old[start + 1:end if end >= 0 else len(old)].rstrip() + "\n")
 
+# Sections other scripts (bench/gqa.sh, bench/tokenizers.sh) or people write into the same file:
+# kept when the rest is rewritten.
+KEPT_SECTIONS = ("## Grouped-query attention", "## Tokenizers", "## Python overhead")
+
+
+def kept_sections(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        old = f.read()
+    out = []
+    for heading in KEPT_SECTIONS:
+        start = old.find("\n" + heading + "\n")
+        if start >= 0:
+            end = old.find("\n## ", start + 1)
+            out.append(old[start + 1:end if end >= 0 else len(old)].rstrip() + "\n")
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("results", nargs="?", help="bench/run.sh's results directory")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--command", default="bench/run.sh")
+    ap.add_argument("--configs", nargs="*", default=["a", "b", "c", "c_matched"])
+    ap.add_argument("--store", default=STORE_DEFAULT,
+                    help="the per-CPU result files (<cpu key>.json); default bench/results")
+    ap.add_argument("--no-store", action="store_true",
+                    help="do not write this run's per-CPU file (the report still lists it)")
+    ap.add_argument("--per-cpu-only", action="store_true",
+                    help="only rewrite the report's \"Results per CPU\" section from the store")
+    a = ap.parse_args()
+
+    if a.per_cpu_only:
+        section = per_cpu_section([rec for _, rec in read_store(a.store)])
+        text = open(a.out).read() if os.path.exists(a.out) else TITLE
+        with open(a.out, "w") as f:
+            f.write(splice_per_cpu(text, section))
+        print(f"wrote the per-CPU section of {a.out}")
+        return 0
+    if not a.results:
+        ap.error("the results directory is required (or --per-cpu-only)")
+
+    runs = load(a.results)
+    rounds = max((len(v) for v in runs.values()), default=0)
+    rows, details = compute_rows(runs, a.configs)
+    cpu, cpu_source = load_cpu(a.results)
+    torch_v = next((x.get("torch") for (kind, _), v in sorted(runs.items())
+                    if kind in ("eager", "compile", "autocast", "autocast_compile") for x in v
+                    if x.get("torch")), None)
+    threads = next((x.get("threads") for (kind, _), v in sorted(runs.items())
+                    if kind == "normlab" for x in v if x.get("threads")), None)
+    stamps = [os.path.getmtime(f) for f in glob.glob(os.path.join(a.results, "*.json"))]
+    span = (datetime.datetime.fromtimestamp(min(stamps)), datetime.datetime.fromtimestamp(max(stamps))) \
+        if stamps else (datetime.datetime.now(),) * 2
+    now = f"{span[0]:%Y-%m-%d %H:%M} to {span[1]:%H:%M}"
+
+    record = {"cpu": cpu, "span": {"start": f"{span[0]:%Y-%m-%d %H:%M}",
+                                   "end": f"{span[1]:%Y-%m-%d %H:%M}"},
+              "command": a.command, "rounds": rounds, "threads": threads, "torch": torch_v,
+              "configs": summarise(rows)}
+    if a.no_store:
+        stored = read_store(a.store) if os.path.isdir(a.store) else []
+        records = [rec for _, rec in stored if not supersedes(record, rec)] + [record]
+    else:
+        path = write_store(a.store, record)
+        print(f"wrote {path}", file=sys.stderr)
+        records = [rec for _, rec in read_store(a.store)]
+
+    out = [TITLE, INTRO, per_cpu_section(records)]
+    sections, table = run_sections(rows, details, runs, cpu, cpu_source, a.command, now, rounds,
+                                   torch_v or "n/a")
+    out += sections
+    out += kept_sections(a.out)
     notes = os.path.join(os.path.dirname(os.path.abspath(__file__)), "notes.md")
     if os.path.exists(notes):
         with open(notes) as f:
@@ -348,6 +675,8 @@ def main():
     with open(a.out, "w") as f:
         f.write(text)
     print(table)
+    print()
+    print(per_cpu_table(record))
     print(f"\nwrote {a.out}")
     return 0
 

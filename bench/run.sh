@@ -11,12 +11,20 @@
 #   THREADS=2            threads for normlab and torch.set_num_threads
 #   STEPS=10 WARMUP=3    timed steps (median reported) after warm-up steps
 #   COMPILE=1            also torch.compile (0: skip)
+#   AUTOCAST=1           also PyTorch's bf16 autocast, the peer of normlab bf16 (0: skip): eager, and
+#                        compiled when COMPILE=1
 #   NICE=                e.g. -20 (root): run every benchmark process at that priority, alike
 #   PYTHON=              the interpreter with torch==2.13.0 (default: .venv/bin/python if present, else python3)
 #   OUT=docs/benchmarks.md   the report; RESULTS=$BUILD_DIR/bench-results  the raw JSON
+#   STORE=bench/results  the per-CPU result files the report writes (<cpu key>.json, replacing this
+#                        CPU's earlier one) and lists at the top of the report; commit the new file
 #
 # normlab also runs with --precision bf16 (bf16 matmul inputs, fp32 accumulation; needs
 # AVX512-BF16, otherwise the run is recorded as an error) as normlab_bf16_<config>_r<round>.
+# After torch.compile come PyTorch's own mixed-precision peers (torch_bench.py --autocast:
+# torch.autocast("cpu", dtype=torch.bfloat16) around forward and loss, fp32 master weights) as
+# autocast_<config>_r<round> and, with COMPILE=1, autocast_compile_<config>_r<round>.
+# The CPU (bench/cpuinfo.py: model, family/model, flags, generation, VM) goes to $RESULTS/cpu.json.
 #
 # Every measurement runs in a fresh process, so that peak-memory figures do not mix. PyTorch runs
 # with OMP_WAIT_POLICY=PASSIVE; normlab needs no environment variable.
@@ -30,6 +38,8 @@ THREADS=${THREADS:-2}
 STEPS=${STEPS:-10}
 WARMUP=${WARMUP:-3}
 COMPILE=${COMPILE:-1}
+AUTOCAST=${AUTOCAST:-1}
+STORE=${STORE:-$ROOT/bench/results}
 NICE=${NICE:-}
 OUT=${OUT:-$ROOT/docs/benchmarks.md}
 RESULTS=${RESULTS:-$BUILD_DIR/bench-results}
@@ -46,6 +56,8 @@ BENCH="$BUILD_DIR/bench/normlab_bench"
 rm -rf "$RESULTS" && mkdir -p "$RESULTS"
 prio=()
 [ -n "$NICE" ] && prio=(nice -n "$NICE")
+"$PYTHON" "$ROOT/bench/cpuinfo.py" --out "$RESULTS/cpu.json" ||
+  echo "run.sh: bench/cpuinfo.py failed; the report reads the CPU of the machine it runs on" >&2
 
 # run NAME CMD...: stdout (one JSON object) to $RESULTS/NAME.json, stderr to NAME.log; a failure
 # is recorded as {"error": ...} so that the table shows it instead of hiding it.
@@ -90,13 +102,28 @@ for r in $(seq 1 "$ROUNDS"); do
         --compile --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS"
     done
   fi
+  if [ "$AUTOCAST" = 1 ]; then
+    for c in $CONFIGS; do
+      run "autocast_${c}_r$r" env OMP_WAIT_POLICY=PASSIVE "$PYTHON" "$ROOT/bench/torch_bench.py" "$c" \
+        --autocast --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS"
+    done
+    if [ "$COMPILE" = 1 ]; then
+      for c in $CONFIGS; do
+        run "autocast_compile_${c}_r$r" env OMP_WAIT_POLICY=PASSIVE "$PYTHON" \
+          "$ROOT/bench/torch_bench.py" "$c" --autocast --compile --steps "$STEPS" --warmup "$WARMUP" \
+          --threads "$THREADS"
+      done
+    fi
+  fi
 done
 
 cmd="bench/run.sh"
-for v in ROUNDS CONFIGS THREADS STEPS WARMUP COMPILE NICE; do
+for v in ROUNDS CONFIGS THREADS STEPS WARMUP COMPILE AUTOCAST NICE; do
   case $v in
-    ROUNDS) d=3 ;; CONFIGS) d="a b c c_matched" ;; THREADS) d=2 ;; STEPS) d=10 ;; WARMUP) d=3 ;; COMPILE) d=1 ;; NICE) d= ;;
+    ROUNDS) d=3 ;; CONFIGS) d="a b c c_matched" ;; THREADS) d=2 ;; STEPS) d=10 ;; WARMUP) d=3 ;;
+    COMPILE) d=1 ;; AUTOCAST) d=1 ;; NICE) d= ;;
   esac
   [ "${!v}" != "$d" ] && cmd="$v=\"${!v}\" $cmd"
 done
-"$PYTHON" "$ROOT/bench/report.py" "$RESULTS" --out "$OUT" --command "$cmd" --configs $CONFIGS
+"$PYTHON" "$ROOT/bench/report.py" "$RESULTS" --out "$OUT" --command "$cmd" --store "$STORE" \
+  --configs $CONFIGS

@@ -41,7 +41,11 @@ enum class SpikePolicy { off, skip, rollback };
 // or bf16 inputs with fp32 accumulation (tensor/gemm_bf16.h). Master weights, gradients, norms,
 // attention and the optimizer stay float32 either way. A runtime option, not part of the
 // architecture: checkpoints are interchangeable between the two. Float models only.
-enum class MatmulPrecision { float32, bf16 };
+// "auto" (automatic): bf16 where the CPU has native bf16 dot products (AVX512-BF16), float32
+// elsewhere; resolved when training starts (Trainer::matmul_precision(), printed by `train`), so a
+// run resumed on another machine resolves it again there. docs/findings.md, finding 9, measures
+// what bf16 changes in a stability study.
+enum class MatmulPrecision { float32, bf16, automatic };
 
 struct ModelConfig {
   int vocab_size = 256;

@@ -72,6 +72,10 @@ struct ResumeOptions {
   std::optional<Config> config;
 };
 
+// train.matmul_precision for this machine: automatic becomes bf16 when the CPU has AVX512-BF16,
+// float32 otherwise; float32 and bf16 are returned as they are.
+MatmulPrecision resolve_matmul_precision(MatmulPrecision requested);
+
 class Trainer {
  public:
   // Starts a new run in run_dir (which must not hold a checkpoint) or, with resume, continues
@@ -96,6 +100,8 @@ class Trainer {
   // = evaluate() / ln 2 / val_bytes_per_token().
   double val_bytes_per_token() const;
   const Tokenizer& tokenizer() const;  // data.tokenizer as resolved
+  // train.matmul_precision as resolved for this machine: float32 or bf16, never automatic.
+  MatmulPrecision matmul_precision() const;
   // Set for a new run with train.init_from.
   const std::optional<InitFromReport>& init_report() const;
   // Read-only views of the parameter and AdamW arenas and the training state (tests, tools).

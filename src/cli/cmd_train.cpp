@@ -140,12 +140,22 @@ void add_train(CLI::App& app, Action& action) {
             o->cfg.overrides.empty() ? ""
             : resume ? fmt::format(" with --set {}", fmt::join(o->cfg.overrides, " "))
                      : fmt::format(" + {} --set", o->cfg.overrides.size());
+        // The matmul precision only when it is not the default: "auto" says what it resolved to.
+        const MatmulPrecision asked = cfg.train.matmul_precision;
+        const std::string mm =
+            asked == MatmulPrecision::float32 ? ""
+            : asked == MatmulPrecision::automatic
+                ? fmt::format(" | matmul {} (auto: {})", to_string(trainer.matmul_precision()),
+                              trainer.matmul_precision() == MatmulPrecision::bf16
+                                  ? "the CPU has AVX512-BF16"
+                                  : "no AVX512-BF16 on this CPU")
+                : fmt::format(" | matmul {}", to_string(trainer.matmul_precision()));
         fmt::print("normlab train: {} parameters | data: {} train + {} validation tokens\n"
-                   "run {} | config {}{} | {} thread{}{}\n",
+                   "run {} | config {}{} | {} thread{}{}{}\n",
                    grouped(static_cast<long>(trainer.params().size())),
                    grouped(trainer.train_tokens()), grouped(trainer.val_tokens()), dir, source,
                    sets, thread_count(), thread_count() == 1 ? "" : "s",
-                   comm.world() > 1 ? fmt::format(" x {} MPI ranks", comm.world()) : "");
+                   comm.world() > 1 ? fmt::format(" x {} MPI ranks", comm.world()) : "", mm);
         if (const auto& r = trainer.init_report()) {
           const auto names = [](const std::vector<std::string>& v) {
             return v.empty() ? std::string() : fmt::format(": {}", fmt::join(v, ", "));

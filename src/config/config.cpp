@@ -83,8 +83,8 @@ struct EnumTable<SpikePolicy> {
 };
 template <>
 struct EnumTable<MatmulPrecision> {
-  static constexpr std::string_view names[] = {"float32", "bf16"};
-  static constexpr MatmulPrecision last = MatmulPrecision::bf16;
+  static constexpr std::string_view names[] = {"float32", "bf16", "auto"};
+  static constexpr MatmulPrecision last = MatmulPrecision::automatic;
 };
 
 template <class E>

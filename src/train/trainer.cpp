@@ -81,7 +81,8 @@ struct Trainer::Impl {
       throw InputError(fmt::format("corpus {} has vocabulary {} but model.vocab_size = {}",
                                    corpus.name(), corpus.vocab_size(), cfg.model.vocab_size));
     set_thread_count(cfg.train.threads);
-    model.set_matmul_precision(cfg.train.matmul_precision == MatmulPrecision::bf16
+    model.set_matmul_precision(resolve_matmul_precision(cfg.train.matmul_precision) ==
+                                       MatmulPrecision::bf16
                                    ? GemmPrecision::bf16
                                    : GemmPrecision::float32);
     if (cfg.diag.interval > 0) before.resize(model.params().size());
@@ -353,6 +354,15 @@ double Trainer::val_bytes_per_token() const {
 }
 const Tokenizer& Trainer::tokenizer() const { return *impl_->tokenizer.tok; }
 const std::optional<InitFromReport>& Trainer::init_report() const { return impl_->init_report; }
+MatmulPrecision Trainer::matmul_precision() const {
+  return impl_->model.matmul_precision() == GemmPrecision::bf16 ? MatmulPrecision::bf16
+                                                                 : MatmulPrecision::float32;
+}
+
+MatmulPrecision resolve_matmul_precision(MatmulPrecision requested) {
+  if (requested != MatmulPrecision::automatic) return requested;
+  return bf16_hardware() ? MatmulPrecision::bf16 : MatmulPrecision::float32;
+}
 std::span<const float> Trainer::params() const { return impl_->model.params(); }
 std::span<const float> Trainer::adam_m() const { return impl_->opt.m(); }
 std::span<const float> Trainer::adam_v() const { return impl_->opt.v(); }

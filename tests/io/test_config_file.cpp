@@ -352,7 +352,7 @@ TEST(ConfigFile, MatmulPrecision) {
     FAIL() << "no error";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find(
-                  "bad.toml:2: train.matmul_precision: unknown value \"fp16\" (allowed: float32, bf16)"),
+                  "bad.toml:2: train.matmul_precision: unknown value \"fp16\" (allowed: float32, bf16, auto)"),
               std::string::npos)
         << e.what();
   }

@@ -14,6 +14,7 @@
 #include "normlab/config.h"
 #include "normlab/errors.h"
 #include "normlab/trainer.h"
+#include "tensor/gemm_bf16.h"
 #include "tensor/rng.h"
 
 namespace fs = std::filesystem;
@@ -161,7 +162,32 @@ TEST(MatmulPrecision, ConfigNamesAndValidation) {
   c.train.matmul_precision = static_cast<MatmulPrecision>(5);
   const auto errs = validation_errors(c);
   ASSERT_EQ(errs.size(), 1u);
-  EXPECT_EQ(errs[0], "train.matmul_precision = 5 is not a valid value (allowed: float32, bf16)");
+  EXPECT_EQ(errs[0],
+            "train.matmul_precision = 5 is not a valid value (allowed: float32, bf16, auto)");
+  EXPECT_EQ(enum_from_string<MatmulPrecision>("auto"), MatmulPrecision::automatic);
+  EXPECT_EQ(to_string(MatmulPrecision::automatic), "auto");
+}
+
+// "auto" resolves by the CPU: bf16 exactly where the AVX512-BF16 kernel runs; explicit values are
+// kept. The trainer reports what it resolved to, and a run with auto trains bitwise like a run
+// with the resolved value written out.
+TEST(MatmulPrecision, AutoResolvesByTheCpu) {
+  const MatmulPrecision expect = bf16_hardware() ? MatmulPrecision::bf16 : MatmulPrecision::float32;
+  EXPECT_EQ(resolve_matmul_precision(MatmulPrecision::automatic), expect);
+  EXPECT_EQ(resolve_matmul_precision(MatmulPrecision::float32), MatmulPrecision::float32);
+  EXPECT_EQ(resolve_matmul_precision(MatmulPrecision::bf16), MatmulPrecision::bf16);
+  Config a = tiny_config(6), r = tiny_config(6);
+  a.train.matmul_precision = MatmulPrecision::automatic;
+  r.train.matmul_precision = expect;
+  {
+    const fs::path dir = test::temp_dir("mp_auto_trainer");
+    Trainer t(a, dir.string(), false);
+    EXPECT_EQ(t.matmul_precision(), expect);
+    fs::remove_all(dir);
+  }
+  const RunLog ra = train(a, "auto"), rr = train(r, "resolved");
+  ASSERT_EQ(ra.losses.size(), rr.losses.size());
+  for (std::size_t i = 0; i < ra.losses.size(); ++i) EXPECT_EQ(ra.losses[i], rr.losses[i]) << i;
 }
 
 }  // namespace

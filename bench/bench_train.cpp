@@ -45,6 +45,7 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -230,8 +231,18 @@ double flops_per_token(const ModelConfig& m) {
 // ---------------------------------------------------------------------------------------------
 // Training steps
 
+// Knobs for studying the dynamics of the benchmark's short run (bench/run.sh uses the defaults):
+// learning rate, a linear learning-rate warmup, the seeds, and the LM head's product precision
+// apart from the blocks' (default: the same as --precision).
+struct TrainKnobs {
+  double lr = 1e-3;
+  int lr_warmup = 0;
+  std::uint64_t init_seed = 1234, data_seed = 42;
+  std::optional<GemmPrecision> head_precision;
+};
+
 json run_train(const BenchConfig& bc, int steps, int warmup, int threads,
-               GemmPrecision prec = GemmPrecision::float32) {
+               GemmPrecision prec = GemmPrecision::float32, const TrainKnobs& knobs = {}) {
   if (prec == GemmPrecision::bf16 && !bf16_hardware())
     throw std::runtime_error(
         "--precision bf16 needs a CPU with AVX512-BF16 (avx512bf16); this one "
@@ -242,12 +253,14 @@ json run_train(const BenchConfig& bc, int steps, int warmup, int threads,
   const int B = bc.batch, Tn = mc.seq_len;
   Transformer<float> model(mc, B, Tn);
   model.set_matmul_precision(prec);
-  model.init_params(1234);
+  if (knobs.head_precision) model.set_head_matmul_precision(*knobs.head_precision);
+  model.init_params(knobs.init_seed);
   OptimConfig oc;  // lr 1e-3, betas (0.9, 0.95), eps 1e-8, wd 0.1, clip 1.0
+  oc.lr = knobs.lr;
   AdamW<float> opt(model.table(), oc);
   const auto comm = make_single_process_communicator();
   TrainStep train_step(model, *comm, {B, Tn, 1, bc.z_loss});
-  Rng rng(42);
+  Rng rng(knobs.data_seed);
   const long n = static_cast<long>(B) * Tn;
   std::vector<int> idx(n), tgt(n);
   const NextBatch next_batch = [&](int* i, int* t) {
@@ -257,6 +270,7 @@ json run_train(const BenchConfig& bc, int steps, int warmup, int threads,
   std::vector<double> ms, cpu_ms, fwd_ms, bwd_ms, opt_ms, opt_cpu;
   double loss0 = 0, loss_last = 0;
   std::vector<double> losses;  // every step's, warm-up included
+  std::vector<double> grad_norms;
   for (int s = 0; s < warmup + steps; ++s) {
     for (long i = 0; i < n; ++i) {
       idx[i] = static_cast<int>(rng.below(mc.vocab_size));
@@ -269,13 +283,15 @@ json run_train(const BenchConfig& bc, int steps, int warmup, int threads,
     const StepResult st = train_step.run(next_batch);
     const auto t2 = Clock::now();
     const double c2 = cpu_seconds();
-    opt.step(model.params(), model.grads(), oc.lr, st.grad_norm);
+    const double lr = knobs.lr_warmup > 0 ? oc.lr * std::min(1.0, (s + 1.0) / knobs.lr_warmup) : oc.lr;
+    opt.step(model.params(), model.grads(), lr, st.grad_norm);
     const auto t3 = Clock::now();
     const double c3 = cpu_seconds();
     const double dt = std::chrono::duration<double, std::milli>(t3 - t0).count();
     if (s == 0) loss0 = st.loss.loss;
     loss_last = st.loss.loss;
     losses.push_back(st.loss.loss);
+    grad_norms.push_back(st.grad_norm);
     if (!std::isfinite(st.loss.loss)) throw std::runtime_error("non-finite loss in the benchmark");
     if (s >= warmup) {
       ms.push_back(dt);
@@ -292,6 +308,11 @@ json run_train(const BenchConfig& bc, int steps, int warmup, int threads,
   j["impl"] = "normlab";
   j["config"] = bc.name;
   j["precision"] = prec == GemmPrecision::bf16 ? "bf16" : "float32";
+  j["head_precision"] = model.head_matmul_precision() == GemmPrecision::bf16 ? "bf16" : "float32";
+  j["lr"] = oc.lr;
+  j["lr_warmup"] = knobs.lr_warmup;
+  j["init_seed"] = knobs.init_seed;
+  j["data_seed"] = knobs.data_seed;
   j["description"] = bc.description;
   j["threads"] = nthreads;
   j["params"] = model.table().total();
@@ -316,6 +337,7 @@ json run_train(const BenchConfig& bc, int steps, int warmup, int threads,
   j["loss_first"] = loss0;
   j["loss_last"] = loss_last;
   j["losses"] = losses;
+  j["grad_norms"] = grad_norms;  // before clipping
   j["peak_rss_mb"] = peak_rss_mb();
   j["baseline_rss_mb"] = rss0;
   j["activation_mb"] = model.activation_elements() * 4.0 / (1 << 20);
@@ -554,6 +576,8 @@ int usage() {
   std::fprintf(stderr,
                "usage: normlab_bench train|sgemm CONFIG [--steps N] [--warmup N] [--threads N] "
                "[--precision float32|bf16]\n"
+               "             [--head-precision float32|bf16] [--lr 1e-3] [--lr-warmup 0] "
+               "[--init-seed 1234] [--data-seed 42]\n"
                "       normlab_bench decode CONFIG [--prompt 128] [--tokens 128] [--threads N] "
                "[--reps 3]\n"
                "       normlab_bench --smoke\n"
@@ -573,15 +597,28 @@ int main(int argc, char** argv) {
     const BenchConfig bc = bench_config(argv[2]);
     int steps = 10, warmup = 3, threads = 2, prompt = 128, tokens = 128, reps = 3;
     normlab::GemmPrecision prec = normlab::GemmPrecision::float32;
+    TrainKnobs knobs;
+    const auto precision = [](const std::string& k, const std::string& p) {
+      if (p == "bf16") return normlab::GemmPrecision::bf16;
+      if (p != "float32")
+        throw std::runtime_error(fmt::format("{} '{}': expected float32 or bf16", k, p));
+      return normlab::GemmPrecision::float32;
+    };
     for (int i = 3; i + 1 < argc; i += 2) {
       const std::string k = argv[i];
       const int v = std::atoi(argv[i + 1]);
       if (k == "--precision") {
-        const std::string p = argv[i + 1];
-        if (p == "bf16")
-          prec = normlab::GemmPrecision::bf16;
-        else if (p != "float32")
-          throw std::runtime_error(fmt::format("--precision '{}': expected float32 or bf16", p));
+        prec = precision(k, argv[i + 1]);
+      } else if (mode == "train" && k == "--head-precision") {
+        knobs.head_precision = precision(k, argv[i + 1]);
+      } else if (mode == "train" && k == "--lr") {
+        knobs.lr = std::atof(argv[i + 1]);
+      } else if (mode == "train" && k == "--lr-warmup") {
+        knobs.lr_warmup = v;
+      } else if (mode == "train" && k == "--init-seed") {
+        knobs.init_seed = std::strtoull(argv[i + 1], nullptr, 10);
+      } else if (mode == "train" && k == "--data-seed") {
+        knobs.data_seed = std::strtoull(argv[i + 1], nullptr, 10);
       } else if (k == "--steps")
         steps = v;
       else if (k == "--warmup")
@@ -599,7 +636,7 @@ int main(int argc, char** argv) {
     }
     json j;
     if (mode == "train")
-      j = run_train(bc, steps, warmup, threads, prec);
+      j = run_train(bc, steps, warmup, threads, prec, knobs);
     else if (mode == "sgemm")
       j = run_sgemm(bc, threads);
     else if (mode == "decode")

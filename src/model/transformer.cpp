@@ -384,6 +384,16 @@ void Transformer<T>::set_matmul_precision(GemmPrecision prec) {
       throw InputError("matmul precision bf16 is for float models; this model is double");
   }
   mm_ = prec;
+  mm_head_ = prec;
+}
+
+template <class T>
+void Transformer<T>::set_head_matmul_precision(GemmPrecision prec) {
+  if constexpr (!std::is_same_v<T, float>) {
+    if (prec != GemmPrecision::float32)
+      throw InputError("matmul precision bf16 is for float models; this model is double");
+  }
+  mm_head_ = prec;
 }
 
 template <class T>
@@ -415,7 +425,7 @@ LossStats Transformer<T>::forward(const int* idx, const int* targets, int B, int
   for (long r0 = 0; r0 < N; r0 += head_chunk_) {
     const int rows = static_cast<int>(std::min<long>(head_chunk_, N - r0));
     T* logits = head_logits_;
-    gemm_p<T>(mm_, false, true, rows, V, C, T(1), xf + r0 * C, C, W, C, T(0), logits, V);
+    gemm_p<T>(mm_head_, false, true, rows, V, C, T(1), xf + r0 * C, C, W, C, T(0), logits, V);
     if (collect_stats_) max_raw = std::fmax(max_raw, max_abs(logits, static_cast<long>(rows) * V));
     if (cap > 0) ops::softcap_forward(logits, logits, static_cast<long>(rows) * V, cap);
     if (collect_stats_) max_capped = std::fmax(max_capped, max_abs(logits, static_cast<long>(rows) * V));
@@ -431,8 +441,8 @@ LossStats Transformer<T>::forward(const int* idx, const int* targets, int B, int
     }
     if (need_grad) {
       if (cap > 0) ops::softcap_backward(dl, dl, logits, static_cast<long>(rows) * V, cap);
-      gemm_p<T>(mm_, false, false, rows, C, V, T(1), dl, V, W, C, T(0), d_final_ + r0 * C, C);
-      gemm_p<T>(mm_, true, false, V, C, rows, T(1), dl, V, xf + r0 * C, C, T(1), g(lm_head_), C);
+      gemm_p<T>(mm_head_, false, false, rows, C, V, T(1), dl, V, W, C, T(0), d_final_ + r0 * C, C);
+      gemm_p<T>(mm_head_, true, false, V, C, rows, T(1), dl, V, xf + r0 * C, C, T(1), g(lm_head_), C);
     }
   }
   head_grad_done_ = need_grad;
@@ -486,7 +496,7 @@ void Transformer<T>::forward_logits(const int* idx, int B, int Tn, T* logits) {
   const long N = static_cast<long>(B) * Tn;
   const int C = cfg_.d_model, V = cfg_.vocab_size;
   if (plan_.final_norm) norm_forward(final_cache_, final_norm_, res_[2 * cfg_.n_layer], N, C, false);
-  gemm_p<T>(mm_, false, true, static_cast<int>(N), V, C, T(1), final_hidden(), C, p(lm_head_), C,
+  gemm_p<T>(mm_head_, false, true, static_cast<int>(N), V, C, T(1), final_hidden(), C, p(lm_head_), C,
             T(0), logits, V);
   if (cfg_.final_softcap > 0)
     ops::softcap_forward(logits, logits, N * V, static_cast<T>(cfg_.final_softcap));
@@ -548,7 +558,7 @@ void Transformer<T>::forward_cached(const int* idx, int n, KvCache& cache, T* la
     norm_forward(one, final_norm_, last, 1, C, false);
     last = final_cache_.out;
   }
-  gemm_p<T>(mm_, false, true, 1, V, C, T(1), last, C, p(lm_head_), C, T(0), last_logits, V);
+  gemm_p<T>(mm_head_, false, true, 1, V, C, T(1), last, C, p(lm_head_), C, T(0), last_logits, V);
   if (cfg_.final_softcap > 0)
     ops::softcap_forward(last_logits, last_logits, V, static_cast<T>(cfg_.final_softcap));
 }

@@ -118,6 +118,10 @@ class Transformer {
   // InputError for bf16 (it exists for gradient checks, where bf16 would defeat the purpose).
   void set_matmul_precision(GemmPrecision prec);
   GemmPrecision matmul_precision() const { return mm_; }
+  // The LM head's products only (forward, dx, dW, generation), after set_matmul_precision, which
+  // sets both: e.g. bf16 blocks with a float32 head.
+  void set_head_matmul_precision(GemmPrecision prec);
+  GemmPrecision head_matmul_precision() const { return mm_head_; }
   const ForwardStats& stats() const { return stats_; }
 
   // Incremental decoding with a key/value cache (batch 1): appends `n` tokens at positions
@@ -247,7 +251,8 @@ class Transformer {
   const int* idx_ = nullptr;
   bool head_grad_done_ = false;
   bool collect_stats_ = false;
-  GemmPrecision mm_ = GemmPrecision::float32;
+  GemmPrecision mm_ = GemmPrecision::float32;       // linear layers
+  GemmPrecision mm_head_ = GemmPrecision::float32;  // LM head
   ForwardStats stats_;
   std::vector<T> attn_stat_max_, attn_stat_ent_;  // (L, B*H), used only while collecting
   KvCache* kv_ = nullptr;  // set during forward_cached

@@ -115,6 +115,48 @@ TEST(MatmulPrecision, ModelForwardBackwardCloseToFloat32) {
   }
 }
 
+// The LM head's precision apart from the blocks': each of the four combinations computes its own
+// logits (the head's product and the blocks' products both change them), set_matmul_precision
+// resets the head, and a head set back to float32 is bitwise float32 again.
+TEST(MatmulPrecision, HeadPrecisionApartFromTheBlocks) {
+  const Config c = tiny_config(1);
+  const int B = 2, T = c.model.seq_len, V = c.model.vocab_size;
+  Rng rng(4);
+  const std::vector<int> idx = test::random_tokens(B * T, V, rng);
+  auto logits = [&](GemmPrecision blocks, GemmPrecision head) {
+    Transformer<float> m(c.model, B, T);
+    m.init_params(5);
+    m.set_matmul_precision(blocks);
+    m.set_head_matmul_precision(head);
+    EXPECT_EQ(m.matmul_precision(), blocks);
+    EXPECT_EQ(m.head_matmul_precision(), head);
+    std::vector<float> out(static_cast<std::size_t>(B) * T * V);
+    m.forward_logits(idx.data(), B, T, out.data());
+    return out;
+  };
+  const auto f = GemmPrecision::float32, h = GemmPrecision::bf16;
+  const auto ff = logits(f, f), fh = logits(f, h), hf = logits(h, f), hh = logits(h, h);
+  EXPECT_NE(ff, fh);
+  EXPECT_NE(ff, hf);
+  EXPECT_NE(fh, hh);
+  EXPECT_NE(hf, hh);
+  EXPECT_NE(fh, hf);
+  Transformer<float> m(c.model, B, T);
+  m.set_head_matmul_precision(h);
+  m.set_matmul_precision(f);  // sets both
+  EXPECT_EQ(m.head_matmul_precision(), f);
+  m.init_params(5);
+  std::vector<float> back(ff.size());
+  m.set_head_matmul_precision(h);
+  m.forward_logits(idx.data(), B, T, back.data());
+  EXPECT_EQ(back, fh);
+  m.set_head_matmul_precision(f);
+  m.forward_logits(idx.data(), B, T, back.data());
+  EXPECT_EQ(back, ff);
+  Transformer<double> d(c.model, B, T);
+  EXPECT_THROW(d.set_head_matmul_precision(h), InputError);
+}
+
 // A model switched to bf16 and back computes float32 again, bitwise: nothing of the bf16 path
 // (packed operands, a sticky flag) leaks into float32 products.
 TEST(MatmulPrecision, SwitchingBackToFloat32IsBitwiseFloat32) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Reproduces every number and figure in docs/findings.md (about 60-80 minutes on 2 cores; finding 8,
-# scripts/findings_scaling.sh, is about half of it).
+# Reproduces every number and figure in docs/findings.md (about 2 hours on 2 cores; finding 8,
+# scripts/findings_scaling.sh, and finding 9, scripts/findings_precision.sh and
+# scripts/findings_b_spike.sh, are most of it).
 # Usage: scripts/findings.sh [OUT_DIR]   (default runs/findings); needs build/normlab.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -72,6 +73,13 @@ $NL sweep "${RETRO[@]}" --set train.steps=600 --set train.eval_interval=600 \
 #    learning rates x {QK-Norm off/on, z-loss off/on with weight decay 0}; its own script and report
 #    (about 30 minutes on 2 idle cores).
 NORMLAB="$NL" scripts/findings_scaling.sh "$OUT"
+
+# 9. float32 against bf16 matrix products (train.matmul_precision): the compare model for 2,000
+#    steps in both precisions and two seeds, a learning-rate sweep in both, and the spike of the
+#    benchmark's config b (needs build/bench/normlab_bench); their own scripts (about 40 + 10
+#    minutes on 2 idle cores; on a CPU without AVX512-BF16 the bf16 runs are much slower).
+NORMLAB="$NL" scripts/findings_precision.sh "$OUT"
+scripts/findings_b_spike.sh "$OUT"
 
 $NL report "$OUT"/depth "$OUT"/lr_warmup "$OUT"/qk_norm "$OUT"/z_loss "$OUT"/softcap \
   "$OUT"/retrofit_base "$OUT"/retrofit/* "$OUT"/retrofit_scratch "$OUT"/gradflow_gpt2 "$OUT"/gradflow_xavier --out "$OUT/report.html" --title "normlab findings"

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Finding 9's tables (docs/findings.md): float32 against bf16 matrix products, side by side.
 
-    python3 scripts/precision_table.py FP32_DIR BF16_DIR [--seed SEED_DIR] [--sweep SWEEP_DIR]
+    python3 scripts/precision_table.py LABEL=DIR ... [--sweep SWEEP_DIR]
 
-FP32_DIR and BF16_DIR are `normlab compare --out` directories (one run per placement, same seeds);
-SEED_DIR, when given, is float32 again with another train.seed: the seed-to-seed spread that a
-precision difference is measured against. SWEEP_DIR is a `normlab sweep` whose grid has
-train.matmul_precision and optim.lr. Reads only the runs' own files (metrics.jsonl, sweep.json);
-prints Markdown. Standard library only.
+Each DIR is a `normlab compare --out` directory (one run per placement); the labels name the
+precision and seed, e.g. float32=full/float32 bf16=full/bf16 float32_seed7=full/float32_seed7
+bf16_seed7=full/bf16_seed7. Differences are shown for every pair of labels that differ only in
+the precision (float32 vs bf16 at one seed) and every pair that differs only in the seed (the
+seed-to-seed spread a precision difference is measured against). SWEEP_DIR is a `normlab sweep`
+whose grid has train.matmul_precision and optim.lr. Reads only the runs' own files (metrics.jsonl,
+sweep.json); prints Markdown. Standard library only.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import sys
 
 
@@ -30,138 +33,113 @@ def records(run):
                 end = r
             elif "event" not in r:
                 steps.append(r)
-    return steps, end
-
-
-def last_with(steps, key):
-    for r in reversed(steps):
-        if r.get(key) is not None:
-            return r
-    return None
-
-
-def runs_of(d):
-    return sorted(x for x in os.listdir(d)
-                  if os.path.exists(os.path.join(d, x, "metrics.jsonl")))
-
-
-def window_means(steps, key, width):
-    """{window end step: mean of key over the steps in (end - width, end]}"""
-    out = {}
-    for r in steps:
-        if r.get(key) is None:
-            continue
-        w = (r["step"] - 1) // width
-        out.setdefault(w, []).append(r[key])
-    return {(w + 1) * width: sum(v) / len(v) for w, v in out.items()}
-
-
-def curve_gap(a, b, width=100):
-    """Largest |difference| of the loss averaged over windows of `width` steps, and where."""
-    wa, wb = window_means(a, "loss", width), window_means(b, "loss", width)
-    common = sorted(set(wa) & set(wb))
-    if not common:
-        return None, None
-    k = max(common, key=lambda s: abs(wa[s] - wb[s]))
-    return wa[k] - wb[k], k
-
-
-def diag(steps):
-    r = last_with(steps, "attn_max_logit")
-    if not r:
-        return None
-    return {"step": r["step"], "attn": max(r["attn_max_logit"]), "log_z": r.get("log_z_mean"),
-            "resid_last": r["resid_rms"][-1] if r.get("resid_rms") else None,
-            "resid_max": max(r["resid_rms"]) if r.get("resid_rms") else None,
-            "gn_layers": r.get("grad_norm_block") or [], "max_logit": r.get("max_logit")}
-
-
-def rel(x, y):
-    return abs(x - y) / max(abs(y), 1e-12)
+    return steps, end or {}
 
 
 def fmt(x, nd=4):
-    return "n/a" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.{nd}f}"
+    """nd decimals; nd = None: 3 significant digits (for values that span decades)"""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "n/a"
+    return f"{x:.3g}" if nd is None else f"{x:.{nd}f}"
 
 
-def full_tables(fp, bf, seed):
-    names = [n for n in runs_of(fp) if os.path.isdir(os.path.join(bf, n))]
-    print("### Full-length runs: float32 vs bf16" + (" (and float32 with another seed)" if seed else "") + "\n")
-    head = ("| run | steps | val loss fp32 | val loss bf16 | bf16 - fp32 |"
-            + (" other seed - fp32 |" if seed else "")
-            + " train loss fp32 / bf16 | largest gap of the 100-step mean loss, bf16 - fp32 (at step) |"
-            + (" same, other seed - fp32 |" if seed else ""))
-    print(head)
-    print("|" + "---|" * (head.count("|") - 1))
-    rows = []
-    for n in names:
-        a, ea = records(os.path.join(fp, n))
-        b, eb = records(os.path.join(bf, n))
-        s, es = records(os.path.join(seed, n)) if seed and os.path.isdir(os.path.join(seed, n)) else (None, None)
-        va, vb = ea.get("val_loss") if ea else None, eb.get("val_loss") if eb else None
-        vs = es.get("val_loss") if es else None
-        gap, at = curve_gap(a, b)
-        sg, sat = curve_gap(a, s) if s else (None, None)
-        line = (f"| {n} | {a[-1]['step'] if a else 'n/a'} | {fmt(va)} | {fmt(vb)} | "
-                f"{(vb - va):+.4f} |" if va is not None and vb is not None else
-                f"| {n} | {a[-1]['step'] if a else 'n/a'} | {fmt(va)} | {fmt(vb)} | n/a |")
-        if seed:
-            line += f" {(vs - va):+.4f} |" if vs is not None and va is not None else " n/a |"
-        line += (f" {fmt(ea.get('train_loss') if ea else None)} / {fmt(eb.get('train_loss') if eb else None)} |"
-                 f" {gap:+.4f} ({at}) |" if gap is not None else " n/a | n/a |")
-        if seed:
-            line += f" {sg:+.4f} ({sat}) |" if sg is not None else " n/a |"
-        print(line)
-        rows.append((n, a, b, s))
+def summary(run):
+    """The numbers a stability study reads off a run: final val loss, train loss, and each
+    diagnostic's mean over the second half of training (with its largest value over the run)."""
+    steps, end = records(run)
+    last = steps[-1]["step"] if steps else 0
+    diag = [r for r in steps if r.get("attn_max_logit")]
+    half = [r for r in diag if r["step"] > last / 2]
+
+    def mean(f, rs=half):
+        v = [f(r) for r in rs if f(r) is not None]
+        return statistics.mean(v) if v else None
+
+    def peak(f):
+        v = [f(r) for r in diag if f(r) is not None]
+        return max(v) if v else None
+
+    attn = lambda r: max(r["attn_max_logit"])  # noqa: E731
+    resid = lambda r: max(r["resid_rms"]) if r.get("resid_rms") else None  # noqa: E731
+    gn = [r["grad_norm_block"] for r in half if r.get("grad_norm_block")]
+    return {
+        "steps": last,
+        "val": end.get("val_loss"),
+        "train": end.get("train_loss"),
+        "attn": mean(attn), "attn_peak": peak(attn),
+        "log_z": mean(lambda r: r.get("log_z_mean")),
+        "resid": mean(resid), "resid_peak": peak(resid),
+        # gradient norm of the first and of the last block over the second half (means)
+        "gn_first": statistics.mean(g[0] for g in gn) if gn else None,
+        "gn_last": statistics.mean(g[-1] for g in gn) if gn else None,
+        "grad_norm": mean(lambda r: r.get("grad_norm"), [r for r in steps if r["step"] > last / 2]),
+    }
+
+
+KEYS = [("val", "final val loss", 4), ("train", "train loss (last 20 steps)", 4),
+        ("attn", "max attention logit", 1), ("log_z", "mean log Z", 3),
+        ("resid", "largest residual RMS", 3), ("gn_first", "grad norm, block 0", None),
+        ("gn_last", "grad norm, last block", None), ("grad_norm", "global grad norm", None)]
+
+
+def split(label):
+    """'bf16_seed7' -> ('bf16', 'seed7'); 'float32' -> ('float32', '')"""
+    prec, _, seed = label.partition("_")
+    return prec, seed
+
+
+def full_tables(dirs):
+    labels = list(dirs)
+    # A placement may be missing from some directories (finding 9 runs Post-Norm's second bf16
+    # seed not at all): its rows and pairs are left out there.
+    placements = sorted(set.union(*[
+        {x for x in os.listdir(d) if os.path.exists(os.path.join(d, x, "metrics.jsonl"))}
+        for d in dirs.values()]))
+    S = {(pl, lb): summary(os.path.join(dirs[lb], pl)) for pl in placements for lb in labels
+         if os.path.exists(os.path.join(dirs[lb], pl, "metrics.jsonl"))}
+    print("### Full-length runs, side by side\n")
+    print("Diagnostics: mean over the second half of training (diagnostics every 50 steps); in "
+          "brackets the largest value over the whole run.\n")
+    print("| placement | run | steps | " + " | ".join(k[1] for k in KEYS) + " |")
+    print("|---|---|---|" + "---|" * len(KEYS))
+    for pl in placements:
+        for lb in labels:
+            if (pl, lb) not in S:
+                continue
+            s = S[(pl, lb)]
+            cells = []
+            for k, _, nd in KEYS:
+                c = fmt(s[k], nd)
+                if k in ("attn", "resid") and s[k + "_peak"] is not None:
+                    c += f" ({fmt(s[k + '_peak'], nd)})"
+                cells.append(c)
+            print(f"| {pl} | {lb} | {s['steps']} | " + " | ".join(cells) + " |")
     print()
-    print("### Diagnostics at the last diagnostics step\n")
-    head = ("| run | step | max attention logit fp32 / bf16 | mean log Z fp32 / bf16 | final residual RMS "
-            "fp32 / bf16 | largest residual RMS fp32 / bf16 | gradient norm by layer: largest relative "
-            "difference bf16 vs fp32 |" + (" same, other seed vs fp32 |" if seed else ""))
-    print(head)
-    print("|" + "---|" * (head.count("|") - 1))
-    for n, a, b, s in rows:
-        da, db = diag(a), diag(b)
-        if not da or not db:
-            print(f"| {n} | n/a (no diagnostics) |")
-            continue
-        gl = max((rel(x, y) for x, y in zip(db["gn_layers"], da["gn_layers"])), default=None)
-        line = (f"| {n} | {da['step']} | {da['attn']:.2f} / {db['attn']:.2f} | {fmt(da['log_z'], 3)} / "
-                f"{fmt(db['log_z'], 3)} | {fmt(da['resid_last'], 3)} / {fmt(db['resid_last'], 3)} | "
-                f"{fmt(da['resid_max'], 3)} / {fmt(db['resid_max'], 3)} | "
-                f"{100 * gl:.1f}% |" if gl is not None else " n/a |")
-        if seed:
-            ds = diag(s) if s else None
-            gs = max((rel(x, y) for x, y in zip(ds["gn_layers"], da["gn_layers"])), default=None) if ds else None
-            line += f" {100 * gs:.1f}% |" if gs is not None else " n/a |"
-        print(line)
-    print()
-    # The diagnostics over the whole run: the largest relative gap between the precisions' series.
-    print("### Diagnostics over the run: largest relative difference bf16 vs fp32 over all "
-          "diagnostics steps" + (" (other seed vs fp32 beside it)" if seed else "") + "\n")
-    keys = [("attn", "max attention logit"), ("log_z", "mean log Z"), ("resid_max", "largest residual RMS")]
-    print("| run | " + " | ".join(k[1] for k in keys) + " |")
-    print("|---|" + "---|" * len(keys))
-    for n, a, b, s in rows:
-        def series(steps):
-            out = {}
-            for r in steps:
-                if r.get("attn_max_logit"):
-                    out[r["step"]] = {"attn": max(r["attn_max_logit"]), "log_z": r.get("log_z_mean"),
-                                      "resid_max": max(r["resid_rms"]) if r.get("resid_rms") else None}
-            return out
-        sa, sb = series(a), series(b)
-        ss = series(s) if s else {}
-        cells = []
-        for k, _ in keys:
-            def gap(x):
-                vals = [rel(x[t][k], sa[t][k]) for t in sorted(set(sa) & set(x))
-                        if x[t][k] is not None and sa[t][k] is not None]
-                return max(vals) if vals else None
-            g1, g2 = gap(sb), gap(ss) if ss else None
-            cells.append((f"{100 * g1:.1f}%" if g1 is not None else "n/a")
-                         + (f" (seed: {100 * g2:.1f}%)" if g2 is not None else ""))
-        print(f"| {n} | " + " | ".join(cells) + " |")
+    # Pairs that differ in one thing only.
+    prec_pairs = [(a, b) for a in labels for b in labels
+                  if split(a)[1] == split(b)[1] and split(a)[0] == "float32" and split(b)[0] == "bf16"]
+    seed_pairs = [(a, b) for a in labels for b in labels
+                  if split(a)[0] == split(b)[0] and split(a)[1] == "" and split(b)[1] != ""]
+    print("### Differences: precision (bf16 - float32, same seed) against seed (other seed - "
+          "seed 1337, same precision)\n")
+    print("Relative differences for the diagnostics, absolute for the losses.\n")
+    print("| placement | pair | " + " | ".join(k[1] for k in KEYS) + " |")
+    print("|---|---|" + "---|" * len(KEYS))
+    for pl in placements:
+        for kind, pairs in (("precision", prec_pairs), ("seed", seed_pairs)):
+            for a, b in pairs:
+                if (pl, a) not in S or (pl, b) not in S:
+                    continue
+                sa, sb = S[(pl, a)], S[(pl, b)]
+                cells = []
+                for k, _, nd in KEYS:
+                    if sa[k] is None or sb[k] is None:
+                        cells.append("n/a")
+                    elif k in ("val", "train"):
+                        cells.append(f"{sb[k] - sa[k]:+.4f}")
+                    else:
+                        cells.append(f"{100 * (sb[k] - sa[k]) / abs(sa[k]):+.0f}%")
+                print(f"| {pl} | {kind}: {b} - {a} | " + " | ".join(cells) + " |")
     print()
 
 
@@ -173,23 +151,50 @@ def sweep_tables(d):
     lrs = sens[0]["lrs"] if sens else []
     print("| variant | sensitivity | best lr | best loss | " + " | ".join(f"lr {x:.3g}" for x in lrs) + " |")
     print("|---|---|---|---|" + "---|" * len(lrs))
+    runs = sw.get("runs", [])
+    status = {}  # (variant overrides without the lr, lr) -> run
+    for r in runs:
+        key = tuple(sorted((k, v) for k, v in r["overrides"].items() if k != sw["lr_key"]))
+        status[(key, float(r["overrides"][sw["lr_key"]]))] = r
     for v in sens:
+        key = tuple(sorted(v["variant"].items()))
         cells = []
-        for L, div in zip(v["final_losses"], v["diverged"]):
-            cells.append(("diverged" if div else "") + ("" if L is None else (" " if div else "") + f"{L:.4f}"))
-        print(f"| {v['label']} | {fmt(v['sensitivity'])} | {v['best_lr']:.3g} | {fmt(v['best_loss'])} | "
+        for lr, L in zip(v["lrs"], v["final_losses"]):
+            r = status.get((key, float(lr)), {})
+            div = r.get("status") == "diverged"
+            cells.append(("div " if div else "") + ("n/a" if L is None else f"{L:.4f}"))
+        best_lr = f"{v['best_lr']:.3g}" if v.get("best_lr") is not None else "n/a"
+        print(f"| {v['label']} | {fmt(v['sensitivity'])} | {best_lr} | {fmt(v['best_loss'])} | "
               + " | ".join(cells) + " |")
     print()
+    # Largest attention logit at the end of each sweep run, by precision.
+    if runs and any(r.get("max_attn_logit") is not None for r in runs):
+        print("Largest attention logit at the end of each sweep run:\n")
+        keys = sorted({k for r in runs for k in r["overrides"] if k != sw["lr_key"]})
+        rows = {}
+        for r in runs:
+            key = tuple(f"{k.split('.')[-1]}={r['overrides'][k]}" for k in keys)
+            rows.setdefault(key, {})[float(r["overrides"][sw["lr_key"]])] = r.get("max_attn_logit")
+        print("| variant | " + " | ".join(f"lr {x:.3g}" for x in lrs) + " |")
+        print("|---|" + "---|" * len(lrs))
+        for key, by_lr in rows.items():
+            print(f"| {', '.join(key)} | "
+                  + " | ".join(fmt(by_lr.get(x), 1) for x in lrs) + " |")
+        print()
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("fp32")
-    ap.add_argument("bf16")
-    ap.add_argument("--seed", help="float32 with another train.seed (compare --out directory)")
+    ap.add_argument("runs", nargs="+", help="LABEL=DIR (a compare --out directory)")
     ap.add_argument("--sweep")
     a = ap.parse_args()
-    full_tables(a.fp32, a.bf16, a.seed)
+    dirs = {}
+    for x in a.runs:
+        label, _, d = x.partition("=")
+        if not d:
+            ap.error(f"{x}: expected LABEL=DIR")
+        dirs[label] = d
+    full_tables(dirs)
     if a.sweep:
         sweep_tables(a.sweep)
     return 0

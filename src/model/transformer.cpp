@@ -377,23 +377,22 @@ void Transformer<T>::body_forward(int l_begin, int l_end) {
   }
 }
 
+// bf16 products exist for float models only (double models are for gradient checks).
+template <class T>
+static GemmPrecision supported_precision(GemmPrecision prec) {
+  if (!std::is_same_v<T, float> && prec != GemmPrecision::float32)
+    throw InputError("matmul precision bf16 is for float models; this model is double");
+  return prec;
+}
+
 template <class T>
 void Transformer<T>::set_matmul_precision(GemmPrecision prec) {
-  if constexpr (!std::is_same_v<T, float>) {
-    if (prec != GemmPrecision::float32)
-      throw InputError("matmul precision bf16 is for float models; this model is double");
-  }
-  mm_ = prec;
-  mm_head_ = prec;
+  mm_ = mm_head_ = supported_precision<T>(prec);
 }
 
 template <class T>
 void Transformer<T>::set_head_matmul_precision(GemmPrecision prec) {
-  if constexpr (!std::is_same_v<T, float>) {
-    if (prec != GemmPrecision::float32)
-      throw InputError("matmul precision bf16 is for float models; this model is double");
-  }
-  mm_head_ = prec;
+  mm_head_ = supported_precision<T>(prec);
 }
 
 template <class T>

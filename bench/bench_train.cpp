@@ -51,6 +51,7 @@
 
 #include "model/transformer.h"
 #include "normlab/communicator.h"
+#include "train/schedule.h"
 #include "train/step.h"
 #include "tensor/gemm.h"
 #include "tensor/gemm_bf16.h"
@@ -232,11 +233,16 @@ double flops_per_token(const ModelConfig& m) {
 // Training steps
 
 // Knobs for studying the dynamics of the benchmark's short run (bench/run.sh uses the defaults):
-// learning rate, a linear learning-rate warmup, the seeds, and the LM head's product precision
-// apart from the blocks' (default: the same as --precision).
+// the optimizer (lr 1e-3, betas (0.9, 0.95), eps 1e-8, wd 0.1, clip 1.0; a constant learning rate
+// after `warmup_steps` of the trainer's linear warmup, none by default), the seeds, and the LM
+// head's product precision apart from the blocks' (default: the same as --precision).
 struct TrainKnobs {
-  double lr = 1e-3;
-  int lr_warmup = 0;
+  OptimConfig optim = [] {
+    OptimConfig o;
+    o.warmup_steps = 0;
+    o.schedule = ScheduleKind::constant;
+    return o;
+  }();
   std::uint64_t init_seed = 1234, data_seed = 42;
   std::optional<GemmPrecision> head_precision;
 };
@@ -255,8 +261,7 @@ json run_train(const BenchConfig& bc, int steps, int warmup, int threads,
   model.set_matmul_precision(prec);
   if (knobs.head_precision) model.set_head_matmul_precision(*knobs.head_precision);
   model.init_params(knobs.init_seed);
-  OptimConfig oc;  // lr 1e-3, betas (0.9, 0.95), eps 1e-8, wd 0.1, clip 1.0
-  oc.lr = knobs.lr;
+  const OptimConfig& oc = knobs.optim;
   AdamW<float> opt(model.table(), oc);
   const auto comm = make_single_process_communicator();
   TrainStep train_step(model, *comm, {B, Tn, 1, bc.z_loss});
@@ -283,8 +288,7 @@ json run_train(const BenchConfig& bc, int steps, int warmup, int threads,
     const StepResult st = train_step.run(next_batch);
     const auto t2 = Clock::now();
     const double c2 = cpu_seconds();
-    const double lr = knobs.lr_warmup > 0 ? oc.lr * std::min(1.0, (s + 1.0) / knobs.lr_warmup) : oc.lr;
-    opt.step(model.params(), model.grads(), lr, st.grad_norm);
+    opt.step(model.params(), model.grads(), learning_rate(oc, s, warmup + steps), st.grad_norm);
     const auto t3 = Clock::now();
     const double c3 = cpu_seconds();
     const double dt = std::chrono::duration<double, std::milli>(t3 - t0).count();
@@ -310,7 +314,7 @@ json run_train(const BenchConfig& bc, int steps, int warmup, int threads,
   j["precision"] = prec == GemmPrecision::bf16 ? "bf16" : "float32";
   j["head_precision"] = model.head_matmul_precision() == GemmPrecision::bf16 ? "bf16" : "float32";
   j["lr"] = oc.lr;
-  j["lr_warmup"] = knobs.lr_warmup;
+  j["lr_warmup"] = oc.warmup_steps;
   j["init_seed"] = knobs.init_seed;
   j["data_seed"] = knobs.data_seed;
   j["description"] = bc.description;
@@ -612,9 +616,9 @@ int main(int argc, char** argv) {
       } else if (mode == "train" && k == "--head-precision") {
         knobs.head_precision = precision(k, argv[i + 1]);
       } else if (mode == "train" && k == "--lr") {
-        knobs.lr = std::atof(argv[i + 1]);
+        knobs.optim.lr = std::atof(argv[i + 1]);
       } else if (mode == "train" && k == "--lr-warmup") {
-        knobs.lr_warmup = v;
+        knobs.optim.warmup_steps = v;
       } else if (mode == "train" && k == "--init-seed") {
         knobs.init_seed = std::strtoull(argv[i + 1], nullptr, 10);
       } else if (mode == "train" && k == "--data-seed") {

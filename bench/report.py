@@ -383,6 +383,19 @@ def targets(rows):
     return "\n".join(out)
 
 
+def mfu_per_round(train, rate):
+    """[model GFLOP/s over rate(round)] for each training run that succeeded, in round order;
+    rounds without a rate are left out."""
+    out = []
+    for x in train:
+        if "error" in x or not x.get("gflops"):
+            continue
+        b = rate(x["_round"])
+        if b:
+            out.append(x["gflops"] / b)
+    return out
+
+
 def compute_rows(runs, configs):
     rows, details = [], []
     # one BLAS label for every config, so that the sgemm table's columns line up
@@ -416,30 +429,21 @@ def compute_rows(runs, configs):
         r["rates"] = rates
         r["gflops"] = med(nl, "gflops")
         r["gflops_bf16"] = med(nb, "gflops")
-        # MFU per round, against the best sgemm of the same round (measured minutes apart, not
-        # hours), then the median over rounds.
+        # MFU per round, against a GEMM rate of the same round (measured minutes apart, not hours),
+        # then the median over rounds. float32: the best sgemm; bf16: normlab's gemm_bf16 (the
+        # sgemm run's normlab_bf16_gflops).
         by_round = {x["_round"]: x for x in sg}
         by_round_skx = {x["_round"]: x for x in sk}
-        mfus = []
-        for x in nl:
-            if "error" in x or not x.get("gflops"):
-                continue
-            b = best_sgemm(by_round.get(x["_round"]), by_round_skx.get(x["_round"]))
-            if b:
-                mfus.append(x["gflops"] / b)
-        r["mfu"] = statistics.median(mfus) if mfus else None
-        r["mfu_rounds"] = mfus
-        # bf16: against normlab's gemm_bf16 rate of the same round (the sgemm run's
-        # normlab_bf16_gflops), median over rounds.
-        mfus_bf16 = []
-        for x in nb:
-            s = by_round.get(x["_round"])
-            if "error" in x or not x.get("gflops") or not s or "error" in s:
-                continue
-            if s.get("normlab_bf16_gflops"):
-                mfus_bf16.append(x["gflops"] / s["normlab_bf16_gflops"])
-        r["mfu_bf16"] = statistics.median(mfus_bf16) if mfus_bf16 else None
-        r["mfu_bf16_rounds"] = mfus_bf16
+
+        def bf16_rate(k):
+            s = by_round.get(k)
+            return s.get("normlab_bf16_gflops") if s and "error" not in s else None
+
+        r["mfu_rounds"] = mfu_per_round(
+            nl, lambda k: best_sgemm(by_round.get(k), by_round_skx.get(k)))
+        r["mfu"] = statistics.median(r["mfu_rounds"]) if r["mfu_rounds"] else None
+        r["mfu_bf16_rounds"] = mfu_per_round(nb, bf16_rate)
+        r["mfu_bf16"] = statistics.median(r["mfu_bf16_rounds"]) if r["mfu_bf16_rounds"] else None
         r["bf16_rate"] = med(sg, "normlab_bf16_gflops")
         bests = [b for b in (best_sgemm(by_round.get(k), by_round_skx.get(k))
                              for k in sorted(set(by_round) | set(by_round_skx))) if b]
@@ -454,7 +458,8 @@ def compute_rows(runs, configs):
 
 
 def ratio(x, y):
-    return f"{x / y:.2f}x" if x and y else "n/a"
+    v = ratio_of(x, y)
+    return f"{v:.2f}x" if v else "n/a"
 
 
 def pct_rounds(vals):

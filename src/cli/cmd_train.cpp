@@ -141,15 +141,14 @@ void add_train(CLI::App& app, Action& action) {
             : resume ? fmt::format(" with --set {}", fmt::join(o->cfg.overrides, " "))
                      : fmt::format(" + {} --set", o->cfg.overrides.size());
         // The matmul precision only when it is not the default: "auto" says what it resolved to.
-        const MatmulPrecision asked = cfg.train.matmul_precision;
-        const std::string mm =
-            asked == MatmulPrecision::float32 ? ""
-            : asked == MatmulPrecision::automatic
-                ? fmt::format(" | matmul {} (auto: {})", to_string(trainer.matmul_precision()),
-                              trainer.matmul_precision() == MatmulPrecision::bf16
-                                  ? "the CPU has AVX512-BF16"
-                                  : "no AVX512-BF16 on this CPU")
-                : fmt::format(" | matmul {}", to_string(trainer.matmul_precision()));
+        std::string mm;
+        if (cfg.train.matmul_precision != MatmulPrecision::float32) {
+          const MatmulPrecision got = trainer.matmul_precision();
+          mm = fmt::format(" | matmul {}", to_string(got));
+          if (cfg.train.matmul_precision == MatmulPrecision::automatic)
+            mm += got == MatmulPrecision::bf16 ? " (auto: the CPU has AVX512-BF16)"
+                                               : " (auto: no AVX512-BF16 on this CPU)";
+        }
         fmt::print("normlab train: {} parameters | data: {} train + {} validation tokens\n"
                    "run {} | config {}{} | {} thread{}{}{}\n",
                    grouped(static_cast<long>(trainer.params().size())),

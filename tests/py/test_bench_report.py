@@ -194,6 +194,10 @@ def test_store_and_tables(results, tmp_path):
     # the run's own sections: both MFUs with their per-round values, the autocast peers, the error
     assert "a: 80%, 50%; b: 64%, 64% per round" in text
     assert "a: 60%, 90%; b: 50%, 60% per round" in text
+    assert ("| a: MFU >= 90% of the sgemm rate of the same run (float32) | 65.0% (per round: 80%, "
+            "50%) | **not met** |") in text
+    assert ("| b: MFU >= 85% of the sgemm rate of the same run (float32) | 63.9% (per round: 64%, "
+            "64%) | **not met** |") in text
     assert "| a: normlab bf16 ahead of torch autocast bf16 eager | 2.74x | met |" in text
     assert "| b: normlab bf16 ahead of torch autocast bf16 compile | 2.48x | met |" in text
     detail = [ln for ln in text.splitlines() if ln.startswith("| b | torch autocast bf16 compile |")]

@@ -27,7 +27,7 @@ NORMLAB_INLINE T act_value_k(T x) {
     const T u = k * (x + T(0.044715) * x * x * x);
     if constexpr (std::is_same_v<T, float>) {
       // 0.5 (1 + tanh u) = sigmoid(2u) = 1 / (1 + e^{-2u}): one exp, no cancellation.
-      const T uc = u > T(40) ? T(40) : (u < T(-40) ? T(-40) : u);
+      const T uc = select_bits(u > T(40), T(40), select_bits(u < T(-40), T(-40), u));
       return x / (T(1) + exp_fast(T(-2) * uc));
     } else {
       return T(0.5) * x * (T(1) + std::tanh(u));
@@ -50,7 +50,7 @@ NORMLAB_INLINE T act_grad_k(T x) {
     if constexpr (std::is_same_v<T, float>) {
       // With s = sigmoid(2u) = 1 / (1 + E), E = e^{-2u}, 1 - s = E s:  0.5 (1 + tanh u) = s and
       // 0.5 (1 - tanh^2 u) = 2 s (1 - s); |u| <= 40 keeps E and 1 + E finite.
-      const T uc = u > T(40) ? T(40) : (u < T(-40) ? T(-40) : u);
+      const T uc = select_bits(u > T(40), T(40), select_bits(u < T(-40), T(-40), u));
       const T E = exp_fast(T(-2) * uc);
       const T s = T(1) / (T(1) + E);
       return s + T(2) * x * du * s * (E * s);
@@ -75,7 +75,7 @@ NORMLAB_INLINE void act_value_grad_k(T x, T& value, T& grad) {
     const T k = T(0.79788456080286535588);
     const T u = k * (x + T(0.044715) * x * x * x);
     const T du = k * (T(1) + T(3) * T(0.044715) * x * x);
-    const T uc = u > T(40) ? T(40) : (u < T(-40) ? T(-40) : u);
+    const T uc = select_bits(u > T(40), T(40), select_bits(u < T(-40), T(-40), u));
     const T E = exp_fast(T(-2) * uc);
     const T s = T(1) / (T(1) + E);
     value = x * s;

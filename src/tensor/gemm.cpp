@@ -3,14 +3,20 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
 #include "tensor/gemm_loops.h"
 #include "tensor/threading.h"
 
-#if defined(__AVX512F__)
+#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+#define NL_GEMM_AVX2 1  // the 6 x 16 AVX2 kernel below, in place of the 6 x 64 AVX-512 one
+#endif
+#if defined(__AVX512F__) || defined(NL_GEMM_AVX2)
 #include <immintrin.h>
+#endif
+#if defined(__AVX512F__)
 // GCC 12 flags the undefined pass-through operand inside its own AVX-512 intrinsic headers as
 // possibly uninitialised (a false positive, GCC bug 105593), not anything in this file.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -35,6 +41,9 @@ namespace {
 using namespace gemm_detail;
 
 thread_local Scratch<float> b_scratch;
+#if defined(NL_GEMM_AVX2)
+thread_local Scratch<float> a_scratch;  // packed op(A) = A^T (the AVX2 kernel)
+#endif
 
 #if defined(__AVX512F__)
 // 16 x 16 transpose in registers: rows r[0..15] become columns.
@@ -65,9 +74,35 @@ inline void transpose16(__m512 r[16]) {
 }
 #endif
 
+#if defined(NL_GEMM_AVX2)
+// The AVX2 kernel computes a panel as strips of SW = 16 columns; each strip is packed on its own,
+// kc x 16 contiguous (16 KiB at KC = 256, which stays in L1: with a row stride of NR floats the
+// strip's lines would fall into a quarter of L1's sets and evict each other).
+constexpr int SW = 16;
+inline float* b_at(float* bp, int k, int c, int kc) {
+  return bp + static_cast<long>(c / SW) * kc * SW + static_cast<long>(k) * SW + c % SW;
+}
+#else
+inline float* b_at(float* bp, int k, int c, int /*kc*/) { return bp + static_cast<long>(k) * NR + c; }
+#endif
+
 // Packs NR-column panel (columns [j0, j0 + nr)) over sums [k0, k0 + kc) of op(B):
-// bp[k][c], zero past N.
+// bp[k][c] (at b_at), zero past N.
 void pack_b_panel(float* bp, bool tb, const float* B, long ldb, int j0, int nr, int k0, int kc) {
+#if defined(NL_GEMM_AVX2)
+  if (!tb) {  // op(B)(k, j) = B[k][j]: rows are contiguous
+    for (int c0 = 0; c0 < NR; c0 += SW) {
+      const int cn = std::max(0, std::min(SW, nr - c0));
+      for (int k = 0; k < kc; ++k) {
+        float* dst = b_at(bp, k, c0, kc);
+        if (cn > 0)
+          std::memcpy(dst, B + static_cast<long>(k0 + k) * ldb + j0 + c0, sizeof(float) * cn);
+        if (cn < SW) std::memset(dst + cn, 0, sizeof(float) * (SW - cn));
+      }
+    }
+    return;
+  }
+#else
   if (!tb) {  // op(B)(k, j) = B[k][j]: rows are contiguous
     for (int k = 0; k < kc; ++k) {
       const float* src = B + static_cast<long>(k0 + k) * ldb + j0;
@@ -77,6 +112,7 @@ void pack_b_panel(float* bp, bool tb, const float* B, long ldb, int j0, int nr, 
     }
     return;
   }
+#endif
   // op(B)(k, j) = B[j][k]: transpose while packing, in 16 x 16 blocks
   for (int c0 = 0; c0 < NR; c0 += 16) {
     const int cn = std::max(0, std::min(16, nr - c0));
@@ -94,7 +130,7 @@ void pack_b_panel(float* bp, bool tb, const float* B, long ldb, int j0, int nr, 
       }
 #endif
       for (int k = 0; k < kn; ++k) {
-        float* dst = bp + static_cast<long>(kb + k) * NR + c0;
+        float* dst = b_at(bp, kb + k, c0, kc);
         for (int c = 0; c < cn; ++c) dst[c] = B[static_cast<long>(j0 + c0 + c) * ldb + k0 + kb + k];
         for (int c = cn; c < 16; ++c) dst[c] = 0.f;
       }
@@ -152,6 +188,65 @@ void micro_kernel(int kc, const float* __restrict ap, long as, const float* __re
     }
   }
 }
+#elif defined(NL_GEMM_AVX2)
+// Without AVX-512 (AVX2 + FMA: 16 ymm registers) the tile is 6 x 16: 12 ymm accumulators, 2 loads of
+// op(B) and 6 broadcasts of A per k. With 4x fewer products per value of A than the 6 x 64 tile,
+// A is packed here (pack_a_block), once per row block and KC-slice, and an NR-column panel of op(B)
+// is computed as four strips of 16 columns, each kept in L1 while the row micro-panels go by. Every
+// element is the same chain of FMAs over k as in the AVX-512 kernel, and C is written as
+// alpha * acc (+ beta * C) the same way: both kernels give bitwise the same results.
+
+// Rows [i0, i0 + mcur) x sums [k0, k0 + kc) of op(A) = A^T as MR-row micro-panels, k-major:
+// ap[(ir / MR) * kc * MR + k * MR + r]; rows past mcur repeat its last row (computed, never stored).
+void pack_a_block(const Problem& p, int i0, int mcur, int k0, int kc, float* ap) {
+  for (int ir = 0; ir < mcur; ir += MR) {
+    const int mr = std::min(MR, mcur - ir);
+    float* dst = ap + static_cast<long>(ir / MR) * kc * MR;
+    for (int k = 0; k < kc; ++k) {  // op(A)(i, k) = A[k][i]: MR contiguous values per k
+      const float* src = p.A + static_cast<long>(k0 + k) * p.lda + i0 + ir;
+      for (int r = 0; r < MR; ++r) dst[k * MR + r] = src[r < mr ? r : mr - 1];
+    }
+  }
+}
+
+// C[0:mr, 0:ncols] = alpha * sum_k a(k, r) bp[k][0:16] + beta * C (a packed strip, b_at), with
+// a(k, r) = arow[r][k * astep].
+void strip_6x16(int kc, const float* const* arow, long astep, const float* __restrict bp, float* c,
+                long ldc, int mr, int ncols, float alpha, float beta) {
+  __m256 acc[MR][2];
+#pragma GCC unroll 6
+  for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+#pragma GCC unroll 2
+  for (int k = 0; k < kc; ++k) {
+    const __m256 b0 = _mm256_load_ps(bp + k * SW), b1 = _mm256_load_ps(bp + k * SW + 8);
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; ++r) {
+      const __m256 a = _mm256_broadcast_ss(arow[r] + k * astep);
+      acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
+    }
+  }
+  const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+#pragma GCC unroll 6
+  for (int r = 0; r < MR; ++r) {  // unrolled, so that acc stays in registers
+    if (r >= mr) break;
+    float* cr = c + r * ldc;
+    if (ncols == SW) {
+      __m256 x0 = _mm256_mul_ps(va, acc[r][0]), x1 = _mm256_mul_ps(va, acc[r][1]);
+      if (beta != 0.f) {
+        x0 = _mm256_fmadd_ps(vb, _mm256_loadu_ps(cr), x0);
+        x1 = _mm256_fmadd_ps(vb, _mm256_loadu_ps(cr + 8), x1);
+      }
+      _mm256_storeu_ps(cr, x0);
+      _mm256_storeu_ps(cr + 8, x1);
+    } else {  // the last strip of C's last panel: the same arithmetic, element by element
+      alignas(32) float t[SW];
+      _mm256_store_ps(t, _mm256_mul_ps(va, acc[r][0]));
+      _mm256_store_ps(t + 8, _mm256_mul_ps(va, acc[r][1]));
+      for (int j = 0; j < ncols; ++j) cr[j] = beta != 0.f ? std::fma(beta, cr[j], t[j]) : t[j];
+    }
+  }
+}
 #else
 template <int NV, bool KMajor>
 void micro_kernel(int kc, const float* __restrict ap, long as, const float* __restrict bp, float* c,
@@ -173,6 +268,7 @@ void micro_kernel(int kc, const float* __restrict ap, long as, const float* __re
 }
 #endif
 
+#if !defined(NL_GEMM_AVX2)
 template <bool KMajor>
 void micro(int kc, const float* ap, long as, const float* bp, float* c, long ldc, int mr, int nc,
            float alpha, float beta) {
@@ -180,6 +276,7 @@ void micro(int kc, const float* ap, long as, const float* bp, float* c, long ldc
     micro_kernel<decltype(nv)::value, KMajor>(kc, ap, as, bp, c, ldc, mr, nc, alpha, beta);
   });
 }
+#endif
 
 // Packed op(B) of the block being computed: slice after slice of KC sums; slice pc (relative to
 // ks) holds npanels panels of kc x NR and starts at pc * npanels * NR.
@@ -193,6 +290,35 @@ void sgemm_blocked(const Problem& p, bool allow_parallel) {
                  p.tb, p.B, p.ldb, blk.jc + jp * NR, std::min(NR, blk.nc - jp * NR), blk.ks + pc,
                  kc);
   };
+#if defined(NL_GEMM_AVX2)
+  auto tile = [&](const Block& blk, int i0, int mcur, int jp0, int jp1) {
+    // op(A) = A is read in place (MR row streams); op(A) = A^T is packed (its MR values per k
+    // lie in one row of A, a new cache line for every k otherwise).
+    float* apack = p.ta ? a_scratch.get(static_cast<std::size_t>((mcur + MR - 1) / MR * MR) * KC)
+                        : nullptr;
+    for (int pc = blk.ks; pc < blk.kend; pc += KC) {
+      const int kc = std::min(KC, blk.kend - pc);
+      const float beta = pc == 0 ? p.beta : 1.f;
+      const float* bslice = bpack + static_cast<long>(pc - blk.ks) * blk.npanels * NR;
+      if (p.ta) pack_a_block(p, i0, mcur, pc, kc, apack);
+      for (int jp = jp0; jp < jp1; ++jp) {
+        const int j0 = jp * NR, ncur = std::min(NR, blk.nc - j0);
+        const float* bp = bslice + static_cast<long>(jp) * NR * kc;
+        for (int s0 = 0; s0 < ncur; s0 += SW)
+          for (int ir = 0; ir < mcur; ir += MR) {
+            const int mr = std::min(MR, mcur - ir);
+            const float* arow[MR];
+            for (int r = 0; r < MR; ++r)
+              arow[r] = p.ta ? apack + static_cast<long>(ir / MR) * kc * MR + r
+                             : p.A + static_cast<long>(i0 + ir + std::min(r, mr - 1)) * p.lda + pc;
+            float* c = p.C + static_cast<long>(i0 + ir) * p.ldc + blk.jc + j0 + s0;
+            strip_6x16(kc, arow, p.ta ? MR : 1, bp + static_cast<long>(s0) * kc, c, p.ldc, mr,
+                       std::min(SW, ncur - s0), p.alpha, beta);
+          }
+      }
+    }
+  };
+#else
   auto tile = [&](const Block& blk, int i0, int mcur, int jp0, int jp1) {
     for (int pc = blk.ks; pc < blk.kend; pc += KC) {
       const int kc = std::min(KC, blk.kend - pc);
@@ -215,6 +341,7 @@ void sgemm_blocked(const Problem& p, bool allow_parallel) {
       }
     }
   };
+#endif
   blocked_loops(p, allow_parallel, pack_b, tile);
 }
 
@@ -224,7 +351,7 @@ template <>
 void gemm<float>(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
                  const float* B, int ldb, float beta, float* C, int ldc) {
   if (M == 0 || N == 0) return;
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
   sgemm_blocked({ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc}, true);
 #else
   if (in_parallel()) {

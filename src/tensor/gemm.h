@@ -6,9 +6,10 @@
 // With beta = 0, C is not read (it may hold NaN).
 //
 // float: normlab's own cache-blocked kernel (Goto & van de Geijn 2008; BLIS's five loops around a
-// 6 x 64 AVX-512 micro-tile), parallelised over tiles of C on normlab's thread pool, so that the
-// process has one threading policy (threading.h) and no second pool of spinning BLAS threads.
-// Without AVX-512 the parallel path goes to the BLAS. double: the BLAS (tests, gradient checks).
+// 6 x 64 AVX-512 micro-tile, or 6 x 16 strips of it with AVX2 + FMA only), parallelised over tiles
+// of C on normlab's thread pool, so that the process has one threading policy (threading.h) and
+// no second pool of spinning BLAS threads. Both kernels give bitwise the same results. Without
+// AVX2 + FMA the parallel path goes to the BLAS. double: the BLAS (tests, gradient checks).
 #pragma once
 
 namespace normlab {

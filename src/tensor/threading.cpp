@@ -133,7 +133,7 @@ int set_thread_count(int n) {
   pool().resize(n);
   // Nothing in normlab opens OpenMP parallel regions; keep any other user of OpenMP consistent.
   omp_set_num_threads(n);
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
   // float products run on normlab's own kernel (gemm.h); the BLAS serves double (tests) only,
   // single-threaded, so that it never starts a second pool of threads.
   openblas_set_num_threads(1);

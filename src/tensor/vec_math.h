@@ -14,12 +14,22 @@ namespace normlab {
 // call it judges cold and give up on the loop).
 #define NORMLAB_INLINE inline __attribute__((always_inline))
 
+// c ? a : b, chosen on the bits: the same value as the conditional expression, but both sides are
+// computed, so that a loop over it vectorises without AVX-512's masked operations. (GCC does not
+// if-convert a floating-point operation that only one side of a ?: needs, since it might trap:
+// with AVX2 only, such a loop stays scalar.)
+NORMLAB_INLINE float select_bits(bool c, float a, float b) {
+  const std::uint32_t m = 0u - static_cast<std::uint32_t>(c);
+  return std::bit_cast<float>((std::bit_cast<std::uint32_t>(a) & m) |
+                              (std::bit_cast<std::uint32_t>(b) & ~m));
+}
+
 // exp(x), relative error below 2e-7 on the whole float range: Cody-Waite reduction
 // x = n ln2 + r, |r| <= ln2 / 2, then Cephes' degree-6 polynomial for e^r, times 2^n.
 // Below ln FLT_MIN it returns 0 (the true value is subnormal).
 NORMLAB_INLINE float exp_fast(float x) {
   constexpr float hi = 88.7228391116729996f, lo = -87.3365447505531f;  // ln FLT_MAX, ln FLT_MIN
-  const float xc = x > hi ? hi : (x < lo ? lo : x);
+  const float xc = select_bits(x > hi, hi, select_bits(x < lo, lo, x));
   constexpr float magic = 12582912.f;  // 1.5 * 2^23: adding it rounds to an integer
   const float t = xc * 1.44269504088896341f + magic;
   const float n = t - magic;
@@ -38,7 +48,7 @@ NORMLAB_INLINE float exp_fast(float x) {
   const float s1 = std::bit_cast<float>((n1 + 127) << 23),
               s2 = std::bit_cast<float>((n2 + 127) << 23);
   const float y = p * s1 * s2;
-  return x > hi ? std::bit_cast<float>(0x7f800000) : (x < lo ? 0.f : y);
+  return select_bits(x > hi, std::bit_cast<float>(0x7f800000), select_bits(x < lo, 0.f, y));
 }
 
 // tanh(x): for |x| < 0.625 the [13/6] rational approximation of Eigen (generic_fast_tanh_float,
@@ -46,7 +56,7 @@ NORMLAB_INLINE float exp_fast(float x) {
 // (~1e-7) keeps 1 - tanh^2 accurate near saturation; |x| > 9 gives exactly +-1 as float tanh does.
 NORMLAB_INLINE float tanh_fast(float x) {
   constexpr float c = 7.99881172180175781f;
-  const float xc = x > c ? c : (x < -c ? -c : x);
+  const float xc = select_bits(x > c, c, select_bits(x < -c, -c, x));
   const float x2 = xc * xc;
   float p = -2.76076847742355e-16f;
   p = p * x2 + 2.00018790482477e-13f;
@@ -62,10 +72,11 @@ NORMLAB_INLINE float tanh_fast(float x) {
   q = q * x2 + 4.89352518554385e-03f;
   // One division for both branches: p / q, or (e - 1) / (e + 1) with e = e^{2|x|} >= 3.49.
   const float ax = std::fabs(x);
-  const float e = exp_fast(2.f * (ax > 9.f ? 9.f : ax));
+  const float e = exp_fast(2.f * select_bits(ax > 9.f, 9.f, ax));
   const bool small = ax < 0.625f;
-  const float y = (small ? p : std::copysign(e - 1.f, x)) / (small ? q : e + 1.f);
-  return ax < 0.0004f ? x : (ax > 9.f ? std::copysign(1.f, x) : y);
+  const float y =
+      select_bits(small, p, std::copysign(e - 1.f, x)) / select_bits(small, q, e + 1.f);
+  return select_bits(ax < 0.0004f, x, select_bits(ax > 9.f, std::copysign(1.f, x), y));
 }
 
 NORMLAB_INLINE double exp_fast(double x) { return std::exp(x); }

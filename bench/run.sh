@@ -19,8 +19,9 @@
 #   STORE=bench/results  the per-CPU result files the report writes (<cpu key>.json, replacing this
 #                        CPU's earlier one) and lists at the top of the report; commit the new file
 #
-# normlab also runs with --precision bf16 (bf16 matmul inputs, fp32 accumulation; needs
-# AVX512-BF16, otherwise the run is recorded as an error) as normlab_bf16_<config>_r<round>.
+# normlab also runs with --precision bf16 (bf16 matmul inputs, fp32 accumulation: the AVX512-BF16
+# kernel, or on a CPU without it the float32 kernel on bf16-rounded copies) as
+# normlab_bf16_<config>_r<round>.
 # After torch.compile come PyTorch's own mixed-precision peers (torch_bench.py --autocast:
 # torch.autocast("cpu", dtype=torch.bfloat16) around forward and loss, fp32 master weights) as
 # autocast_<config>_r<round> and, with COMPILE=1, autocast_compile_<config>_r<round>.

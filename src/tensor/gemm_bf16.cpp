@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "tensor/gemm_loops.h"
 #include "tensor/threading.h"
@@ -242,6 +243,39 @@ void gemm_bf16_blocked(const Problem& p, bool allow_parallel, bool hardware) {
   blocked_loops(p, allow_parallel, pack_b, tile);
 }
 
+// Without AVX512-BF16: the operands rounded to bf16 (held as floats, which is exact) into dense
+// copies, then the float32 kernel (gemm.h), which sums their exact products in fp32. The same
+// contract as the hardware kernel, at float32 speed (a bf16 product is no faster there); summed in
+// the float32 kernel's order. Copies: rows x cols of the operand as stored.
+thread_local std::vector<float> a_round, b_round;
+
+const float* rounded_copy(std::vector<float>& out, const float* X, long ld, int rows, int cols) {
+  out.resize(static_cast<std::size_t>(rows) * cols);
+  float* o = out.data();
+  parallel_for(rows, std::max(1, 65536 / std::max(cols, 1)), [&](long r0, long r1) {
+    for (long r = r0; r < r1; ++r) {
+      const float* x = X + r * ld;
+      float* y = o + r * cols;
+#pragma omp simd
+      for (int c = 0; c < cols; ++c) {
+        const u32 w = bf16_word(x[c]) << 16;
+        float f;
+        std::memcpy(&f, &w, 4);
+        y[c] = f;
+      }
+    }
+  });
+  return o;
+}
+
+void gemm_bf16_via_float(const Problem& p) {
+  const int ar = p.ta ? p.K : p.M, ac = p.ta ? p.M : p.K;
+  const int br = p.tb ? p.N : p.K, bc = p.tb ? p.K : p.N;
+  const float* A = rounded_copy(a_round, p.A, p.lda, ar, ac);
+  const float* B = rounded_copy(b_round, p.B, p.ldb, br, bc);
+  gemm<float>(p.ta, p.tb, p.M, p.N, p.K, p.alpha, A, ac, B, bc, p.beta, p.C, static_cast<int>(p.ldc));
+}
+
 }  // namespace
 
 bool bf16_hardware() {
@@ -256,7 +290,12 @@ bool bf16_hardware() {
 void gemm_bf16(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
                const float* B, int ldb, float beta, float* C, int ldc) {
   if (M == 0 || N == 0) return;
-  gemm_bf16_blocked({ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc}, true, bf16_hardware());
+  if (bf16_hardware())
+    gemm_bf16_blocked({ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc}, true, true);
+  else if (K <= 0)
+    gemm<float>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);  // only scales C
+  else
+    gemm_bf16_via_float({ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc});
 }
 
 void gemm_bf16_portable(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,

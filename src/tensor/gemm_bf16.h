@@ -17,10 +17,13 @@
 //
 // CPU support: the AVX512-BF16 code is compiled with a function target attribute, whatever the
 // build flags, and chosen at run time when the CPU reports avx512bf16 (bf16_hardware()).
-// Elsewhere a portable fallback packs the same bf16-rounded inputs and accumulates them in fp32
-// with scalar code: the same result up to fp32 summation order, slowly. One difference: vdpbf16ps
-// treats bf16 subnormal inputs (|x| < 2^-126) as zero and flushes subnormal results; the fallback
-// keeps them. Neither matters at the magnitudes of training.
+// Elsewhere gemm_bf16 rounds the operands to bf16 into float copies and runs the float32 kernel
+// (gemm.h) on them: the same result up to fp32 summation order, at float32 speed (nothing gained
+// over float32 on such a CPU; train.matmul_precision = "auto" picks float32 there).
+// gemm_bf16_portable packs the bf16 pairs as the hardware kernel does and accumulates them in
+// scalar code: slow, kept as the tests' model of the hardware kernel on any CPU. One difference:
+// vdpbf16ps treats bf16 subnormal inputs (|x| < 2^-126) as zero and flushes subnormal results;
+// the fallbacks keep them. Neither matters at the magnitudes of training.
 #pragma once
 #include <cstdint>
 #include <type_traits>
@@ -50,7 +53,8 @@ inline float bf16_to_float(std::uint16_t h) {
 // x rounded to the nearest bfloat16, as a float.
 inline float round_to_bf16(float x) { return bf16_to_float(bf16_bits(x)); }
 
-// True when the CPU has AVX512-BF16 (the fast kernel is used); false: the portable fallback.
+// True when the CPU has AVX512-BF16 (the bf16 kernel is used); false: rounded copies and the
+// float32 kernel.
 bool bf16_hardware();
 
 // Uses the pool's threads when called from serial code and the product is large enough; runs on

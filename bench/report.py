@@ -146,6 +146,10 @@ def summarise(rows):
             "gemm_bf16_gflops": rnd(r["bf16_rate"], 1),
             "errors": errors,
         }
+        kernel = next((x.get("bf16_kernel") for x in r["normlab_bf16"]["raw"] if x.get("bf16_kernel")),
+                      None)
+        if kernel:  # which kernel normlab bf16 ran (AVX512-BF16, or the float32 one on rounded copies)
+            out[r["config"]]["bf16_kernel"] = kernel
     return out
 
 
@@ -283,6 +287,11 @@ def per_cpu_section(records):
             out.append(f"*{rec['source'].rstrip('.')}.*" + (f" {rec['note']}" if rec.get("note") else "")
                        + "\n")
         out.append(per_cpu_table(rec) + "\n")
+        kernels = sorted({v["bf16_kernel"] for v in rec["configs"].values() if v.get("bf16_kernel")})
+        if kernels and kernels != ["avx512bf16"]:
+            out.append("normlab bf16 on this CPU: " + ", ".join(kernels) + " (no AVX512-BF16: the bf16 "
+                       "contract at float32 speed; `train.matmul_precision = \"auto\"` picks float32 "
+                       "here).\n")
     out.append("Over the stored CPUs (every config; in brackets the config and CPU of each end):\n")
     for key, what in RANGES:
         out.append(range_sentence(records, what, key))

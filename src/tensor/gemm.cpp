@@ -75,6 +75,26 @@ inline void transpose16(__m512 r[16]) {
 #endif
 
 #if defined(NL_GEMM_AVX2)
+// 8 x 8 transpose in registers: rows r[0..7] become columns.
+inline void transpose8(__m256 r[8]) {
+  __m256 t[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  __m256 u[8];
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+    r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+  }
+}
+
 // The AVX2 kernel computes a panel as strips of SW = 16 columns; each strip is packed on its own,
 // kc x 16 contiguous (16 KiB at KC = 256, which stays in L1: with a row stride of NR floats the
 // strip's lines would fall into a quarter of L1's sets and evict each other).
@@ -118,6 +138,19 @@ void pack_b_panel(float* bp, bool tb, const float* B, long ldb, int j0, int nr, 
     const int cn = std::max(0, std::min(16, nr - c0));
     for (int kb = 0; kb < kc; kb += 16) {
       const int kn = std::min(16, kc - kb);
+#if defined(NL_GEMM_AVX2)
+      if (cn == 16 && kn == 16) {
+        for (int cc = 0; cc < 16; cc += 8)
+          for (int kk = 0; kk < 16; kk += 8) {
+            __m256 r[8];
+            for (int c = 0; c < 8; ++c)
+              r[c] = _mm256_loadu_ps(B + static_cast<long>(j0 + c0 + cc + c) * ldb + k0 + kb + kk);
+            transpose8(r);
+            for (int k = 0; k < 8; ++k) _mm256_store_ps(b_at(bp, kb + kk + k, c0 + cc, kc), r[k]);
+          }
+        continue;
+      }
+#endif
 #if defined(__AVX512F__)
       if (cn == 16 && kn == 16) {
         __m512 r[16];

@@ -11,6 +11,8 @@ namespace normlab {
 // p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)        (t = step count, from 1)
 // With grad_scale != 1 the gradient is scaled first, g = grad_scale * g, and written back (as
 // in-place clipping leaves it), in the same pass over memory.
+// The decayed weight and the step meet in one explicit fma (p * (1 - lr wd) - step, rounded once),
+// so that the result does not depend on whether the compiler vectorises the loop or contracts it.
 template <class T>
 void adamw_update(T* p, T* g, T* m, T* v, long n, double lr, double beta1, double beta2, double eps,
                   double wd, long t, double grad_scale = 1.0) {
@@ -37,7 +39,7 @@ void adamw_update(T* p, T* g, T* m, T* v, long n, double lr, double beta1, doubl
         const T vi = b2 * vs[i] + (T(1) - b2) * gi * gi;
         ms[i] = mi;
         vs[i] = vi;
-        ps[i] = ps[i] * decay - step * mi / (std::sqrt(vi) * inv_sqrt_bc2 + e);
+        ps[i] = std::fma(ps[i], decay, -(step * mi / (std::sqrt(vi) * inv_sqrt_bc2 + e)));
       }
     } else {
 #pragma omp simd
@@ -47,7 +49,7 @@ void adamw_update(T* p, T* g, T* m, T* v, long n, double lr, double beta1, doubl
         const T vi = b2 * vs[i] + (T(1) - b2) * gi * gi;
         ms[i] = mi;
         vs[i] = vi;
-        ps[i] = ps[i] * decay - step * mi / (std::sqrt(vi) * inv_sqrt_bc2 + e);
+        ps[i] = std::fma(ps[i], decay, -(step * mi / (std::sqrt(vi) * inv_sqrt_bc2 + e)));
       }
     }
   });

@@ -1,6 +1,9 @@
 #include "tensor/gemm_bf16.h"
 
 #include <algorithm>
+#include <atomic>
+#include <stdexcept>
+#include <string>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -17,6 +20,16 @@
 // GCC 12 flags the undefined pass-through operand inside its own AVX-512 intrinsic headers as
 // possibly uninitialised (a false positive, GCC bug 105593), as in gemm.cpp.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#if defined(__linux__)
+// AMX (Intel's tile unit, Sapphire Rapids and later): tdpbf16ps multiplies a 16 x 32 bf16 tile by
+// a 32 x 16 one into 16 x 16 fp32 sums. Linux hands the tile registers to a process only after
+// it asks (arch_prctl ARCH_REQ_XCOMP_PERM), so it is used only where that request succeeds.
+#define NL_AMX 1
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#define NL_TARGET_AMX __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512bf16")))
+#endif
 #endif
 
 namespace normlab {
@@ -243,6 +256,287 @@ void gemm_bf16_blocked(const Problem& p, bool allow_parallel, bool hardware) {
   blocked_loops(p, allow_parallel, pack_b, tile);
 }
 
+// ---------------------------------------------------------------------------------------------
+// AMX. Eight tile registers of 16 rows x 64 bytes: 0-3 hold a 32 x 32 block of C as 2 x 2 tiles
+// of 16 x 16 fp32 sums, 4-5 two 16-row tiles of op(A) (16 rows x 16 k-pairs, a row of words as
+// packed below), 6-7 two 16-column tiles of op(B) (16 k-pairs x 16 columns of words: the rows of
+// a packed B panel, read with the panel's row stride NR). tdpbf16ps adds, for each C element, the
+// two products of each of the 16 word pairs in turn, in fp32. The words are those of the
+// AVX512-BF16 kernel: B in 64-column panels of k-pairs (as pack_b_panel), A in rows of k-pairs;
+// both padded with zero words to a multiple of 16 k-pairs per KC-slice, and A with zero rows to a
+// multiple of 16 (their sums are never stored). Unlike the 6 x 64 kernel, a 32 x 32 block is
+// summed over all the KS sums of a block in the tiles and added to C once.
+//
+// Packing rounds with vcvtne2ps2bf16 (round to nearest even, like bf16_word, but fp32 subnormals
+// become zero: tdpbf16ps would treat them as zero anyway) and moves 16 x 16 blocks of words
+// through registers; edges fall back to bf16_word.
+#if defined(NL_AMX)
+constexpr int AMX_KQ = 16;  // k-pairs per tile
+inline int amx_kpairs(int kc) { return ((kc + 1) / 2 + AMX_KQ - 1) / AMX_KQ * AMX_KQ; }
+inline int amx_rows(int mc) { return (mc + 15) / 16 * 16; }
+
+struct alignas(64) TileConfig {
+  std::uint8_t palette, start_row, reserved[14];
+  std::uint16_t colsb[16];
+  std::uint8_t rows[16];
+};
+
+NL_TARGET_AMX void amx_configure() {
+  TileConfig cfg{};
+  cfg.palette = 1;
+  for (int t = 0; t < 8; ++t) {
+    cfg.rows[t] = 16;
+    cfg.colsb[t] = 64;
+  }
+  _tile_loadconfig(&cfg);
+}
+
+// 16 words bf16(x[0..1]), bf16(x[2..3]), ...: 32 consecutive floats in order.
+NL_TARGET_AMX inline __m512i words_of_row(const float* x) {
+  return (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + 16), _mm512_loadu_ps(x));
+}
+// 16 words bf16(lo[c]) | bf16(hi[c]) << 16: two rows of 16 floats, interleaved.
+NL_TARGET_AMX inline __m512i words_of_pair(const float* lo, const float* hi) {
+  const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(hi), _mm512_loadu_ps(lo));
+  const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+                                       23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  return _mm512_permutexvar_epi16(idx, both);
+}
+// r[i][j] -> r[j][i], 16 x 16 words: 32-bit then 64-bit interleaves within 128-bit lanes, then a
+// 4 x 4 transpose of the lanes.
+NL_TARGET_AMX inline void transpose16(__m512i r[16]) {
+  __m512i a[16], b[16];
+  for (int p = 0; p < 8; ++p) {
+    a[2 * p] = _mm512_unpacklo_epi32(r[2 * p], r[2 * p + 1]);
+    a[2 * p + 1] = _mm512_unpackhi_epi32(r[2 * p], r[2 * p + 1]);
+  }
+  for (int q = 0; q < 4; ++q) {  // b[4q + c], lane L: column 4L + c of rows 4q..4q+3
+    b[4 * q + 0] = _mm512_unpacklo_epi64(a[4 * q], a[4 * q + 2]);
+    b[4 * q + 1] = _mm512_unpackhi_epi64(a[4 * q], a[4 * q + 2]);
+    b[4 * q + 2] = _mm512_unpacklo_epi64(a[4 * q + 1], a[4 * q + 3]);
+    b[4 * q + 3] = _mm512_unpackhi_epi64(a[4 * q + 1], a[4 * q + 3]);
+  }
+  for (int c = 0; c < 4; ++c) {  // row 4L + c = lane L of b[c], b[4 + c], b[8 + c], b[12 + c]
+    const __m512i y0 = _mm512_shuffle_i32x4(b[c], b[4 + c], 0x44);
+    const __m512i y1 = _mm512_shuffle_i32x4(b[c], b[4 + c], 0xEE);
+    const __m512i y2 = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0x44);
+    const __m512i y3 = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0xEE);
+    r[c] = _mm512_shuffle_i32x4(y0, y2, 0x88);
+    r[4 + c] = _mm512_shuffle_i32x4(y0, y2, 0xDD);
+    r[8 + c] = _mm512_shuffle_i32x4(y1, y3, 0x88);
+    r[12 + c] = _mm512_shuffle_i32x4(y1, y3, 0xDD);
+  }
+}
+
+// The word of op(X) at (row r, k-pair kp) over sums [k0, k0 + kc): X row-major with leading
+// dimension ld, op(X)(r, k) = X[r][k] (!t) or X[k][r] (t); the pair's missing half is 0.
+inline u32 word_at(bool t, const float* X, long ld, int r, int k0, int kc, int kp) {
+  const int k = k0 + 2 * kp;
+  auto at = [&](int kk) { return t ? X[static_cast<long>(kk) * ld + r] : X[static_cast<long>(r) * ld + kk]; };
+  return 2 * kp + 1 < kc ? bf16_word(at(k)) | (bf16_word(at(k + 1)) << 16) : bf16_word(at(k));
+}
+
+// Rows [i0, i0 + mc) x sums [k0, k0 + kc) of op(A) as ap[i][kp], row stride as words,
+// amx_kpairs(kc) words a row (zero past the sums); rows [mc, amx_rows(mc)) zero.
+NL_TARGET_AMX void pack_a_amx(u32* __restrict ap, long as, bool ta, const float* A, long lda,
+                              int i0, int mc, int k0, int kc) {
+  const int kpa = amx_kpairs(kc), kpn = (kc + 1) / 2;
+  const int kp16 = kc / 32 * 16, mc16 = mc / 16 * 16;  // the parts moved 16 x 16 at a time
+  if (!ta) {
+    for (int i = 0; i < mc; ++i) {
+      const float* row = A + static_cast<long>(i0 + i) * lda + k0;
+      u32* dst = ap + i * as;
+      for (int kp = 0; kp < kp16; kp += 16) _mm512_storeu_si512(dst + kp, words_of_row(row + 2 * kp));
+    }
+  } else {
+    __m512i w[16];
+    for (int i = 0; i < mc16; i += 16)
+      for (int kp = 0; kp < kp16; kp += 16) {
+        for (int q = 0; q < 16; ++q) {  // w[q][c] = word (row i + c, k-pair kp + q)
+          const float* r0 = A + static_cast<long>(k0 + 2 * (kp + q)) * lda + i0 + i;
+          w[q] = words_of_pair(r0, r0 + lda);
+        }
+        transpose16(w);
+        for (int c = 0; c < 16; ++c) _mm512_storeu_si512(ap + (i + c) * as + kp, w[c]);
+      }
+  }
+  for (int i = 0; i < mc; ++i) {
+    u32* dst = ap + i * as;
+    for (int kp = (ta && i >= mc16) ? 0 : kp16; kp < kpn; ++kp)
+      dst[kp] = word_at(ta, A, lda, i0 + i, k0, kc, kp);
+    for (int kp = kpn; kp < kpa; ++kp) dst[kp] = 0;
+  }
+  for (int i = mc; i < amx_rows(mc); ++i) std::memset(ap + i * as, 0, sizeof(u32) * kpa);
+}
+
+// Columns [j0, j0 + nr) x sums [k0, k0 + kc) of op(B) as a panel bp[kp][c] (row stride NR),
+// amx_kpairs(kc) rows; zero past N and past the sums.
+NL_TARGET_AMX void pack_b_amx(u32* __restrict bp, bool tb, const float* B, long ldb, int j0, int nr,
+                              int k0, int kc) {
+  const int kpa = amx_kpairs(kc), kpn = (kc + 1) / 2, kfull = kc / 2;
+  const int nr16 = nr / 16 * 16;
+  int kp_done = 0;  // rows [0, kp_done) hold columns [0, nr16)
+  if (!tb) {
+    for (int kp = 0; kp < kfull; ++kp) {
+      const float* r0 = B + static_cast<long>(k0 + 2 * kp) * ldb + j0;
+      for (int c = 0; c < nr16; c += 16)
+        _mm512_storeu_si512(bp + static_cast<long>(kp) * NR + c, words_of_pair(r0 + c, r0 + c + ldb));
+    }
+    kp_done = kfull;
+  } else {
+    const int kp16 = kc / 32 * 16;
+    __m512i w[16];
+    for (int c = 0; c < nr16; c += 16)
+      for (int kp = 0; kp < kp16; kp += 16) {
+        for (int q = 0; q < 16; ++q)  // w[q][t] = word (k-pair kp + t, column c + q)
+          w[q] = words_of_row(B + static_cast<long>(j0 + c + q) * ldb + k0 + 2 * kp);
+        transpose16(w);
+        for (int t = 0; t < 16; ++t) _mm512_storeu_si512(bp + static_cast<long>(kp + t) * NR + c, w[t]);
+      }
+    kp_done = kp16;
+  }
+  for (int kp = 0; kp < kpa; ++kp) {
+    u32* dst = bp + static_cast<long>(kp) * NR;
+    if (kp >= kpn) {
+      std::memset(dst, 0, sizeof(u32) * NR);
+      continue;
+    }
+    for (int c = kp < kp_done ? nr16 : 0; c < nr; ++c) dst[c] = word_at(!tb, B, ldb, j0 + c, k0, kc, kp);
+    for (int c = nr; c < NR; ++c) dst[c] = 0;
+  }
+}
+
+// One KC-slice of a block as the 32 x 32 kernel sees it: its packed B panel (the panel's first
+// word), its k-pairs (a multiple of 16) and where they start in a packed row of A.
+struct AmxSlice {
+  const u32* b;
+  int kpa, a_off;
+};
+
+// C block (32 x 32, tiles 0-3) = sums over the slices of RA 16-row tiles of A times RB 16-column
+// tiles of B, then out(32 x 32, row stride 32) = the sums; ap: the first row, row stride as words;
+// jg: the block's first column in the panels.
+template <int RA, int RB>
+NL_TARGET_AMX void amx_block(int nslices, const AmxSlice* sl, const u32* ap, long as, int jg,
+                             float* out) {
+  const long asb = as * 4;  // bytes
+  _tile_zero(0);
+  if constexpr (RB > 1) _tile_zero(1);
+  if constexpr (RA > 1) _tile_zero(2);
+  if constexpr (RA > 1 && RB > 1) _tile_zero(3);
+  for (int s = 0; s < nslices; ++s) {
+    const u32* a = ap + sl[s].a_off;
+    const u32* b = sl[s].b + jg;
+    for (int q = 0; q < sl[s].kpa; q += AMX_KQ) {
+      _tile_loadd(4, a + q, asb);
+      _tile_loadd(6, b + static_cast<long>(q) * NR, NR * 4);
+      if constexpr (RB > 1) _tile_loadd(7, b + static_cast<long>(q) * NR + 16, NR * 4);
+      _tile_dpbf16ps(0, 4, 6);
+      if constexpr (RB > 1) _tile_dpbf16ps(1, 4, 7);
+      if constexpr (RA > 1) {
+        _tile_loadd(5, a + 16 * as + q, asb);
+        _tile_dpbf16ps(2, 5, 6);
+        if constexpr (RB > 1) _tile_dpbf16ps(3, 5, 7);
+      }
+    }
+  }
+  _tile_stored(0, out, 32 * 4);
+  if constexpr (RB > 1) _tile_stored(1, out + 16, 32 * 4);
+  if constexpr (RA > 1) _tile_stored(2, out + 16 * 32, 32 * 4);
+  if constexpr (RA > 1 && RB > 1) _tile_stored(3, out + 16 * 32 + 16, 32 * 4);
+}
+
+// C[0:mr, 0:nc] = alpha out + beta C (beta = 0: C is not read); mr, nc <= 32.
+NL_TARGET_AMX void amx_store(const float* out, float* c, long ldc, int mr, int nc, float alpha,
+                             float beta) {
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  for (int r = 0; r < mr; ++r)
+    for (int v = 0; v < 2 && 16 * v < nc; ++v) {
+      const int n = std::min(16, nc - 16 * v);
+      const __mmask16 m = static_cast<__mmask16>(n >= 16 ? 0xFFFF : (1u << n) - 1);
+      float* cr = c + r * ldc + 16 * v;
+      __m512 x = _mm512_mul_ps(va, _mm512_loadu_ps(out + 32 * r + 16 * v));
+      if (beta != 0.f) x = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, cr), x);
+      _mm512_mask_storeu_ps(cr, m, x);
+    }
+}
+
+thread_local Scratch<u32> amx_a_scratch;  // op(A) of one tile over a block's sums: 96 x 2048 words
+
+// The loops of gemm_loops.h (so results do not depend on the thread count), with the AMX layouts:
+// a tile packs its rows of op(A) over all the block's sums, then computes its 32 x 32 blocks one
+// by one over all of them.
+void gemm_bf16_amx(const Problem& p, bool allow_parallel) {
+  const int kmax = std::min(KS, (std::max(p.K, 0) + KC - 1) / KC * KC);
+  u32* bpack =
+      b_scratch.get(static_cast<std::size_t>(kmax / 2) * std::min(NC, (p.N + NR - 1) / NR * NR));
+  // Slice pc (relative to ks): npanels panels of amx_kpairs(kc) x NR words, from pc / 2 * npanels
+  // * NR (a full slice has KC / 2 k-pairs, a multiple of 16).
+  auto panel = [&](const Block& blk, int jp, int pc) {
+    const int kc = std::min(KC, blk.kend - blk.ks - pc);
+    return bpack + static_cast<long>(pc / 2) * blk.npanels * NR +
+           static_cast<long>(jp) * NR * amx_kpairs(kc);
+  };
+  auto pack_b = [&](const Block& blk, int jp, int pc) {
+    const int kc = std::min(KC, blk.kend - blk.ks - pc);
+    pack_b_amx(panel(blk, jp, pc), p.tb, p.B, p.ldb, blk.jc + jp * NR,
+               std::min(NR, blk.nc - jp * NR), blk.ks + pc, kc);
+  };
+  auto tile = [&](const Block& blk, int i0, int mcur, int jp0, int jp1) {
+    amx_configure();
+    AmxSlice sl[KS / KC];
+    int nslices = 0, as = 0;  // as: k-pairs of a packed row of A, over all slices
+    for (int pc = 0; pc < blk.kend - blk.ks; pc += KC) {
+      sl[nslices++] = {nullptr, amx_kpairs(std::min(KC, blk.kend - blk.ks - pc)), as};
+      as += sl[nslices - 1].kpa;
+    }
+    u32* apack = amx_a_scratch.get(static_cast<std::size_t>(amx_rows(mcur)) * as);
+    for (int s = 0; s < nslices; ++s) {
+      const int pc = blk.ks + s * KC;
+      pack_a_amx(apack + sl[s].a_off, as, p.ta, p.A, p.lda, i0, mcur, pc, std::min(KC, blk.kend - pc));
+    }
+    const float beta = blk.ks == 0 ? p.beta : 1.f;
+    alignas(64) float out[32 * 32];
+    for (int jp = jp0; jp < jp1; ++jp) {
+      const int j0 = jp * NR, ncur = std::min(NR, blk.nc - j0);
+      for (int s = 0; s < nslices; ++s) sl[s].b = panel(blk, jp, s * KC);
+      for (int ir = 0; ir < mcur; ir += 32) {
+        const int mr = std::min(32, mcur - ir);
+        const u32* ap = apack + static_cast<long>(ir) * as;
+        for (int jg = 0; jg < ncur; jg += 32) {
+          const int nc = std::min(32, ncur - jg);
+          if (mr > 16 && nc > 16)
+            amx_block<2, 2>(nslices, sl, ap, as, jg, out);
+          else if (mr > 16)
+            amx_block<2, 1>(nslices, sl, ap, as, jg, out);
+          else if (nc > 16)
+            amx_block<1, 2>(nslices, sl, ap, as, jg, out);
+          else
+            amx_block<1, 1>(nslices, sl, ap, as, jg, out);
+          amx_store(out, p.C + static_cast<long>(i0 + ir) * p.ldc + blk.jc + j0 + jg, p.ldc, mr,
+                    nc, p.alpha, beta);
+        }
+      }
+    }
+  };
+  blocked_loops(p, allow_parallel, pack_b, tile);
+}
+
+// The CPU has AMX-TILE and AMX-BF16 (CPUID leaf 7, EDX bits 24 and 22), AVX-512 with BF16 for
+// the packing and the stores, and the kernel grants this process the tile data
+// (XFEATURE_XTILEDATA = 18).
+bool amx_usable() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  if (!(d & (1u << 24)) || !(d & (1u << 22))) return false;
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+      !__builtin_cpu_supports("avx512bf16"))
+    return false;
+  constexpr long ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18;
+  return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+}
+#endif
+
 // Without AVX512-BF16: the operands rounded to bf16 (held as floats, which is exact) into dense
 // copies, then the float32 kernel (gemm.h), which sums their exact products in fp32. The same
 // contract as the hardware kernel, at float32 speed (a bf16 product is no faster there); summed in
@@ -278,30 +572,114 @@ void gemm_bf16_via_float(const Problem& p) {
 
 }  // namespace
 
-bool bf16_hardware() {
-#if defined(NL_BF16_X86)
-  static const bool has = __builtin_cpu_supports("avx512bf16");
-  return has;
+bool bf16_kernel_available(Bf16Kernel k) {
+  switch (k) {
+    case Bf16Kernel::amx:
+#if defined(NL_AMX)
+    {
+      static const bool has = amx_usable();
+      return has;
+    }
 #else
-  return false;
+      return false;
 #endif
+    case Bf16Kernel::avx512bf16:
+#if defined(NL_BF16_X86)
+    {
+      static const bool has = __builtin_cpu_supports("avx512bf16");
+      return has;
+    }
+#else
+      return false;
+#endif
+    case Bf16Kernel::rounded_float:
+    case Bf16Kernel::portable:
+      return true;
+  }
+  return false;
+}
+
+const char* bf16_kernel_name(Bf16Kernel k) {
+  switch (k) {
+    case Bf16Kernel::amx:
+      return "amx";
+    case Bf16Kernel::avx512bf16:
+      return "avx512bf16";
+    case Bf16Kernel::rounded_float:
+      return "float32 kernel on bf16-rounded copies";
+    case Bf16Kernel::portable:
+      return "portable";
+  }
+  return "?";
+}
+
+namespace {
+Bf16Kernel best_bf16_kernel() {
+  for (Bf16Kernel k : {Bf16Kernel::amx, Bf16Kernel::avx512bf16})
+    if (bf16_kernel_available(k)) return k;
+  return Bf16Kernel::rounded_float;
+}
+std::atomic<int> chosen_kernel{-1};  // -1: the best available
+}  // namespace
+
+Bf16Kernel bf16_kernel() {
+  const int k = chosen_kernel.load(std::memory_order_relaxed);
+  return k < 0 ? best_bf16_kernel() : static_cast<Bf16Kernel>(k);
+}
+
+void set_bf16_kernel(Bf16Kernel k) {
+  if (!bf16_kernel_available(k))
+    throw std::invalid_argument(std::string("[gemm_bf16] the bf16 kernel '") + bf16_kernel_name(k) +
+                                "' is not available on this CPU");
+  chosen_kernel.store(static_cast<int>(k), std::memory_order_relaxed);
+}
+
+void reset_bf16_kernel() { chosen_kernel.store(-1, std::memory_order_relaxed); }
+
+bool bf16_hardware() {
+  const Bf16Kernel k = best_bf16_kernel();
+  return k == Bf16Kernel::amx || k == Bf16Kernel::avx512bf16;
+}
+
+void gemm_bf16_with(Bf16Kernel k, bool ta, bool tb, int M, int N, int K, float alpha,
+                    const float* A, int lda, const float* B, int ldb, float beta, float* C,
+                    int ldc) {
+  if (M == 0 || N == 0) return;
+  if (!bf16_kernel_available(k))
+    throw std::invalid_argument(std::string("[gemm_bf16] the bf16 kernel '") + bf16_kernel_name(k) +
+                                "' is not available on this CPU");
+  const Problem p{ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc};
+  switch (k) {
+    case Bf16Kernel::amx:
+#if defined(NL_AMX)
+      gemm_bf16_amx(p, true);
+      return;
+#else
+      break;
+#endif
+    case Bf16Kernel::avx512bf16:
+      gemm_bf16_blocked(p, true, true);
+      return;
+    case Bf16Kernel::rounded_float:
+      if (K <= 0)
+        gemm<float>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);  // only scales C
+      else
+        gemm_bf16_via_float(p);
+      return;
+    case Bf16Kernel::portable:
+      gemm_bf16_blocked(p, true, false);
+      return;
+  }
 }
 
 void gemm_bf16(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
                const float* B, int ldb, float beta, float* C, int ldc) {
-  if (M == 0 || N == 0) return;
-  if (bf16_hardware())
-    gemm_bf16_blocked({ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc}, true, true);
-  else if (K <= 0)
-    gemm<float>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);  // only scales C
-  else
-    gemm_bf16_via_float({ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc});
+  gemm_bf16_with(bf16_kernel(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void gemm_bf16_portable(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
                         const float* B, int ldb, float beta, float* C, int ldc) {
-  if (M == 0 || N == 0) return;
-  gemm_bf16_blocked({ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc}, true, false);
+  gemm_bf16_with(Bf16Kernel::portable, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 }  // namespace normlab

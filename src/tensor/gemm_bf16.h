@@ -9,21 +9,22 @@
 // the unrounded inputs by at most about 2^-8 relative per product (|bf16(x) - x| <= 2^-9 |x|).
 // With beta = 0, C is not read (it may hold NaN).
 //
-// Kernel: op(B) is packed into 64-column panels of k-pairs (one 32-bit word holds bf16(b(k, j))
-// in its low half and bf16(b(k + 1, j)) in its high half), each MC x KC block of op(A) into rows
-// of k-pairs, and a 6 x 64 micro-tile is accumulated with AVX512-BF16's vdpbf16ps (two products
-// per fp32 lane per instruction). It runs on normlab's thread pool, parallel over tiles of C,
-// with the same blocking and the same thread-count-independent results as gemm<float>.
+// Kernels (Bf16Kernel below): op(B) is packed into 64-column panels of k-pairs (one 32-bit word
+// holds bf16(b(k, j)) in its low half and bf16(b(k + 1, j)) in its high half), blocks of op(A)
+// into rows of k-pairs, and micro-tiles are accumulated in fp32 by AMX's tdpbf16ps (32 x 32
+// blocks) where Linux grants the process the tile registers, else by AVX512-BF16's vdpbf16ps
+// (6 x 64). Both run on normlab's thread pool, parallel over tiles of C, with the same blocking
+// and the same thread-count-independent results as gemm<float>.
 //
-// CPU support: the AVX512-BF16 code is compiled with a function target attribute, whatever the
-// build flags, and chosen at run time when the CPU reports avx512bf16 (bf16_hardware()).
-// Elsewhere gemm_bf16 rounds the operands to bf16 into float copies and runs the float32 kernel
-// (gemm.h) on them: the same result up to fp32 summation order, at float32 speed (nothing gained
-// over float32 on such a CPU; train.matmul_precision = "auto" picks float32 there).
-// gemm_bf16_portable packs the bf16 pairs as the hardware kernel does and accumulates them in
-// scalar code: slow, kept as the tests' model of the hardware kernel on any CPU. One difference:
-// vdpbf16ps treats bf16 subnormal inputs (|x| < 2^-126) as zero and flushes subnormal results;
-// the fallbacks keep them. Neither matters at the magnitudes of training.
+// CPU support: the AMX and AVX512-BF16 code is compiled with function target attributes, whatever
+// the build flags, and chosen at run time from what the CPU reports (bf16_kernel()). Elsewhere
+// gemm_bf16 rounds the operands to bf16 into float copies and runs the float32 kernel (gemm.h) on
+// them: the same result up to fp32 summation order, at float32 speed (nothing gained over float32
+// on such a CPU; train.matmul_precision = "auto" picks float32 there). The portable kernel packs
+// the bf16 pairs as the hardware kernels do and accumulates them in scalar code: slow, kept as the
+// tests' model of the hardware kernels on any CPU. One difference: vdpbf16ps and tdpbf16ps treat
+// bf16 subnormal inputs (|x| < 2^-126) as zero and flush subnormal results; the fallbacks keep
+// them. Neither matters at the magnitudes of training.
 #pragma once
 #include <cstdint>
 #include <type_traits>
@@ -53,16 +54,39 @@ inline float bf16_to_float(std::uint16_t h) {
 // x rounded to the nearest bfloat16, as a float.
 inline float round_to_bf16(float x) { return bf16_to_float(bf16_bits(x)); }
 
-// True when the CPU has AVX512-BF16 (the bf16 kernel is used); false: rounded copies and the
-// float32 kernel.
+// The kernels behind gemm_bf16, all with the contract above:
+//   amx            Intel AMX tiles (tdpbf16ps; Sapphire Rapids and later, where Linux grants the
+//                  process the tile registers): 32 x 32 blocks of C as 2 x 2 tiles of 16 x 16;
+//   avx512bf16     AVX512-BF16's vdpbf16ps, 6 x 64 micro-tiles;
+//   rounded_float  bf16-rounded float copies through the float32 kernel (any CPU);
+//   portable       the hardware kernels' packed words summed in scalar code (any CPU; slow; the
+//                  tests' model of the hardware kernels).
+// Each sums a KC-slice of products per block before it adds it to C, so the kernels can differ
+// by fp32 summation order (not more); each gives results independent of the thread count.
+enum class Bf16Kernel { amx, avx512bf16, rounded_float, portable };
+bool bf16_kernel_available(Bf16Kernel k);
+const char* bf16_kernel_name(Bf16Kernel k);
+// The kernel gemm_bf16 runs: the one set by set_bf16_kernel, else the first available of amx,
+// avx512bf16, rounded_float.
+Bf16Kernel bf16_kernel();
+// For benchmarks and tests, process-wide; throws std::invalid_argument naming the kernel when
+// this CPU cannot run it. reset_bf16_kernel goes back to the best available.
+void set_bf16_kernel(Bf16Kernel k);
+void reset_bf16_kernel();
+
+// True when the CPU has native bf16 dot products (AMX or AVX512-BF16).
 bool bf16_hardware();
 
 // Uses the pool's threads when called from serial code and the product is large enough; runs on
 // the calling thread alone when called from inside a pool job.
 void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
                int lda, const float* B, int ldb, float beta, float* C, int ldc);
+// The same with a given kernel (throws std::invalid_argument when it is not available).
+void gemm_bf16_with(Bf16Kernel kernel, bool trans_a, bool trans_b, int M, int N, int K,
+                    float alpha, const float* A, int lda, const float* B, int ldb, float beta,
+                    float* C, int ldc);
 
-// The portable fallback on any CPU (tests compare it with the AVX512-BF16 kernel).
+// gemm_bf16_with(Bf16Kernel::portable, ...).
 void gemm_bf16_portable(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                         const float* A, int lda, const float* B, int ldb, float beta, float* C,
                         int ldc);

@@ -6,7 +6,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "tensor/gemm_bf16.h"
@@ -99,8 +102,18 @@ struct Shape {
   int M, N, K;
 };
 
-using GemmFn = void (*)(bool, bool, int, int, int, float, const float*, int, const float*, int,
-                        float, float*, int);
+using GemmFn = std::function<void(bool, bool, int, int, int, float, const float*, int,
+                                  const float*, int, float, float*, int)>;
+
+constexpr Bf16Kernel kKernels[] = {Bf16Kernel::amx, Bf16Kernel::avx512bf16,
+                                   Bf16Kernel::rounded_float, Bf16Kernel::portable};
+
+GemmFn with_kernel(Bf16Kernel k) {
+  return [k](bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
+             const float* B, int ldb, float beta, float* C, int ldc) {
+    gemm_bf16_with(k, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  };
+}
 
 // C = alpha op(A) op(B) + beta C0 in double, on inputs mapped by f (identity or bf16 rounding);
 // also sum_k |alpha a b| + |beta C0| per element for the error bounds.
@@ -147,7 +160,7 @@ Case make_case(Rng& rng, bool ta, bool tb, Shape s, float alpha, float beta, int
   return c;
 }
 
-std::vector<float> run(GemmFn f, const Case& c) {
+std::vector<float> run(const GemmFn& f, const Case& c) {
   std::vector<float> C = c.C0;
   f(c.ta, c.tb, c.s.M, c.s.N, c.s.K, c.alpha, c.A.data(), c.lda, c.B.data(), c.ldb, c.beta,
     C.data(), c.ldc);
@@ -156,14 +169,14 @@ std::vector<float> run(GemmFn f, const Case& c) {
 
 const Shape kShapes[] = {
     {1, 1, 1},      {5, 3, 1},     {7, 13, 3},     {13, 70, 37},    {6, 64, 256},
-    {31, 129, 259}, {97, 65, 513}, {50, 1030, 71}, {200, 300, 101},
+    {31, 129, 259}, {97, 65, 513}, {50, 1030, 71}, {200, 300, 101}, {33, 17, 4200},
 };
 
 // fp32 accumulation of K bf16 products (each exact), the alpha scale and the beta add: a few
 // roundings of relative size u = 2^-24 per term. A factor 2 over the classic K u bound.
 double fp32_bound(int K, double mag) { return 2.0 * (K + 3) * 0x1p-24 * mag + 1e-30; }
 
-void check_against_rounded_reference(GemmFn f, const char* name) {
+void check_against_rounded_reference(const GemmFn& f, const char* name) {
   Rng rng(7);
   for (bool ta : {false, true})
     for (bool tb : {false, true})
@@ -191,11 +204,75 @@ void check_against_rounded_reference(GemmFn f, const char* name) {
 }
 
 TEST(GemmBf16, MatchesDoubleReferenceOnRoundedInputs) {
-  check_against_rounded_reference(gemm_bf16, bf16_hardware() ? "avx512bf16" : "portable");
+  check_against_rounded_reference(gemm_bf16, bf16_kernel_name(bf16_kernel()));
 }
 
-TEST(GemmBf16, PortableMatchesDoubleReferenceOnRoundedInputs) {
-  check_against_rounded_reference(gemm_bf16_portable, "portable");
+// Every kernel this CPU can run (on an AMX machine all four), by itself.
+TEST(GemmBf16, EveryKernelMatchesDoubleReferenceOnRoundedInputs) {
+  int ran = 0;
+  for (Bf16Kernel k : kKernels) {
+    if (!bf16_kernel_available(k)) continue;
+    check_against_rounded_reference(with_kernel(k), bf16_kernel_name(k));
+    ++ran;
+  }
+  EXPECT_GE(ran, 2);  // rounded_float and portable run everywhere
+}
+
+// The kernels differ only by fp32 summation order: on the same inputs, each is within the fp32
+// accumulation bound of the portable kernel's result (which models the hardware ones).
+TEST(GemmBf16, KernelsAgreeWithinFp32SummationOrder) {
+  Rng rng(21);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      const Shape s{70, 100, 600};
+      const Case c = make_case(rng, ta, tb, s, 1.f, 0.25f, 1);
+      const std::vector<float> want = run(with_kernel(Bf16Kernel::portable), c);
+      std::vector<double> ref, mag;
+      reference(ta, tb, s, c.alpha, c.A, c.lda, c.B, c.ldb, c.beta, c.C0, c.ldc, true, ref, mag);
+      for (Bf16Kernel k : kKernels) {
+        if (!bf16_kernel_available(k)) continue;
+        const std::vector<float> got = run(with_kernel(k), c);
+        int bad = 0;
+        for (int i = 0; i < s.M; ++i)
+          for (int j = 0; j < s.N; ++j) {
+            const double d = std::fabs(static_cast<double>(got[i * c.ldc + j]) - want[i * c.ldc + j]);
+            if (!(d <= 2 * fp32_bound(s.K, mag[i * s.N + j])) && bad++ < 3)
+              ADD_FAILURE() << bf16_kernel_name(k) << " ta=" << ta << " tb=" << tb << " C(" << i
+                            << "," << j << ") = " << got[i * c.ldc + j] << ", portable "
+                            << want[i * c.ldc + j];
+          }
+      }
+    }
+}
+
+TEST(GemmBf16, KernelChoice) {
+  const Bf16Kernel best = bf16_kernel();
+  EXPECT_TRUE(bf16_kernel_available(best));
+  EXPECT_EQ(bf16_hardware(), best == Bf16Kernel::amx || best == Bf16Kernel::avx512bf16);
+  // the best available comes first: amx, then avx512bf16, then rounded_float
+  if (bf16_kernel_available(Bf16Kernel::amx)) EXPECT_EQ(best, Bf16Kernel::amx);
+  else if (bf16_kernel_available(Bf16Kernel::avx512bf16)) EXPECT_EQ(best, Bf16Kernel::avx512bf16);
+  else EXPECT_EQ(best, Bf16Kernel::rounded_float);
+  set_bf16_kernel(Bf16Kernel::portable);
+  EXPECT_EQ(bf16_kernel(), Bf16Kernel::portable);
+  // gemm_bf16 runs the chosen kernel: the same bits as asking for it
+  Rng rng(5);
+  const Case c = make_case(rng, false, true, {20, 40, 90}, 1.f, 0.f, 0);
+  const std::vector<float> chosen = run(gemm_bf16, c);
+  const std::vector<float> direct = run(with_kernel(Bf16Kernel::portable), c);
+  EXPECT_EQ(0, std::memcmp(chosen.data(), direct.data(), chosen.size() * sizeof(float)));
+  reset_bf16_kernel();
+  EXPECT_EQ(bf16_kernel(), best);
+  for (Bf16Kernel k : kKernels) {
+    if (bf16_kernel_available(k)) continue;
+    try {
+      set_bf16_kernel(k);
+      ADD_FAILURE() << "set_bf16_kernel accepted " << bf16_kernel_name(k);
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(bf16_kernel_name(k)), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(bf16_kernel(), best);  // unchanged
+  }
 }
 
 // Against the exact product of the unrounded inputs: |bf16(x) - x| <= u |x| with u = 2^-8, so
@@ -281,13 +358,17 @@ TEST(GemmBf16, NonFiniteInputsPropagate) {
 TEST(GemmBf16, ResultDoesNotDependOnThreadCount) {
   Rng rng(3);
   const int before = thread_count();
-  for (bool ta : {false, true}) {
-    const Case c = make_case(rng, ta, !ta, {150, 260, 300}, 1.f, 0.5f, 0);
-    set_thread_count(1);
-    const std::vector<float> c1 = run(gemm_bf16, c);
-    set_thread_count(2);
-    const std::vector<float> c2 = run(gemm_bf16, c);
-    EXPECT_EQ(0, std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)));
+  for (Bf16Kernel k : kKernels) {
+    if (!bf16_kernel_available(k)) continue;
+    for (bool ta : {false, true}) {
+      const Case c = make_case(rng, ta, !ta, {150, 260, 300}, 1.f, 0.5f, 0);
+      set_thread_count(1);
+      const std::vector<float> c1 = run(with_kernel(k), c);
+      set_thread_count(2);
+      const std::vector<float> c2 = run(with_kernel(k), c);
+      EXPECT_EQ(0, std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)))
+          << bf16_kernel_name(k) << " ta=" << ta;
+    }
   }
   set_thread_count(before);
 }

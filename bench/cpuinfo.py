@@ -32,9 +32,15 @@ _INTEL_F6 = {0x55: "Skylake-SP/Cascade Lake", 0x6a: "Ice Lake-SP", 0x6c: "Ice La
              0x9a: "Alder Lake", 0xb7: "Raptor Lake", 0xba: "Raptor Lake", 0xbf: "Raptor Lake"}
 
 
-def generation(vendor, family, model):
+# The table's parts with AMX.
+_INTEL_AMX = ("Sapphire Rapids", "Emerald Rapids", "Granite Rapids")
+
+
+def generation(vendor, family, model, flags=None):
     """A microarchitecture label, or "family F model M" when the table does not know the part
-    (M "n/a" when the model is unknown)."""
+    (M "n/a" when the model is unknown). An Intel part the table does not know, or one whose model
+    number cannot have AMX (a hypervisor may report another part's model), but that reports
+    amx_bf16 in flags is "Sapphire Rapids or later (AMX)": AMX-BF16 came with Sapphire Rapids."""
     label = None
     if vendor == "AuthenticAMD":
         if family == 23 and model is not None:
@@ -45,6 +51,8 @@ def generation(vendor, family, model):
             label = "Zen 5"
     elif vendor == "GenuineIntel" and family == 6 and model is not None:
         label = _INTEL_F6.get(model)
+    if vendor == "GenuineIntel" and (flags or {}).get("amx_bf16") and label not in _INTEL_AMX:
+        label = "Sapphire Rapids or later (AMX)"
     if label:
         return label
     return f"family {family if family is not None else 'n/a'} model {model if model is not None else 'n/a'}"
@@ -145,7 +153,7 @@ def collect(cpuinfo_text=None, lscpu_text=None, read_machine=True):
         # None: not known (no flag list to read)
         "flags": {f: (None if have is None else f in have) for f in FLAGS},
     }
-    info["generation"] = generation(vendor, family, model)
+    info["generation"] = generation(vendor, family, model, info.get("flags"))
     info["key"] = cpu_key(info)
     return info
 

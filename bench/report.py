@@ -92,7 +92,7 @@ def load_cpu(results):
             with open(path) as f:
                 info = json.load(f)
             info.setdefault("generation", cpuinfo.generation(info.get("vendor"), info.get("family"),
-                                                             info.get("model")))
+                                                             info.get("model"), info.get("flags")))
             info.setdefault("key", cpuinfo.cpu_key(info))
             return info, "cpu.json"
         except (OSError, ValueError) as e:

@@ -309,6 +309,19 @@ def test_generation_table(vendor, family, model, label):
     assert cpuinfo.generation(vendor, family, model) == label
 
 
+# A hypervisor may report another part's model number (here 167, a Rocket Lake client, which has
+# no AMX): the AMX flag names the generation; a known AMX part keeps its own name.
+@pytest.mark.parametrize("model,flags,label", [
+    (167, {"amx_bf16": True}, "Sapphire Rapids or later (AMX)"),
+    (0x01, {"amx_bf16": True}, "Sapphire Rapids or later (AMX)"),
+    (0xCF, {"amx_bf16": True}, "Emerald Rapids"),
+    (0x8F, {"amx_bf16": True}, "Sapphire Rapids"),
+    (167, {"amx_bf16": False}, "family 6 model 167"),
+])
+def test_generation_from_amx_flag(model, flags, label):
+    assert cpuinfo.generation("GenuineIntel", 6, model, flags) == label
+
+
 PROC = """processor\t: 0
 vendor_id\t: AuthenticAMD
 cpu family\t: 25

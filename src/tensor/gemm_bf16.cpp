@@ -258,14 +258,13 @@ void gemm_bf16_blocked(const Problem& p, bool allow_parallel, bool hardware) {
 
 // ---------------------------------------------------------------------------------------------
 // AMX. Eight tile registers of 16 rows x 64 bytes: 0-3 hold a 32 x 32 block of C as 2 x 2 tiles
-// of 16 x 16 fp32 sums, 4-5 two 16-row tiles of op(A) (16 rows x 16 k-pairs, a row of words as
-// packed below), 6-7 two 16-column tiles of op(B) (16 k-pairs x 16 columns of words: the rows of
-// a packed B panel, read with the panel's row stride NR). tdpbf16ps adds, for each C element, the
-// two products of each of the 16 word pairs in turn, in fp32. The words are those of the
-// AVX512-BF16 kernel: B in 64-column panels of k-pairs (as pack_b_panel), A in rows of k-pairs;
-// both padded with zero words to a multiple of 16 k-pairs per KC-slice, and A with zero rows to a
-// multiple of 16 (their sums are never stored). Unlike the 6 x 64 kernel, a 32 x 32 block is
-// summed over all the KS sums of a block in the tiles and added to C once.
+// of 16 x 16 fp32 sums, 4-5 two 16-row tiles of op(A) (16 rows x 16 k-pairs), 6-7 two 16-column
+// tiles of op(B) (16 k-pairs x 16 columns). tdpbf16ps adds, for each C element, the two products
+// of each of the 16 word pairs in turn, in fp32. The words are those of the AVX512-BF16 kernel (a
+// k-pair of bf16 values in one 32-bit word), in tile-major layouts (below), padded with zero
+// words to a multiple of 16 k-pairs per KC-slice, and A with zero rows to a multiple of 16 (their
+// sums are never stored). Unlike the 6 x 64 kernel, a 32 x 32 block is summed over all the KS
+// sums of a block in the tiles and added to C once.
 //
 // Packing rounds with vcvtne2ps2bf16 (round to nearest even, like bf16_word, but fp32 subnormals
 // become zero: tdpbf16ps would treat them as zero anyway) and moves 16 x 16 blocks of words
@@ -336,17 +335,31 @@ inline u32 word_at(bool t, const float* X, long ld, int r, int k0, int kc, int k
   return 2 * kp + 1 < kc ? bf16_word(at(k)) | (bf16_word(at(k + 1)) << 16) : bf16_word(at(k));
 }
 
-// Rows [i0, i0 + mc) x sums [k0, k0 + kc) of op(A) as ap[i][kp], row stride as words,
-// amx_kpairs(kc) words a row (zero past the sums); rows [mc, amx_rows(mc)) zero.
-NL_TARGET_AMX void pack_a_amx(u32* __restrict ap, long as, bool ta, const float* A, long lda,
-                              int i0, int mc, int k0, int kc) {
+// Tile-major layouts: every tile that tileloadd reads is 1 KiB of consecutive words (16 rows of
+// 64 bytes), which the hardware prefetchers follow; a row stride of a whole panel or block would
+// put each tile row in another page region.
+//   A: 16-row groups, each a run of 16 x 16 tiles along the k-pairs: word (i, kp) at
+//      (i / 16) 16 as + (kp / 16) 256 + (i % 16) 16 + kp % 16, as = the k-pairs of a row;
+//   B: a panel of NR columns as NR / 16 strips, each a run of kpa rows of 16 words: word (kp, c)
+//      at (c / 16) 16 kpa + 16 kp + c % 16.
+inline long amx_a_index(int i, int kp, long as) {
+  return (i >> 4) * 16 * as + (kp >> 4) * 256 + (i & 15) * 16 + (kp & 15);
+}
+inline long amx_b_index(int kp, int c, int kpa) {
+  return (c >> 4) * 16L * kpa + 16L * kp + (c & 15);
+}
+
+// Rows [i0, i0 + mc) x sums [k0, k0 + kc) of op(A) at k-pairs [kp0, kp0 + amx_kpairs(kc)) of
+// the A layout above (zero past the sums); rows [mc, amx_rows(mc)) zero.
+NL_TARGET_AMX void pack_a_amx(u32* __restrict ap, long as, int kp0, bool ta, const float* A,
+                              long lda, int i0, int mc, int k0, int kc) {
   const int kpa = amx_kpairs(kc), kpn = (kc + 1) / 2;
   const int kp16 = kc / 32 * 16, mc16 = mc / 16 * 16;  // the parts moved 16 x 16 at a time
   if (!ta) {
     for (int i = 0; i < mc; ++i) {
       const float* row = A + static_cast<long>(i0 + i) * lda + k0;
-      u32* dst = ap + i * as;
-      for (int kp = 0; kp < kp16; kp += 16) _mm512_storeu_si512(dst + kp, words_of_row(row + 2 * kp));
+      for (int kp = 0; kp < kp16; kp += 16)
+        _mm512_storeu_si512(ap + amx_a_index(i, kp0 + kp, as), words_of_row(row + 2 * kp));
     }
   } else {
     __m512i w[16];
@@ -356,21 +369,21 @@ NL_TARGET_AMX void pack_a_amx(u32* __restrict ap, long as, bool ta, const float*
           const float* r0 = A + static_cast<long>(k0 + 2 * (kp + q)) * lda + i0 + i;
           w[q] = words_of_pair(r0, r0 + lda);
         }
-        transpose16(w);
-        for (int c = 0; c < 16; ++c) _mm512_storeu_si512(ap + (i + c) * as + kp, w[c]);
+        transpose16(w);  // w[c]: row i + c, k-pairs kp..kp+15: one row of a tile
+        u32* dst = ap + amx_a_index(i, kp0 + kp, as);
+        for (int c = 0; c < 16; ++c) _mm512_storeu_si512(dst + 16 * c, w[c]);
       }
   }
-  for (int i = 0; i < mc; ++i) {
-    u32* dst = ap + i * as;
-    for (int kp = (ta && i >= mc16) ? 0 : kp16; kp < kpn; ++kp)
-      dst[kp] = word_at(ta, A, lda, i0 + i, k0, kc, kp);
-    for (int kp = kpn; kp < kpa; ++kp) dst[kp] = 0;
+  for (int i = 0; i < amx_rows(mc); ++i) {
+    const int from = i >= mc ? 0 : (ta && i >= mc16) ? 0 : kp16;
+    for (int kp = from; kp < kpa; ++kp)
+      ap[amx_a_index(i, kp0 + kp, as)] =
+          i < mc && kp < kpn ? word_at(ta, A, lda, i0 + i, k0, kc, kp) : 0u;
   }
-  for (int i = mc; i < amx_rows(mc); ++i) std::memset(ap + i * as, 0, sizeof(u32) * kpa);
 }
 
-// Columns [j0, j0 + nr) x sums [k0, k0 + kc) of op(B) as a panel bp[kp][c] (row stride NR),
-// amx_kpairs(kc) rows; zero past N and past the sums.
+// Columns [j0, j0 + nr) x sums [k0, k0 + kc) of op(B) as a panel in the B layout above,
+// kpa = amx_kpairs(kc) rows; zero past N and past the sums.
 NL_TARGET_AMX void pack_b_amx(u32* __restrict bp, bool tb, const float* B, long ldb, int j0, int nr,
                               int k0, int kc) {
   const int kpa = amx_kpairs(kc), kpn = (kc + 1) / 2, kfull = kc / 2;
@@ -380,7 +393,7 @@ NL_TARGET_AMX void pack_b_amx(u32* __restrict bp, bool tb, const float* B, long 
     for (int kp = 0; kp < kfull; ++kp) {
       const float* r0 = B + static_cast<long>(k0 + 2 * kp) * ldb + j0;
       for (int c = 0; c < nr16; c += 16)
-        _mm512_storeu_si512(bp + static_cast<long>(kp) * NR + c, words_of_pair(r0 + c, r0 + c + ldb));
+        _mm512_storeu_si512(bp + amx_b_index(kp, c, kpa), words_of_pair(r0 + c, r0 + c + ldb));
     }
     kp_done = kfull;
   } else {
@@ -390,51 +403,48 @@ NL_TARGET_AMX void pack_b_amx(u32* __restrict bp, bool tb, const float* B, long 
       for (int kp = 0; kp < kp16; kp += 16) {
         for (int q = 0; q < 16; ++q)  // w[q][t] = word (k-pair kp + t, column c + q)
           w[q] = words_of_row(B + static_cast<long>(j0 + c + q) * ldb + k0 + 2 * kp);
-        transpose16(w);
-        for (int t = 0; t < 16; ++t) _mm512_storeu_si512(bp + static_cast<long>(kp + t) * NR + c, w[t]);
+        transpose16(w);  // w[t]: k-pair kp + t, columns c..c+15
+        u32* dst = bp + amx_b_index(kp, c, kpa);
+        for (int t = 0; t < 16; ++t) _mm512_storeu_si512(dst + 16 * t, w[t]);
       }
     kp_done = kp16;
   }
-  for (int kp = 0; kp < kpa; ++kp) {
-    u32* dst = bp + static_cast<long>(kp) * NR;
-    if (kp >= kpn) {
-      std::memset(dst, 0, sizeof(u32) * NR);
-      continue;
-    }
-    for (int c = kp < kp_done ? nr16 : 0; c < nr; ++c) dst[c] = word_at(!tb, B, ldb, j0 + c, k0, kc, kp);
-    for (int c = nr; c < NR; ++c) dst[c] = 0;
-  }
+  for (int kp = 0; kp < kpa; ++kp)
+    for (int c = kp < kp_done ? nr16 : 0; c < NR; ++c)
+      bp[amx_b_index(kp, c, kpa)] = kp < kpn && c < nr ? word_at(!tb, B, ldb, j0 + c, k0, kc, kp) : 0u;
 }
 
-// One KC-slice of a block as the 32 x 32 kernel sees it: its packed B panel (the panel's first
-// word), its k-pairs (a multiple of 16) and where they start in a packed row of A.
+// One KC-slice of a block as the 32 x 32 kernel sees it: its packed B panel, its k-pairs (a
+// multiple of 16) and where they start in a packed row of A.
 struct AmxSlice {
   const u32* b;
   int kpa, a_off;
 };
 
 // C block (32 x 32, tiles 0-3) = sums over the slices of RA 16-row tiles of A times RB 16-column
-// tiles of B, then out(32 x 32, row stride 32) = the sums; ap: the first row, row stride as words;
-// jg: the block's first column in the panels.
+// tiles of B, then out(32 x 32, row stride 32) = the sums; ap: the block's first 16-row group of
+// the A layout (as k-pairs a row); jg: the block's first column in the panels (a multiple of 32).
 template <int RA, int RB>
 NL_TARGET_AMX void amx_block(int nslices, const AmxSlice* sl, const u32* ap, long as, int jg,
                              float* out) {
-  const long asb = as * 4;  // bytes
   _tile_zero(0);
   if constexpr (RB > 1) _tile_zero(1);
   if constexpr (RA > 1) _tile_zero(2);
   if constexpr (RA > 1 && RB > 1) _tile_zero(3);
   for (int s = 0; s < nslices; ++s) {
-    const u32* a = ap + sl[s].a_off;
-    const u32* b = sl[s].b + jg;
+    const u32* a0 = ap + static_cast<long>(sl[s].a_off) * 16;
+    const u32* a1 = a0 + 16 * as;
+    const u32* b0 = sl[s].b + amx_b_index(0, jg, sl[s].kpa);
+    const u32* b1 = sl[s].b + amx_b_index(0, jg + 16, sl[s].kpa);
     for (int q = 0; q < sl[s].kpa; q += AMX_KQ) {
-      _tile_loadd(4, a + q, asb);
-      _tile_loadd(6, b + static_cast<long>(q) * NR, NR * 4);
-      if constexpr (RB > 1) _tile_loadd(7, b + static_cast<long>(q) * NR + 16, NR * 4);
+      const long t = static_cast<long>(q) * 16;  // words into a run of tiles
+      _tile_loadd(4, a0 + t, 64);
+      _tile_loadd(6, b0 + t, 64);
+      if constexpr (RB > 1) _tile_loadd(7, b1 + t, 64);
       _tile_dpbf16ps(0, 4, 6);
       if constexpr (RB > 1) _tile_dpbf16ps(1, 4, 7);
       if constexpr (RA > 1) {
-        _tile_loadd(5, a + 16 * as + q, asb);
+        _tile_loadd(5, a1 + t, 64);
         _tile_dpbf16ps(2, 5, 6);
         if constexpr (RB > 1) _tile_dpbf16ps(3, 5, 7);
       }
@@ -493,7 +503,7 @@ void gemm_bf16_amx(const Problem& p, bool allow_parallel) {
     u32* apack = amx_a_scratch.get(static_cast<std::size_t>(amx_rows(mcur)) * as);
     for (int s = 0; s < nslices; ++s) {
       const int pc = blk.ks + s * KC;
-      pack_a_amx(apack + sl[s].a_off, as, p.ta, p.A, p.lda, i0, mcur, pc, std::min(KC, blk.kend - pc));
+      pack_a_amx(apack, as, sl[s].a_off, p.ta, p.A, p.lda, i0, mcur, pc, std::min(KC, blk.kend - pc));
     }
     const float beta = blk.ks == 0 ? p.beta : 1.f;
     alignas(64) float out[32 * 32];
@@ -502,7 +512,7 @@ void gemm_bf16_amx(const Problem& p, bool allow_parallel) {
       for (int s = 0; s < nslices; ++s) sl[s].b = panel(blk, jp, s * KC);
       for (int ir = 0; ir < mcur; ir += 32) {
         const int mr = std::min(32, mcur - ir);
-        const u32* ap = apack + static_cast<long>(ir) * as;
+        const u32* ap = apack + amx_a_index(ir, 0, as);
         for (int jg = 0; jg < ncur; jg += 32) {
           const int nc = std::min(32, ncur - jg);
           if (mr > 16 && nc > 16)

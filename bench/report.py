@@ -263,6 +263,17 @@ def range_sentence(records, what, key, pct=False):
     return f"- {what}: {show(lo[0])} ({lo[1]}, {lo[2]}) to {show(hi[0])} ({hi[1]}, {hi[2]}) {over}."
 
 
+
+def kernel_note(kernel):
+    """What normlab's bf16 kernel name (normlab_bench's "bf16_kernel") means, for the per-CPU
+    notes: AMX tiles, or the fallback without native bf16 dot products."""
+    if kernel == "amx":
+        return "amx (AMX tiles, tdpbf16ps)"
+    if kernel == "avx512bf16":
+        return "avx512bf16 (vdpbf16ps)"
+    return (f"{kernel} (no AVX512-BF16: the bf16 contract at float32 speed; "
+            "`train.matmul_precision = \"auto\"` picks float32 here)")
+
 def per_cpu_section(records):
     """"## Results per CPU": one heading and table per stored CPU, newest first, then the ranges."""
     records = sorted(records, key=lambda r: (r.get("span") or {}).get("end") or "", reverse=True)
@@ -289,9 +300,7 @@ def per_cpu_section(records):
         out.append(per_cpu_table(rec) + "\n")
         kernels = sorted({v["bf16_kernel"] for v in rec["configs"].values() if v.get("bf16_kernel")})
         if kernels and kernels != ["avx512bf16"]:
-            out.append("normlab bf16 on this CPU: " + ", ".join(kernels) + " (no AVX512-BF16: the bf16 "
-                       "contract at float32 speed; `train.matmul_precision = \"auto\"` picks float32 "
-                       "here).\n")
+            out.append("normlab bf16 on this CPU: " + ", ".join(kernel_note(k) for k in kernels) + ".\n")
     out.append("Over the stored CPUs (every config; in brackets the config and CPU of each end):\n")
     for key, what in RANGES:
         out.append(range_sentence(records, what, key))

@@ -358,3 +358,11 @@ def test_collect_and_key():
                        text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["key"]
+
+
+def test_kernel_note():
+    import report
+    assert report.kernel_note("amx") == "amx (AMX tiles, tdpbf16ps)"
+    assert report.kernel_note("avx512bf16") == "avx512bf16 (vdpbf16ps)"
+    fallback = report.kernel_note("float32 kernel on bf16-rounded copies")
+    assert "no AVX512-BF16" in fallback and "picks float32" in fallback

@@ -280,14 +280,23 @@ struct alignas(64) TileConfig {
   std::uint8_t rows[16];
 };
 
-NL_TARGET_AMX void amx_configure() {
+// Every tile 16 rows x 64 bytes. The configuration lies in static memory, filled at compile time:
+// GCC 12 does not see that ldtilecfg reads its operand and dropped the stores that filled a local
+// one (only the palette byte survived, and the first tile instruction raised SIGILL).
+constexpr TileConfig amx_tile_config() {
   TileConfig cfg{};
   cfg.palette = 1;
   for (int t = 0; t < 8; ++t) {
     cfg.rows[t] = 16;
     cfg.colsb[t] = 64;
   }
-  _tile_loadconfig(&cfg);
+  return cfg;
+}
+alignas(64) constexpr TileConfig kAmxTileConfig = amx_tile_config();
+
+NL_TARGET_AMX void amx_configure() {
+  asm volatile("" ::: "memory");
+  _tile_loadconfig(&kAmxTileConfig);
 }
 
 // 16 words bf16(x[0..1]), bf16(x[2..3]), ...: 32 consecutive floats in order.

@@ -14,6 +14,7 @@
 #include "normlab/config_file.h"
 #include "normlab/errors.h"
 #include "normlab/trainer.h"
+#include "tensor/gemm_bf16.h"
 #include "tensor/threading.h"
 #include "train/checkpoint.h"
 
@@ -145,6 +146,7 @@ void add_train(CLI::App& app, Action& action) {
         if (cfg.train.matmul_precision != MatmulPrecision::float32) {
           const MatmulPrecision got = trainer.matmul_precision();
           mm = fmt::format(" | matmul {}", to_string(got));
+          if (got == MatmulPrecision::bf16) mm += fmt::format(" on {}", bf16_kernel_name(bf16_kernel()));
           if (cfg.train.matmul_precision == MatmulPrecision::automatic)
             mm += got == MatmulPrecision::bf16 ? " (auto: the CPU has AVX512-BF16)"
                                                : " (auto: no AVX512-BF16 on this CPU)";

@@ -217,3 +217,35 @@ def test_tokenize_and_train_on_token_file(tmp_path):
     assert data[:8] == b"NLTOKENS" and len(data) == 32 + len(text.read_bytes())
     normlab("train", "--out", tmp_path / "r", *TINY, "--set", "train.steps=3",
             "--set", f"data.path={tok}", check=0)
+
+
+def cpu_flags():
+    try:
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return None
+
+
+def test_start_line_names_the_bf16_kernel(tmp_path):
+    """train's start line says which matmul precision the run uses and, for bf16, which kernel:
+    amx or avx512bf16 only where /proc/cpuinfo lists the feature, the rounded-copies fallback
+    where the CPU has no AVX512-BF16; nothing for the float32 default."""
+    fallback = "float32 kernel on bf16-rounded copies"
+    p = normlab("train", "--out", tmp_path / "bf16", *TINY, "--set", "train.steps=2",
+                "--set", "train.matmul_precision=\"bf16\"", check=0)
+    start = next(line for line in p.stdout.splitlines() if line.startswith("run "))
+    assert " | matmul bf16 on " in start, start
+    kernel = start.split(" | matmul bf16 on ", 1)[1].split(" (auto")[0]
+    assert kernel in ("amx", "avx512bf16", fallback), start
+    flags = cpu_flags()
+    if flags is not None:
+        if "avx512_bf16" not in flags:
+            assert kernel == fallback, start
+        if "amx_bf16" not in flags:
+            assert kernel != "amx", start
+    p = normlab("train", "--out", tmp_path / "fp32", *TINY, "--set", "train.steps=2", check=0)
+    start = next(line for line in p.stdout.splitlines() if line.startswith("run "))
+    assert "matmul" not in start, start

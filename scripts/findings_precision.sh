@@ -10,8 +10,8 @@
 #          residual RMS, gradient norms by layer side by side (scripts/precision_table.py).
 #   lr/    a learning-rate sweep, 7 rates from 3e-4 to 3e-1 (half-decades) x the three placements x
 #          both precisions, LR_STEPS (300) steps: does divergence or sensitivity change?
-# Needs a CPU with AVX512-BF16 (without it the bf16 runs take normlab's portable fallback: the
-# same numbers, much slower). About 40 minutes on 2 idle Zen 4 cores (11 runs of 2,000 steps at
+# Wants a CPU with native bf16 products, AMX or AVX512-BF16 (without them the bf16 runs take the
+# float32 kernel on bf16-rounded copies: the same contract at float32 speed). About 40 minutes on 2 idle Zen 4 cores (11 runs of 2,000 steps at
 # about 15,000-19,000 tokens/s, then 42 runs of 300 steps).
 # Usage: scripts/findings_precision.sh [OUT_DIR] (default runs/findings); needs build/normlab.
 set -euo pipefail

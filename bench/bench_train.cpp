@@ -9,13 +9,14 @@
 //   normlab_bench --smoke            tiny model, 2 steps (the kernel checks are in tests/)
 //
 // --precision bf16 runs the linear layers and the LM head with bf16 products (fp32 accumulation,
-// tensor/gemm_bf16.h; train.matmul_precision): the AMX or AVX512-BF16 kernel where the CPU has it, else
-// the float32 kernel on bf16-rounded copies (JSON "bf16_kernel"); AMX tiles where the CPU has
-// them. --bf16-kernel amx|avx512bf16|rounded_float|portable picks one (the CPU must have it). The
+// tensor/gemm_bf16.h; train.matmul_precision): AMX tiles or AVX512-BF16 where the CPU has them,
+// else the float32 kernel on bf16-rounded copies (JSON "bf16_kernel").
+// --bf16-kernel amx|avx512bf16|rounded_float|portable picks one (the CPU must have it). The
 // sgemm mode times gemm_bf16 next to gemm<float> on the same shapes, and reports its kernel.
 //
-// CONFIG is a, b, c, c_matched, gqa, gqa_mha (docs/benchmarks.md) or smoke, gqa_smoke. A step is what the trainer does: zero_grad,
-// forward with the loss and head gradient, backward, global-norm clipping and AdamW.
+// CONFIG is a, b, c, c_matched, gqa, gqa_mha (docs/benchmarks.md) or smoke, gqa_smoke. A step is
+// what the trainer does: zero_grad, forward with the loss and head gradient, backward, global-norm
+// clipping and AdamW.
 //
 // FLOPs per token = 6 * P_matmul + 12 * L * T * C, where P_matmul counts the weights that take
 // part in matrix products (every linear layer and the LM head, V x C, tied or not; not the norms
@@ -310,8 +311,7 @@ json run_train(const BenchConfig& bc, int steps, int warmup, int threads,
   j["impl"] = "normlab";
   j["config"] = bc.name;
   j["precision"] = prec == GemmPrecision::bf16 ? "bf16" : "float32";
-  if (prec == GemmPrecision::bf16)
-    j["bf16_kernel"] = bf16_kernel_name(bf16_kernel());
+  if (prec == GemmPrecision::bf16) j["bf16_kernel"] = bf16_kernel_name(bf16_kernel());
   j["head_precision"] = model.head_matmul_precision() == GemmPrecision::bf16 ? "bf16" : "float32";
   j["lr"] = oc.lr;
   j["lr_warmup"] = oc.warmup_steps;
@@ -412,7 +412,8 @@ json run_sgemm(const BenchConfig& bc, int threads) {
   Rng rng(7);
   json rows = json::array();
   double flops = 0, t_blas = 0, t_nl = 0, t_dnnl = 0, t_bf16 = 0;
-  const bool bf16 = true;  // gemm_bf16 as it runs here (AMX, AVX512-BF16, or rounded copies + float32)
+  const bool bf16 =
+      true;  // gemm_bf16 as it runs here (AMX, AVX512-BF16, or rounded copies + float32)
   for (const Shape& s : shapes) {
     const int lda = s.ta ? s.M : s.K, ldb = s.tb ? s.K : s.N;
     std::vector<float> A(static_cast<long>(s.M) * s.K), Bm(static_cast<long>(s.K) * s.N),
@@ -614,18 +615,8 @@ int main(int argc, char** argv) {
       if (k == "--precision") {
         prec = precision(k, argv[i + 1]);
       } else if (k == "--bf16-kernel") {
-        const std::string name = argv[i + 1];
-        bool found = false;
-        for (auto kern : {normlab::Bf16Kernel::amx, normlab::Bf16Kernel::avx512bf16,
-                          normlab::Bf16Kernel::rounded_float, normlab::Bf16Kernel::portable})
-          if (name == normlab::bf16_kernel_name(kern) ||
-              (kern == normlab::Bf16Kernel::rounded_float && name == "rounded_float")) {
-            normlab::set_bf16_kernel(kern);  // throws when this CPU cannot run it
-            found = true;
-          }
-        if (!found)
-          throw std::runtime_error(fmt::format(
-              "--bf16-kernel '{}': expected amx, avx512bf16, rounded_float or portable", name));
+        // both throw, naming the kernel: an unknown name, or one this CPU cannot run
+        normlab::set_bf16_kernel(normlab::bf16_kernel_from_name(argv[i + 1]));
       } else if (mode == "train" && k == "--head-precision") {
         knobs.head_precision = precision(k, argv[i + 1]);
       } else if (mode == "train" && k == "--lr") {

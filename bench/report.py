@@ -263,7 +263,6 @@ def range_sentence(records, what, key, pct=False):
     return f"- {what}: {show(lo[0])} ({lo[1]}, {lo[2]}) to {show(hi[0])} ({hi[1]}, {hi[2]}) {over}."
 
 
-
 def kernel_note(kernel):
     """What normlab's bf16 kernel name (normlab_bench's "bf16_kernel") means, for the per-CPU
     notes: AMX tiles, or the fallback without native bf16 dot products."""
@@ -273,6 +272,7 @@ def kernel_note(kernel):
         return "avx512bf16 (vdpbf16ps)"
     return (f"{kernel} (no AVX512-BF16: the bf16 contract at float32 speed; "
             "`train.matmul_precision = \"auto\"` picks float32 here)")
+
 
 def per_cpu_section(records):
     """"## Results per CPU": one heading and table per stored CPU, newest first, then the ranges."""

@@ -1,11 +1,10 @@
 // `normlab train`: train a model from a config, or resume a run.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <optional>
-
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "cli/commands.h"
 #include "cli/status.h"
@@ -146,7 +145,8 @@ void add_train(CLI::App& app, Action& action) {
         if (cfg.train.matmul_precision != MatmulPrecision::float32) {
           const MatmulPrecision got = trainer.matmul_precision();
           mm = fmt::format(" | matmul {}", to_string(got));
-          if (got == MatmulPrecision::bf16) mm += fmt::format(" on {}", bf16_kernel_name(bf16_kernel()));
+          if (got == MatmulPrecision::bf16)
+            mm += fmt::format(" on {}", bf16_kernel_name(bf16_kernel()));
           if (cfg.train.matmul_precision == MatmulPrecision::automatic)
             mm += got == MatmulPrecision::bf16 ? " (auto: the CPU has AVX512-BF16)"
                                                : " (auto: no AVX512-BF16 on this CPU)";

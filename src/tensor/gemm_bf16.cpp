@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <stdexcept>
-#include <string>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "tensor/gemm_loops.h"
@@ -340,7 +340,9 @@ NL_TARGET_AMX inline void transpose16(__m512i r[16]) {
 // dimension ld, op(X)(r, k) = X[r][k] (!t) or X[k][r] (t); the pair's missing half is 0.
 inline u32 word_at(bool t, const float* X, long ld, int r, int k0, int kc, int kp) {
   const int k = k0 + 2 * kp;
-  auto at = [&](int kk) { return t ? X[static_cast<long>(kk) * ld + r] : X[static_cast<long>(r) * ld + kk]; };
+  auto at = [&](int kk) {
+    return t ? X[static_cast<long>(kk) * ld + r] : X[static_cast<long>(r) * ld + kk];
+  };
   return 2 * kp + 1 < kc ? bf16_word(at(k)) | (bf16_word(at(k + 1)) << 16) : bf16_word(at(k));
 }
 
@@ -384,7 +386,7 @@ NL_TARGET_AMX void pack_a_amx(u32* __restrict ap, long as, int kp0, bool ta, con
       }
   }
   for (int i = 0; i < amx_rows(mc); ++i) {
-    const int from = i >= mc ? 0 : (ta && i >= mc16) ? 0 : kp16;
+    const int from = (i >= mc || (ta && i >= mc16)) ? 0 : kp16;  // past the vector part
     for (int kp = from; kp < kpa; ++kp)
       ap[amx_a_index(i, kp0 + kp, as)] =
           i < mc && kp < kpn ? word_at(ta, A, lda, i0 + i, k0, kc, kp) : 0u;
@@ -420,7 +422,8 @@ NL_TARGET_AMX void pack_b_amx(u32* __restrict bp, bool tb, const float* B, long 
   }
   for (int kp = 0; kp < kpa; ++kp)
     for (int c = kp < kp_done ? nr16 : 0; c < NR; ++c)
-      bp[amx_b_index(kp, c, kpa)] = kp < kpn && c < nr ? word_at(!tb, B, ldb, j0 + c, k0, kc, kp) : 0u;
+      bp[amx_b_index(kp, c, kpa)] =
+          kp < kpn && c < nr ? word_at(!tb, B, ldb, j0 + c, k0, kc, kp) : 0u;
 }
 
 // One KC-slice of a block as the 32 x 32 kernel sees it: its packed B panel, its k-pairs (a
@@ -512,7 +515,8 @@ void gemm_bf16_amx(const Problem& p, bool allow_parallel) {
     u32* apack = amx_a_scratch.get(static_cast<std::size_t>(amx_rows(mcur)) * as);
     for (int s = 0; s < nslices; ++s) {
       const int pc = blk.ks + s * KC;
-      pack_a_amx(apack, as, sl[s].a_off, p.ta, p.A, p.lda, i0, mcur, pc, std::min(KC, blk.kend - pc));
+      pack_a_amx(apack, as, sl[s].a_off, p.ta, p.A, p.lda, i0, mcur, pc,
+                 std::min(KC, blk.kend - pc));
     }
     const float beta = blk.ks == 0 ? p.beta : 1.f;
     alignas(64) float out[32 * 32];
@@ -532,8 +536,8 @@ void gemm_bf16_amx(const Problem& p, bool allow_parallel) {
             amx_block<1, 2>(nslices, sl, ap, as, jg, out);
           else
             amx_block<1, 1>(nslices, sl, ap, as, jg, out);
-          amx_store(out, p.C + static_cast<long>(i0 + ir) * p.ldc + blk.jc + j0 + jg, p.ldc, mr,
-                    nc, p.alpha, beta);
+          amx_store(out, p.C + static_cast<long>(i0 + ir) * p.ldc + blk.jc + j0 + jg, p.ldc, mr, nc,
+                    p.alpha, beta);
         }
       }
     }
@@ -632,7 +636,24 @@ const char* bf16_kernel_name(Bf16Kernel k) {
   return "?";
 }
 
+Bf16Kernel bf16_kernel_from_name(const char* name) {
+  // in the enum's order
+  static constexpr const char* kSpelling[] = {"amx", "avx512bf16", "rounded_float", "portable"};
+  for (Bf16Kernel k : kBf16Kernels)
+    if (std::strcmp(name, kSpelling[static_cast<int>(k)]) == 0 ||
+        std::strcmp(name, bf16_kernel_name(k)) == 0)
+      return k;
+  throw std::invalid_argument(std::string("[gemm_bf16] unknown bf16 kernel '") + name +
+                              "': expected amx, avx512bf16, rounded_float or portable");
+}
+
 namespace {
+void require_available(Bf16Kernel k) {
+  if (!bf16_kernel_available(k))
+    throw std::invalid_argument(std::string("[gemm_bf16] the bf16 kernel '") + bf16_kernel_name(k) +
+                                "' is not available on this CPU");
+}
+
 Bf16Kernel best_bf16_kernel() {
   for (Bf16Kernel k : {Bf16Kernel::amx, Bf16Kernel::avx512bf16})
     if (bf16_kernel_available(k)) return k;
@@ -647,9 +668,7 @@ Bf16Kernel bf16_kernel() {
 }
 
 void set_bf16_kernel(Bf16Kernel k) {
-  if (!bf16_kernel_available(k))
-    throw std::invalid_argument(std::string("[gemm_bf16] the bf16 kernel '") + bf16_kernel_name(k) +
-                                "' is not available on this CPU");
+  require_available(k);
   chosen_kernel.store(static_cast<int>(k), std::memory_order_relaxed);
 }
 
@@ -664,9 +683,7 @@ void gemm_bf16_with(Bf16Kernel k, bool ta, bool tb, int M, int N, int K, float a
                     const float* A, int lda, const float* B, int ldb, float beta, float* C,
                     int ldc) {
   if (M == 0 || N == 0) return;
-  if (!bf16_kernel_available(k))
-    throw std::invalid_argument(std::string("[gemm_bf16] the bf16 kernel '") + bf16_kernel_name(k) +
-                                "' is not available on this CPU");
+  require_available(k);
   const Problem p{ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc};
   switch (k) {
     case Bf16Kernel::amx:

@@ -61,11 +61,18 @@ inline float round_to_bf16(float x) { return bf16_to_float(bf16_bits(x)); }
 //   rounded_float  bf16-rounded float copies through the float32 kernel (any CPU);
 //   portable       the hardware kernels' packed words summed in scalar code (any CPU; slow; the
 //                  tests' model of the hardware kernels).
-// Each sums a KC-slice of products per block before it adds it to C, so the kernels can differ
-// by fp32 summation order (not more); each gives results independent of the thread count.
+// They sum in different orders (avx512bf16 and portable add a KC-slice of products at a time to
+// C, amx all of a block's sums in its tiles, rounded_float as gemm<float>), so they can differ by
+// fp32 summation order, not more; each gives results independent of the thread count.
 enum class Bf16Kernel { amx, avx512bf16, rounded_float, portable };
+inline constexpr Bf16Kernel kBf16Kernels[] = {Bf16Kernel::amx, Bf16Kernel::avx512bf16,
+                                              Bf16Kernel::rounded_float, Bf16Kernel::portable};
 bool bf16_kernel_available(Bf16Kernel k);
+// "amx", "avx512bf16", "float32 kernel on bf16-rounded copies", "portable" (benchmarks' JSON).
 const char* bf16_kernel_name(Bf16Kernel k);
+// The kernel named by its enumerator's spelling or by bf16_kernel_name; throws
+// std::invalid_argument listing the names otherwise.
+Bf16Kernel bf16_kernel_from_name(const char* name);
 // The kernel gemm_bf16 runs: the one set by set_bf16_kernel, else the first available of amx,
 // avx512bf16, rounded_float.
 Bf16Kernel bf16_kernel();
@@ -82,9 +89,9 @@ bool bf16_hardware();
 void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
                int lda, const float* B, int ldb, float beta, float* C, int ldc);
 // The same with a given kernel (throws std::invalid_argument when it is not available).
-void gemm_bf16_with(Bf16Kernel kernel, bool trans_a, bool trans_b, int M, int N, int K,
-                    float alpha, const float* A, int lda, const float* B, int ldb, float beta,
-                    float* C, int ldc);
+void gemm_bf16_with(Bf16Kernel kernel, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                    const float* A, int lda, const float* B, int ldb, float beta, float* C,
+                    int ldc);
 
 // gemm_bf16_with(Bf16Kernel::portable, ...).
 void gemm_bf16_portable(bool trans_a, bool trans_b, int M, int N, int K, float alpha,

@@ -220,12 +220,6 @@ namespace detail {
 // Row kernels of the tiled attention: plain loops over one row of scores, as separate functions
 // so that they vectorise (inside the task lambdas GCC gives up on some of them).
 template <class T>
-void softcap_row(T* s, int n, T cap) {
-  const T inv = T(1) / cap;
-#pragma omp simd
-  for (int j = 0; j < n; ++j) s[j] = cap * tanh_fast(s[j] * inv);
-}
-template <class T>
 T max_row(const T* s, int n) {
   T m = s[0];
 #pragma omp simd reduction(max : m)
@@ -237,6 +231,24 @@ T max_abs_row(const T* s, int n, T m) {
 #pragma omp simd reduction(max : m)
   for (int j = 0; j < n; ++j) m = std::fabs(s[j]) > m ? std::fabs(s[j]) : m;
   return m;
+}
+// True when every s_j / cap of the row lies below kTanhSmall (tensor/vec_math.h), so that
+// tanh_fast_small gives tanh_fast's values without its exponential (scores far below the cap, the
+// common case; a NaN row goes either way and stays NaN).
+template <class T>
+bool row_below_tanh_small(const T* s, int n, T inv) {
+  return max_abs_row(s, n, T(0)) * inv < T(kTanhSmall);
+}
+template <class T>
+void softcap_row(T* s, int n, T cap) {
+  const T inv = T(1) / cap;
+  if (row_below_tanh_small(s, n, inv)) {
+#pragma omp simd
+    for (int j = 0; j < n; ++j) s[j] = cap * tanh_fast_small(s[j] * inv);
+  } else {
+#pragma omp simd
+    for (int j = 0; j < n; ++j) s[j] = cap * tanh_fast(s[j] * inv);
+  }
 }
 // s_j = exp(s_j - m); returns sum_j s_j, and sum_j e_j s_j (old s_j) in *es when es is not null.
 template <class T>
@@ -275,11 +287,20 @@ void probs_row(T* p, int n, T l) {
 template <class T>
 void probs_capped_row(T* p, T* g, int n, T l, T cap, T scale) {
   const T inv = T(1) / cap;
+  if (row_below_tanh_small(p, n, inv)) {
 #pragma omp simd
-  for (int j = 0; j < n; ++j) {
-    const T t = tanh_fast(p[j] * inv);
-    g[j] = (T(1) - t * t) * scale;
-    p[j] = exp_fast(cap * t - l);
+    for (int j = 0; j < n; ++j) {
+      const T t = tanh_fast_small(p[j] * inv);
+      g[j] = (T(1) - t * t) * scale;
+      p[j] = exp_fast(cap * t - l);
+    }
+  } else {
+#pragma omp simd
+    for (int j = 0; j < n; ++j) {
+      const T t = tanh_fast(p[j] * inv);
+      g[j] = (T(1) - t * t) * scale;
+      p[j] = exp_fast(cap * t - l);
+    }
   }
 }
 template <class T>

@@ -51,14 +51,10 @@ NORMLAB_INLINE float exp_fast(float x) {
   return select_bits(x > hi, std::bit_cast<float>(0x7f800000), select_bits(x < lo, 0.f, y));
 }
 
-// tanh(x): for |x| < 0.625 the [13/6] rational approximation of Eigen (generic_fast_tanh_float,
-// relative error below 3e-7); above, (e - 1) / (e + 1), e = e^{2|x|} from exp_fast, whose error
-// (~1e-7) keeps 1 - tanh^2 accurate near saturation; |x| > 9 gives exactly +-1 as float tanh does.
-NORMLAB_INLINE float tanh_fast(float x) {
-  constexpr float c = 7.99881172180175781f;
-  const float xc = select_bits(x > c, c, select_bits(x < -c, -c, x));
+// The [13/6] rational approximation of tanh that tanh_fast uses below |x| = 0.625: p / q.
+NORMLAB_INLINE void tanh_rational_terms(float xc, float& p, float& q) {
   const float x2 = xc * xc;
-  float p = -2.76076847742355e-16f;
+  p = -2.76076847742355e-16f;
   p = p * x2 + 2.00018790482477e-13f;
   p = p * x2 + -8.60467152213735e-11f;
   p = p * x2 + 5.12229709037114e-08f;
@@ -66,10 +62,20 @@ NORMLAB_INLINE float tanh_fast(float x) {
   p = p * x2 + 6.37261928875436e-04f;
   p = p * x2 + 4.89352455891786e-03f;
   p = p * xc;
-  float q = 1.19825839466702e-06f;
+  q = 1.19825839466702e-06f;
   q = q * x2 + 1.18534705686654e-04f;
   q = q * x2 + 2.26843463243900e-03f;
   q = q * x2 + 4.89352518554385e-03f;
+}
+
+// tanh(x): for |x| < 0.625 the [13/6] rational approximation of Eigen (generic_fast_tanh_float,
+// relative error below 3e-7); above, (e - 1) / (e + 1), e = e^{2|x|} from exp_fast, whose error
+// (~1e-7) keeps 1 - tanh^2 accurate near saturation; |x| > 9 gives exactly +-1 as float tanh does.
+NORMLAB_INLINE float tanh_fast(float x) {
+  constexpr float c = 7.99881172180175781f;
+  const float xc = select_bits(x > c, c, select_bits(x < -c, -c, x));
+  float p, q;
+  tanh_rational_terms(xc, p, q);
   // One division for both branches: p / q, or (e - 1) / (e + 1) with e = e^{2|x|} >= 3.49.
   const float ax = std::fabs(x);
   const float e = exp_fast(2.f * select_bits(ax > 9.f, 9.f, ax));
@@ -79,7 +85,18 @@ NORMLAB_INLINE float tanh_fast(float x) {
   return select_bits(ax < 0.0004f, x, select_bits(ax > 9.f, std::copysign(1.f, x), y));
 }
 
+// tanh_fast(x) for |x| < kTanhSmall only (or NaN), bitwise: the rational branch alone, without the
+// exponential. A loop whose arguments all lie below kTanhSmall (e.g. attention scores far below a
+// soft-cap) may call it instead; tests/tensor compare the two over that range.
+inline constexpr float kTanhSmall = 0.625f;
+NORMLAB_INLINE float tanh_fast_small(float x) {
+  float p, q;
+  tanh_rational_terms(x, p, q);
+  return select_bits(std::fabs(x) < 0.0004f, x, p / q);
+}
+
 NORMLAB_INLINE double exp_fast(double x) { return std::exp(x); }
 NORMLAB_INLINE double tanh_fast(double x) { return std::tanh(x); }
+NORMLAB_INLINE double tanh_fast_small(double x) { return std::tanh(x); }
 
 }  // namespace normlab

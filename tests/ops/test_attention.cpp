@@ -287,12 +287,13 @@ TEST(Ops, AttentionTiledMatchesReferenceInDouble) {
 }
 
 // Tiled in float (the model's kernel, with the vectorised exp/tanh) against the reference in
-// double, at D = 64 as in the benchmark models.
+// double, at D = 64 as in the benchmark models. Caps: 1 (every row takes tanh_fast), 5 (rows
+// either way) and 50 (every row far below the cap: tanh_fast_small).
 TEST(OpsFastKernels, AttentionTiledMatchesReference) {
   Rng rng(4);
   for (const AttnShape& sh : tiled_shapes(64)) {
     const int Cq = sh.Cq(), Ckv = sh.Ckv();
-    for (float cap : {0.f, 5.f}) {
+    for (float cap : {0.f, 1.f, 5.f, 50.f}) {
       auto normal = [&](long n) {
         std::vector<float> x(n);
         for (auto& e : x) e = static_cast<float>(rng.normal());

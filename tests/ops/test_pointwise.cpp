@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #include "accum_modes.h"
 #include "gradcheck.h"
@@ -16,6 +19,7 @@
 #include "ops/linear.h"
 #include "ops/rope.h"
 #include "ops/softcap.h"
+#include "tensor/vec_math.h"
 
 namespace normlab::test {
 namespace {
@@ -253,6 +257,34 @@ double max_rel_err(const std::vector<G>& got, const std::vector<double>& want) {
     if (!(e <= worst)) worst = e;  // NaN sticks
   }
   return worst;
+}
+
+// tanh_fast_small is tanh_fast bitwise below kTanhSmall (the attention rows take it when every
+// score of a row lies that far below the cap): every float in [0, 0.625) whose bit pattern is a
+// multiple of 97, every float within 20,000 patterns of the bounds 0.0004 and 0.625, their
+// negatives, and zeros, each computed in vectorised loops as the rows do.
+TEST(OpsFastKernels, TanhSmallIsTanhFastBitwiseBelowItsBound) {
+  std::vector<float> x;
+  const std::uint32_t top = std::bit_cast<std::uint32_t>(kTanhSmall);
+  for (std::uint32_t b = 0; b < top; b += 97) x.push_back(std::bit_cast<float>(b));
+  for (float edge : {0.0004f, kTanhSmall}) {
+    const std::uint32_t e = std::bit_cast<std::uint32_t>(edge);
+    for (std::uint32_t b = e - 20000; b < e + 20000 && b < top; ++b)
+      x.push_back(std::bit_cast<float>(b));
+  }
+  const std::size_t half = x.size();
+  for (std::size_t i = 0; i < half; ++i) x.push_back(-x[i]);
+  ASSERT_LT(std::fabs(x[half - 1]), kTanhSmall);
+  std::vector<float> full(x.size()), small(x.size());
+  const long n = static_cast<long>(x.size());
+#pragma omp simd
+  for (long i = 0; i < n; ++i) full[i] = tanh_fast(x[i]);
+#pragma omp simd
+  for (long i = 0; i < n; ++i) small[i] = tanh_fast_small(x[i]);
+  long differ = 0;
+  for (long i = 0; i < n; ++i) differ += std::memcmp(&full[i], &small[i], sizeof(float)) != 0;
+  EXPECT_EQ(differ, 0) << "of " << n;
+  EXPECT_GT(n, 10000000);
 }
 
 TEST(OpsFastKernels, ActivationsMatchReference) {

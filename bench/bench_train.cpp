@@ -412,8 +412,6 @@ json run_sgemm(const BenchConfig& bc, int threads) {
   Rng rng(7);
   json rows = json::array();
   double flops = 0, t_blas = 0, t_nl = 0, t_dnnl = 0, t_bf16 = 0;
-  const bool bf16 =
-      true;  // gemm_bf16 as it runs here (AMX, AVX512-BF16, or rounded copies + float32)
   for (const Shape& s : shapes) {
     const int lda = s.ta ? s.M : s.K, ldb = s.tb ? s.K : s.N;
     std::vector<float> A(static_cast<long>(s.M) * s.K), Bm(static_cast<long>(s.K) * s.N),
@@ -444,7 +442,7 @@ json run_sgemm(const BenchConfig& bc, int threads) {
                 {"count", s.count},
                 {"blas_gflops", f / tb / 1e9},
                 {"normlab_gflops", f / tn / 1e9}};
-    if (bf16) {
+    {  // gemm_bf16 as it runs here (AMX, AVX512-BF16, or rounded copies + float32)
       const double th = time_per_call([&] {
         gemm_bf16(s.ta, s.tb, s.M, s.N, s.K, 1.f, A.data(), lda, Bm.data(), ldb, beta, Cm.data(),
                   s.N);

@@ -232,17 +232,18 @@ T max_abs_row(const T* s, int n, T m) {
   for (int j = 0; j < n; ++j) m = std::fabs(s[j]) > m ? std::fabs(s[j]) : m;
   return m;
 }
-// True when every s_j / cap of the row lies below kTanhSmall (tensor/vec_math.h), so that
-// tanh_fast_small gives tanh_fast's values without its exponential (scores far below the cap, the
-// common case; a NaN row goes either way and stays NaN).
+// True when every s_j / cap of a row whose largest |s_j| is max_abs lies below kTanhSmall
+// (tensor/vec_math.h), so that tanh_fast_small gives tanh_fast's values without its exponential
+// (scores far below the cap, the common case; max_abs_row skips NaN, which stays NaN either way).
 template <class T>
-bool row_below_tanh_small(const T* s, int n, T inv) {
-  return max_abs_row(s, n, T(0)) * inv < T(kTanhSmall);
+bool below_tanh_small(T max_abs, T inv) {
+  return max_abs * inv < T(kTanhSmall);
 }
+// s = cap tanh(s / cap); max_abs: the row's largest |s_j| (max_abs_row).
 template <class T>
-void softcap_row(T* s, int n, T cap) {
+void softcap_row(T* s, int n, T cap, T max_abs) {
   const T inv = T(1) / cap;
-  if (row_below_tanh_small(s, n, inv)) {
+  if (below_tanh_small(max_abs, inv)) {
 #pragma omp simd
     for (int j = 0; j < n; ++j) s[j] = cap * tanh_fast_small(s[j] * inv);
   } else {
@@ -287,7 +288,7 @@ void probs_row(T* p, int n, T l) {
 template <class T>
 void probs_capped_row(T* p, T* g, int n, T l, T cap, T scale) {
   const T inv = T(1) / cap;
-  if (row_below_tanh_small(p, n, inv)) {
+  if (below_tanh_small(max_abs_row(p, n, T(0)), inv)) {
 #pragma omp simd
     for (int j = 0; j < n; ++j) {
       const T t = tanh_fast_small(p[j] * inv);
@@ -380,8 +381,11 @@ void attention_forward_tiled(T* o, int ldo, T* lse, const T* q, int ldq, const T
                        const int a = detail::first_key(i0 + r, window) - lo;
                        const int n = i0 + r + 1 - lo - a;
                        T* s = srow + a;
-                       if (max_abs_logit) max_abs = detail::max_abs_row(s, n, max_abs);
-                       if (cap > 0) detail::softcap_row(s, n, cap);
+                       if (max_abs_logit || cap > 0) {
+                         const T row_max = detail::max_abs_row(s, n, T(0));
+                         max_abs = std::max(max_abs, row_max);
+                         if (cap > 0) detail::softcap_row(s, n, cap, row_max);
+                       }
                        const T m = detail::max_row(s, n);
                        T es = 0;
                        const T sum = detail::exp_row(s, n, m, entropy_sum ? &es : nullptr);

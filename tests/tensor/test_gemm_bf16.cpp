@@ -106,6 +106,14 @@ struct Shape {
 using GemmFn = std::function<void(bool, bool, int, int, int, float, const float*, int, const float*,
                                   int, float, float*, int)>;
 
+// The kernels this CPU can run (rounded_float and portable everywhere).
+std::vector<Bf16Kernel> available_kernels() {
+  std::vector<Bf16Kernel> ks;
+  for (Bf16Kernel k : kBf16Kernels)
+    if (bf16_kernel_available(k)) ks.push_back(k);
+  return ks;
+}
+
 GemmFn with_kernel(Bf16Kernel k) {
   return [k](bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
              const float* B, int ldb, float beta, float* C,
@@ -206,13 +214,9 @@ TEST(GemmBf16, MatchesDoubleReferenceOnRoundedInputs) {
 
 // Every kernel this CPU can run (on an AMX machine all four), by itself.
 TEST(GemmBf16, EveryKernelMatchesDoubleReferenceOnRoundedInputs) {
-  int ran = 0;
-  for (Bf16Kernel k : kBf16Kernels) {
-    if (!bf16_kernel_available(k)) continue;
-    check_against_rounded_reference(with_kernel(k), bf16_kernel_name(k));
-    ++ran;
-  }
-  EXPECT_GE(ran, 2);  // rounded_float and portable run everywhere
+  const std::vector<Bf16Kernel> ks = available_kernels();
+  for (Bf16Kernel k : ks) check_against_rounded_reference(with_kernel(k), bf16_kernel_name(k));
+  EXPECT_GE(ks.size(), 2u);  // rounded_float and portable run everywhere
 }
 
 TEST(GemmBf16, KernelChoice) {
@@ -266,8 +270,7 @@ double bf16_bound(int K, double mag) {
 
 TEST(GemmBf16, WithinBf16BoundOfExactProduct) {
   Rng rng(9);
-  for (Bf16Kernel k : kBf16Kernels) {
-    if (!bf16_kernel_available(k)) continue;
+  for (Bf16Kernel k : available_kernels()) {
     SCOPED_TRACE(bf16_kernel_name(k));
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
@@ -297,8 +300,7 @@ TEST(GemmBf16, WithinBf16BoundOfExactProduct) {
 TEST(GemmBf16, TruncationWouldBreakTheBound) {
   Rng rng(13);
   const Shape s{40, 70, 64};  // 40 rows and 64 sums: AMX's vector packing, not only its edges
-  for (Bf16Kernel k : kBf16Kernels) {
-    if (!bf16_kernel_available(k)) continue;
+  for (Bf16Kernel k : available_kernels()) {
     SCOPED_TRACE(bf16_kernel_name(k));
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
@@ -326,8 +328,7 @@ TEST(GemmBf16, TruncationWouldBreakTheBound) {
 TEST(GemmBf16, NonFiniteInputsPropagate) {
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  for (Bf16Kernel k : kBf16Kernels) {
-    if (!bf16_kernel_available(k)) continue;
+  for (Bf16Kernel k : available_kernels()) {
     SCOPED_TRACE(bf16_kernel_name(k));
     const float a[3] = {1.f, inf, 2.f}, b[3] = {1.f, 1.f, nan};
     float c[3] = {0, 0, 0};
@@ -357,8 +358,7 @@ TEST(GemmBf16, NonFiniteAndRoundingThroughTheVectorPacking) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const Shape s{40, 40, 64};
   Rng rng(17);
-  for (Bf16Kernel k : kBf16Kernels) {
-    if (!bf16_kernel_available(k)) continue;
+  for (Bf16Kernel k : available_kernels()) {
     SCOPED_TRACE(bf16_kernel_name(k));
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
@@ -399,8 +399,7 @@ TEST(GemmBf16, NonFiniteAndRoundingThroughTheVectorPacking) {
 TEST(GemmBf16, ResultDoesNotDependOnThreadCount) {
   Rng rng(3);
   const int before = thread_count();
-  for (Bf16Kernel k : kBf16Kernels) {
-    if (!bf16_kernel_available(k)) continue;
+  for (Bf16Kernel k : available_kernels()) {
     for (bool ta : {false, true}) {
       const Case c = make_case(rng, ta, !ta, {150, 260, 300}, 1.f, 0.5f, 0);
       set_thread_count(1);

@@ -105,8 +105,8 @@ void Transformer<T>::attn_backward(int l, const T* u, const T* df, T* du, ops::A
   const int Cq = cfg_.q_width(), Ckv = cfg_.kv_width(), W3 = Cq + 2 * Ckv;
   const AttnSlots& s = blocks_[l].attn;
   AttnActs& a = attn_acts_[l];
-  ops::linear_backward(d_heads_, g(s.wo), g(s.bo), df, a.o, p(s.wo), static_cast<int>(N), Cq, C,
-                       ops::Accum::overwrite, mm_);
+  ops::linear_backward(d_heads_, g_raw(s.wo), g(s.bo), df, a.o, p(s.wo), static_cast<int>(N), Cq, C,
+                       ops::Accum::overwrite, mm_, grad_accum(s.wo));
   // Gradients of q, k, v land in d_qkv_ (stride W3) directly, unless QK stages sit in between.
   const std::size_t last = qk_stages_.size();
   const bool staged = last > 0;
@@ -141,8 +141,8 @@ void Transformer<T>::attn_backward(int l, const T* u, const T* df, T* du, ops::A
     const T* dk0 = qk_back(d_k_, a.ks, a.kn, s.k_norm, Hkv);
     scatter_cols(d_qkv_, dk0, N, Ckv, W3, Cq);
   }
-  ops::linear_backward(du, g(s.wqkv), g(s.bqkv), d_qkv_, u, p(s.wqkv), static_cast<int>(N), C, W3,
-                       du_accum, mm_);
+  ops::linear_backward(du, g_raw(s.wqkv), g(s.bqkv), d_qkv_, u, p(s.wqkv), static_cast<int>(N), C,
+                       W3, du_accum, mm_, grad_accum(s.wqkv));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -172,16 +172,16 @@ void Transformer<T>::mlp_backward(int l, const T* u, const T* df, T* du, ops::Ac
   MlpActs& a = mlp_acts_[l];
   const bool gl = gated(cfg_.mlp);
   const int F_in = gl ? 2 * F : F;
-  ops::linear_backward(d_mlp_act_, g(s.w_out), g(s.b_out), df, a.a, p(s.w_out), static_cast<int>(N), F, C,
-                       ops::Accum::overwrite, mm_);
+  ops::linear_backward(d_mlp_act_, g_raw(s.w_out), g(s.b_out), df, a.a, p(s.w_out),
+                       static_cast<int>(N), F, C, ops::Accum::overwrite, mm_, grad_accum(s.w_out));
   if (gl)
     ops::glu_backward(activation_of(cfg_.mlp), d_mlp_h_, d_mlp_act_, a.h, static_cast<int>(N), F,
                       ops::Accum::overwrite);
   else
     ops::activation_backward(activation_of(cfg_.mlp), d_mlp_h_, d_mlp_act_, a.h, N * F,
                              ops::Accum::overwrite);
-  ops::linear_backward(du, g(s.w_in), g(s.b_in), d_mlp_h_, u, p(s.w_in), static_cast<int>(N), C, F_in,
-                       du_accum, mm_);
+  ops::linear_backward(du, g_raw(s.w_in), g(s.b_in), d_mlp_h_, u, p(s.w_in), static_cast<int>(N), C,
+                       F_in, du_accum, mm_, grad_accum(s.w_in));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -222,9 +222,57 @@ void Transformer<T>::init_params(std::uint64_t seed) {
 
 template <class T>
 void Transformer<T>::zero_grad() {
-  T* g = grads_.data();
-  parallel_for(static_cast<long>(grads_.size()), 1L << 16,
-               [&](long b, long e) { std::memset(g + b, 0, sizeof(T) * (e - b)); });
+  unfilled_.assign(table_.specs().size(), 1);
+  any_unfilled_ = !unfilled_.empty();
+}
+
+namespace {
+// Index of the parameter at arena offset off (the table's offsets increase in declaration order).
+std::size_t spec_at(const ParamTable& t, long off) {
+  const auto& sp = t.specs();
+  const auto it = std::lower_bound(sp.begin(), sp.end(), off,
+                                   [](const ParamSpec& s, long o) { return s.offset < o; });
+  NL_CHECK(it != sp.end() && it->offset == off, "no parameter starts at arena offset {}", off);
+  return static_cast<std::size_t>(it - sp.begin());
+}
+template <class T>
+void zero_fill(T* g, long n) {
+  parallel_for(n, 1L << 16, [&](long b, long e) { std::memset(g + b, 0, sizeof(T) * (e - b)); });
+}
+}  // namespace
+
+template <class T>
+T* Transformer<T>::g(long off) {
+  if (off == kNone) return nullptr;
+  if (any_unfilled_) {
+    const std::size_t i = spec_at(table_, off);
+    if (unfilled_[i]) {
+      zero_fill(grads_.data() + off, table_.specs()[i].numel);
+      unfilled_[i] = 0;
+    }
+  }
+  return grads_.data() + off;
+}
+
+template <class T>
+ops::Accum Transformer<T>::grad_accum(long off) {
+  if (off == kNone || !any_unfilled_) return ops::Accum::add;
+  const std::size_t i = spec_at(table_, off);
+  if (!unfilled_[i]) return ops::Accum::add;
+  unfilled_[i] = 0;
+  return ops::Accum::overwrite;
+}
+
+template <class T>
+void Transformer<T>::settle_grads() const {
+  if (!any_unfilled_) return;
+  const auto& sp = table_.specs();
+  for (std::size_t i = 0; i < sp.size(); ++i)
+    if (unfilled_[i]) {
+      zero_fill(grads_.data() + sp[i].offset, sp[i].numel);
+      unfilled_[i] = 0;
+    }
+  any_unfilled_ = false;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -421,6 +469,9 @@ LossStats Transformer<T>::forward(const int* idx, const int* targets, int B, int
   const T cap = static_cast<T>(cfg_.final_softcap);
   double ce = 0, lsq = 0, lse_sum = 0, lse_max = -1e300, max_raw = 0, max_capped = 0;
   T* lse = head_lse_;
+  // The head's weight gradient: the first chunk overwrites it when zero_grad() left it unfilled.
+  T* dW = need_grad ? g_raw(lm_head_) : nullptr;
+  T dW_beta = need_grad && grad_accum(lm_head_) == ops::Accum::overwrite ? T(0) : T(1);
   for (long r0 = 0; r0 < N; r0 += head_chunk_) {
     const int rows = static_cast<int>(std::min<long>(head_chunk_, N - r0));
     T* logits = head_logits_;
@@ -441,7 +492,8 @@ LossStats Transformer<T>::forward(const int* idx, const int* targets, int B, int
     if (need_grad) {
       if (cap > 0) ops::softcap_backward(dl, dl, logits, static_cast<long>(rows) * V, cap);
       gemm_p<T>(mm_head_, false, false, rows, C, V, T(1), dl, V, W, C, T(0), d_final_ + r0 * C, C);
-      gemm_p<T>(mm_head_, true, false, V, C, rows, T(1), dl, V, xf + r0 * C, C, T(1), g(lm_head_), C);
+      gemm_p<T>(mm_head_, true, false, V, C, rows, T(1), dl, V, xf + r0 * C, C, dW_beta, dW, C);
+      dW_beta = T(1);
     }
   }
   head_grad_done_ = need_grad;

@@ -77,16 +77,20 @@ class Transformer {
   const ModelPlan& plan() const { return plan_; }
   const ParamTable& table() const { return table_; }
   std::span<T> params() { return params_; }
-  std::span<T> grads() { return grads_; }
+  // The gradients (zero after zero_grad() for every parameter no backward has reached since).
+  std::span<T> grads() { return settle_grads(), std::span<T>(grads_); }
   std::span<const T> params() const { return params_; }
-  std::span<const T> grads() const { return grads_; }
+  std::span<const T> grads() const { return settle_grads(), std::span<const T>(grads_); }
   T* param(const ParamSpec& s) { return params_.data() + s.offset; }
-  T* grad(const ParamSpec& s) { return grads_.data() + s.offset; }
+  T* grad(const ParamSpec& s) { return settle_grads(), grads_.data() + s.offset; }
   int max_batch() const { return maxB_; }
   int max_seq() const { return maxT_; }
 
   // Seeded initialisation following cfg.init (see tests/reference/README.md).
   void init_params(std::uint64_t seed);
+  // Sets every gradient to zero. Lazily: a parameter's gradient is zero-filled when something
+  // first accumulates into it or reads grads(), and its first matrix product overwrites it
+  // instead (no fill, and the product does not read it), as PyTorch's set_to_none does.
   void zero_grad();
 
   // Forward pass with the loss. With need_grad, the head and the loss are differentiated on the
@@ -170,7 +174,15 @@ class Transformer {
   enum class QkStage { norm, rope };
 
   T* p(long off) { return off == kNone ? nullptr : params_.data() + off; }
-  T* g(long off) { return off == kNone ? nullptr : grads_.data() + off; }
+  // Gradient of the parameter at arena offset off, for accumulation: zero-filled first if
+  // zero_grad() left it unfilled.
+  T* g(long off);
+  // The same without the fill, for a product that writes all of it: grad_accum(off) says how
+  // (Accum::overwrite for the first contribution after zero_grad(), then Accum::add).
+  T* g_raw(long off) { return off == kNone ? nullptr : grads_.data() + off; }
+  ops::Accum grad_accum(long off);
+  // Zero-fills every gradient still unfilled.
+  void settle_grads() const;
   T* alloc(long n);
   // Arena layout, run twice by the constructor (count, then assign); see transformer.cpp.
   void layout_activations(long N);
@@ -202,7 +214,11 @@ class Transformer {
   ParamTable table_;
   int maxB_, maxT_;
   int B_ = 0, T_ = 0;  // shape of the current forward pass
-  std::vector<T> params_, grads_;
+  std::vector<T> params_;
+  mutable std::vector<T> grads_;
+  // Per parameter (table order): its gradient is zero by zero_grad() but not yet filled.
+  mutable std::vector<unsigned char> unfilled_;
+  mutable bool any_unfilled_ = false;
 
   long tok_emb_ = kNone, pos_emb_ = kNone, lm_head_ = kNone;
   NormSlots final_norm_;

@@ -24,16 +24,20 @@ void linear_forward(T* y, const T* x, const T* w, const T* b, int N, int I, int 
 }
 
 // dx (+)= dy w                        (Accum::add adds, ::overwrite replaces; ops/accum.h)
-// dw += dy^T x;  db += sum_rows dy     (accumulate)
+// dw (+)= dy^T x                      (dw_accum: the first contribution to a gradient the model
+//                                      has not zero-filled overwrites it)
+// db += sum_rows dy                    (accumulates)
 // dx and db may be null.
 template <class T>
 void linear_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, int N, int I, int O,
-                     Accum accum, GemmPrecision prec = GemmPrecision::float32) {
+                     Accum accum, GemmPrecision prec = GemmPrecision::float32,
+                     Accum dw_accum = Accum::add) {
   if (dx) {
     const T beta = accum == Accum::add ? T(1) : T(0);
     gemm_p<T>(prec, false, false, N, I, O, T(1), dy, O, w, I, beta, dx, I);
   }
-  gemm_p<T>(prec, true, false, O, I, N, T(1), dy, O, x, I, T(1), dw, I);
+  gemm_p<T>(prec, true, false, O, I, N, T(1), dy, O, x, I, dw_accum == Accum::add ? T(1) : T(0), dw,
+            I);
   if (db) {
     parallel_column_blocks(N, O, 64, [&](int o0, int o1) {
       for (int r = 0; r < N; ++r)

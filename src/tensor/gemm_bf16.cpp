@@ -438,7 +438,7 @@ struct AmxSlice {
 // the A layout (as k-pairs a row); jg: the block's first column in the panels (a multiple of 32).
 template <int RA, int RB>
 NL_TARGET_AMX void amx_block(int nslices, const AmxSlice* sl, const u32* ap, long as, int jg,
-                             float* out) {
+                             float* out, long ldo) {
   _tile_zero(0);
   if constexpr (RB > 1) _tile_zero(1);
   if constexpr (RA > 1) _tile_zero(2);
@@ -462,13 +462,14 @@ NL_TARGET_AMX void amx_block(int nslices, const AmxSlice* sl, const u32* ap, lon
       }
     }
   }
-  _tile_stored(0, out, 32 * 4);
-  if constexpr (RB > 1) _tile_stored(1, out + 16, 32 * 4);
-  if constexpr (RA > 1) _tile_stored(2, out + 16 * 32, 32 * 4);
-  if constexpr (RA > 1 && RB > 1) _tile_stored(3, out + 16 * 32 + 16, 32 * 4);
+  _tile_stored(0, out, ldo * 4);
+  if constexpr (RB > 1) _tile_stored(1, out + 16, ldo * 4);
+  if constexpr (RA > 1) _tile_stored(2, out + 16 * ldo, ldo * 4);
+  if constexpr (RA > 1 && RB > 1) _tile_stored(3, out + 16 * ldo + 16, ldo * 4);
 }
 
-// C[0:mr, 0:nc] = alpha out + beta C (beta = 0: C is not read); mr, nc <= 32.
+// C[0:mr, 0:nc] = alpha out + beta C (beta = 0: C is not read); mr, nc <= 32. With alpha = 1
+// the product is skipped (1 x is x, bitwise).
 NL_TARGET_AMX void amx_store(const float* out, float* c, long ldc, int mr, int nc, float alpha,
                              float beta) {
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
@@ -477,7 +478,8 @@ NL_TARGET_AMX void amx_store(const float* out, float* c, long ldc, int mr, int n
       const int n = std::min(16, nc - 16 * v);
       const __mmask16 m = static_cast<__mmask16>(n >= 16 ? 0xFFFF : (1u << n) - 1);
       float* cr = c + r * ldc + 16 * v;
-      __m512 x = _mm512_mul_ps(va, _mm512_loadu_ps(out + 32 * r + 16 * v));
+      __m512 x = _mm512_loadu_ps(out + 32 * r + 16 * v);
+      if (alpha != 1.f) x = _mm512_mul_ps(va, x);
       if (beta != 0.f) x = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, cr), x);
       _mm512_mask_storeu_ps(cr, m, x);
     }
@@ -520,25 +522,43 @@ void gemm_bf16_amx(const Problem& p, bool allow_parallel) {
     }
     const float beta = blk.ks == 0 ? p.beta : 1.f;
     alignas(64) float out[32 * 32];
-    for (int jp = jp0; jp < jp1; ++jp) {
+    // The 32 x 32 blocks of rows [ir, ir + 32) x panel jp; sl[].b point at the panel.
+    auto panel_blocks = [&](int ir, int jp) {
+      const int mr = std::min(32, mcur - ir);
+      const u32* ap = apack + amx_a_index(ir, 0, as);
       const int j0 = jp * NR, ncur = std::min(NR, blk.nc - j0);
+      for (int jg = 0; jg < ncur; jg += 32) {
+        const int nc = std::min(32, ncur - jg);
+        float* c = p.C + static_cast<long>(i0 + ir) * p.ldc + blk.jc + j0 + jg;
+        // A full block with C = the sums (alpha 1, beta 0) goes from the tiles into C directly.
+        const bool direct = mr == 32 && nc == 32 && p.alpha == 1.f && beta == 0.f;
+        float* o = direct ? c : out;
+        const long ldo = direct ? p.ldc : 32;
+        if (mr > 16 && nc > 16)
+          amx_block<2, 2>(nslices, sl, ap, as, jg, o, ldo);
+        else if (mr > 16)
+          amx_block<2, 1>(nslices, sl, ap, as, jg, o, ldo);
+        else if (nc > 16)
+          amx_block<1, 2>(nslices, sl, ap, as, jg, o, ldo);
+        else
+          amx_block<1, 1>(nslices, sl, ap, as, jg, o, ldo);
+        if (!direct) amx_store(out, c, p.ldc, mr, nc, p.alpha, beta);
+      }
+    };
+    auto point_at = [&](int jp) {
       for (int s = 0; s < nslices; ++s) sl[s].b = panel(blk, jp, s * KC);
-      for (int ir = 0; ir < mcur; ir += 32) {
-        const int mr = std::min(32, mcur - ir);
-        const u32* ap = apack + amx_a_index(ir, 0, as);
-        for (int jg = 0; jg < ncur; jg += 32) {
-          const int nc = std::min(32, ncur - jg);
-          if (mr > 16 && nc > 16)
-            amx_block<2, 2>(nslices, sl, ap, as, jg, out);
-          else if (mr > 16)
-            amx_block<2, 1>(nslices, sl, ap, as, jg, out);
-          else if (nc > 16)
-            amx_block<1, 2>(nslices, sl, ap, as, jg, out);
-          else
-            amx_block<1, 1>(nslices, sl, ap, as, jg, out);
-          amx_store(out, p.C + static_cast<long>(i0 + ir) * p.ldc + blk.jc + j0 + jg, p.ldc, mr, nc,
-                    p.alpha, beta);
-        }
+    };
+    // The order of the blocks changes no value (each is summed over all the sums by itself). When
+    // a 32-row group of A fits in a third of L1 (K <= 384: 32 x 192 words, 24 KiB), it stays
+    // there while the tile's panels of B stream by from L2; longer rows do not, and then a panel
+    // (reused by every row group) is the one kept close.
+    if (as <= 192) {
+      for (int ir = 0; ir < mcur; ir += 32)
+        for (int jp = jp0; jp < jp1; ++jp) point_at(jp), panel_blocks(ir, jp);
+    } else {
+      for (int jp = jp0; jp < jp1; ++jp) {
+        point_at(jp);
+        for (int ir = 0; ir < mcur; ir += 32) panel_blocks(ir, jp);
       }
     }
   };

@@ -1,8 +1,8 @@
 // Both ways a backward writes an input gradient (ops/accum.h), for the gradient checks of the ops
 // that offer them: Accum::overwrite into a buffer full of junk (a kernel that reads it fails), and
 // Accum::add from zero and onto a non-zero gradient (the check sees the result minus what was
-// there). Parameter gradients always accumulate: they start non-zero in every mode and the check
-// sees what was added.
+// there). Parameter gradients accumulate: they start non-zero in every mode and the check sees
+// what was added (a linear layer's dw can also be overwritten; its check starts it as junk).
 #pragma once
 #include <array>
 

@@ -182,30 +182,37 @@ TEST(OpsGradCheck, Linear) {
   Rng rng(15);
   const int N = 4, I = 5, O = 3;
   for (const AccumMode& mode : kAccumModes)
-    for (bool bias : {false, true}) {
-      GradCase c;
-      c.inputs = {random_vec(N * I, rng), random_vec(O * I, rng), random_vec(O, rng)};
-      c.differentiable = {true, true, bias};
-      c.forward = [=](const std::vector<Vec>& in) {
-        Vec y(N * O);
-        ops::linear_forward(y.data(), in[0].data(), in[1].data(), bias ? in[2].data() : nullptr,
-                            N, I, O);
-        return y;
-      };
-      c.backward = [=](const std::vector<Vec>& in, const Vec& dy) {
-        Rng r(93);
-        const Vec dx0 = input_grad_start(N * I, mode, r), dw0 = param_grad_start(O * I, mode, r),
-                  db0 = param_grad_start(O, mode, r);
-        Vec dx = dx0, dw = dw0, db = db0;
-        ops::linear_backward(dx.data(), dw.data(), bias ? db.data() : nullptr, dy.data(),
-                             in[0].data(), in[1].data(), N, I, O, mode.accum);
-        return std::vector<Vec>{contribution(dx, dx0, mode.accum == ops::Accum::overwrite),
-                                contribution(dw, dw0, false), contribution(db, db0, false)};
-      };
-      const double e = grad_check(c);
-      report("ops", fmt::format("linear_bias{}_{}", bias, mode.name), e);
-      EXPECT_LT(e, kTol) << "bias=" << bias << " dx " << mode.name;
-    }
+    for (bool bias : {false, true})
+      for (ops::Accum dw_accum : {ops::Accum::add, ops::Accum::overwrite}) {
+        GradCase c;
+        c.inputs = {random_vec(N * I, rng), random_vec(O * I, rng), random_vec(O, rng)};
+        c.differentiable = {true, true, bias};
+        c.forward = [=](const std::vector<Vec>& in) {
+          Vec y(N * O);
+          ops::linear_forward(y.data(), in[0].data(), in[1].data(), bias ? in[2].data() : nullptr,
+                              N, I, O);
+          return y;
+        };
+        c.backward = [=](const std::vector<Vec>& in, const Vec& dy) {
+          Rng r(93);
+          // An overwritten dw starts as junk of size ~1e3, as an overwritten dx does.
+          const Vec dx0 = input_grad_start(N * I, mode, r),
+                    dw0 = dw_accum == ops::Accum::overwrite ? random_vec(O * I, r, 1.0, 1e3)
+                                                            : param_grad_start(O * I, mode, r),
+                    db0 = param_grad_start(O, mode, r);
+          Vec dx = dx0, dw = dw0, db = db0;
+          ops::linear_backward(dx.data(), dw.data(), bias ? db.data() : nullptr, dy.data(),
+                               in[0].data(), in[1].data(), N, I, O, mode.accum,
+                               GemmPrecision::float32, dw_accum);
+          return std::vector<Vec>{contribution(dx, dx0, mode.accum == ops::Accum::overwrite),
+                                  contribution(dw, dw0, dw_accum == ops::Accum::overwrite),
+                                  contribution(db, db0, false)};
+        };
+        const double e = grad_check(c);
+        const char* dwm = dw_accum == ops::Accum::add ? "add" : "overwrite";
+        report("ops", fmt::format("linear_bias{}_{}_dw_{}", bias, mode.name, dwm), e);
+        EXPECT_LT(e, kTol) << "bias=" << bias << " dx " << mode.name << " dw " << dwm;
+      }
 }
 
 TEST(OpsGradCheck, CrossEntropyZLoss) {

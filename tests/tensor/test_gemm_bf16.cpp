@@ -186,26 +186,29 @@ void check_against_rounded_reference(const GemmFn& f, const char* name) {
   for (bool ta : {false, true})
     for (bool tb : {false, true})
       for (const Shape& s : kShapes)
-        for (float beta : {0.f, -0.5f}) {
-          const Case c = make_case(rng, ta, tb, s, 0.75f, beta, 3);
-          const std::vector<float> C = run(f, c);
-          std::vector<double> ref, mag;
-          reference(ta, tb, s, c.alpha, c.A, c.lda, c.B, c.ldb, beta, c.C0, c.ldc, true, ref, mag);
-          int bad = 0;
-          for (int i = 0; i < s.M; ++i) {
-            for (int j = 0; j < s.N; ++j) {
-              const double got = C[i * c.ldc + j], want = ref[i * s.N + j];
-              if (!(std::fabs(got - want) <= fp32_bound(s.K, mag[i * s.N + j])) && bad++ < 3)
-                ADD_FAILURE() << name << " ta=" << ta << " tb=" << tb << " M,N,K=" << s.M << ","
-                              << s.N << "," << s.K << " beta=" << beta << " C(" << i << "," << j
-                              << ") = " << got << ", reference " << want;
+        for (float alpha : {0.75f, 1.f})  // alpha = 1, beta = 0: AMX stores full blocks directly
+          for (float beta : {0.f, -0.5f}) {
+            const Case c = make_case(rng, ta, tb, s, alpha, beta, 3);
+            const std::vector<float> C = run(f, c);
+            std::vector<double> ref, mag;
+            reference(ta, tb, s, c.alpha, c.A, c.lda, c.B, c.ldb, beta, c.C0, c.ldc, true, ref,
+                      mag);
+            int bad = 0;
+            for (int i = 0; i < s.M; ++i) {
+              for (int j = 0; j < s.N; ++j) {
+                const double got = C[i * c.ldc + j], want = ref[i * s.N + j];
+                if (!(std::fabs(got - want) <= fp32_bound(s.K, mag[i * s.N + j])) && bad++ < 3)
+                  ADD_FAILURE() << name << " ta=" << ta << " tb=" << tb << " M,N,K=" << s.M << ","
+                                << s.N << "," << s.K << " alpha=" << alpha << " beta=" << beta
+                                << " C(" << i << "," << j << ") = " << got << ", reference "
+                                << want;
+              }
+              // the padding between rows is never written
+              for (int j = s.N; j < c.ldc; ++j)
+                EXPECT_TRUE(std::isnan(C[i * c.ldc + j]) ? std::isnan(c.C0[i * c.ldc + j])
+                                                         : C[i * c.ldc + j] == c.C0[i * c.ldc + j]);
             }
-            // the padding between rows is never written
-            for (int j = s.N; j < c.ldc; ++j)
-              EXPECT_TRUE(std::isnan(C[i * c.ldc + j]) ? std::isnan(c.C0[i * c.ldc + j])
-                                                       : C[i * c.ldc + j] == c.C0[i * c.ldc + j]);
           }
-        }
 }
 
 TEST(GemmBf16, MatchesDoubleReferenceOnRoundedInputs) {
@@ -394,6 +397,32 @@ TEST(GemmBf16, NonFiniteAndRoundingThroughTheVectorPacking) {
           }
       }
   }
+}
+
+// C = the sums (alpha 1, beta 0) and C = the sums + 0 (alpha 1, beta 1 on a zero C) are the same
+// values, whichever way a kernel writes them out (AMX: full 32 x 32 blocks straight from the tile
+// registers in the first case, through its staging buffer in the second). Zeros compare equal
+// whatever their sign.
+TEST(GemmBf16, DirectStoreEqualsStagedStore) {
+  Rng rng(11);
+  for (Bf16Kernel k : available_kernels())
+    for (bool ta : {false, true})
+      for (const Shape& s : {Shape{64, 64, 40}, Shape{97, 130, 300}, Shape{32, 96, 4200}}) {
+        Case c = make_case(rng, ta, !ta, s, 1.f, 0.f, 5);
+        const std::vector<float> direct = run(with_kernel(k), c);
+        c.beta = 1.f;
+        std::fill(c.C0.begin(), c.C0.end(), 0.f);
+        const std::vector<float> staged = run(with_kernel(k), c);
+        int bad = 0;
+        for (int i = 0; i < s.M; ++i)
+          for (int j = 0; j < s.N; ++j) {
+            const float a = direct[i * c.ldc + j], b = staged[i * c.ldc + j];
+            if (!(a == b) && bad++ < 3)
+              ADD_FAILURE() << bf16_kernel_name(k) << " ta=" << ta << " M,N,K=" << s.M << "," << s.N
+                            << "," << s.K << " C(" << i << "," << j << ") = " << a << " direct, "
+                            << b << " staged";
+          }
+      }
 }
 
 TEST(GemmBf16, ResultDoesNotDependOnThreadCount) {

@@ -293,15 +293,15 @@ void Transformer<T>::norm_forward(NormCache& c, const NormSlots& s, const T* x, 
 template <class T>
 void Transformer<T>::norm_backward(const NormCache& c, const NormSlots& s, const T* x,
                                    const T* dout, T* dx, long rows, int width, bool qk,
-                                   ops::Accum accum) {
+                                   ops::Accum accum, const T* base) {
   const bool rms = qk ? cfg_.qk_norm == QKNormKind::rmsnorm : cfg_.norm == NormKind::rmsnorm;
   const T g0 = static_cast<T>(cfg_.norm_gain_offset);
   if (rms)
     ops::rmsnorm_backward(dx, g(s.w), dout, x, c.rstd, p(s.w), static_cast<int>(rows), width, g0,
-                          accum);
+                          accum, base);
   else
     ops::layernorm_backward(dx, g(s.w), g(s.b), dout, x, c.mean, c.rstd, p(s.w),
-                            static_cast<int>(rows), width, g0, accum);
+                            static_cast<int>(rows), width, g0, accum, base);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -350,7 +350,11 @@ void Transformer<T>::sublayer_backward(const SublayerPlan& pl, const SublayerSlo
     ds = d_post_in_;
   }
   const T alpha = static_cast<T>(pl.alpha);
-  scaled_add<T>(dx, alpha, ds, nullptr, N * C);
+  // dx = alpha ds, then dx += the gradient through N_in. At alpha = 1 with N_in, the norm's
+  // backward writes ds + its gradient in one pass instead (the same values; ds is not written
+  // in between).
+  const bool fused = pl.norm_in && pl.alpha == 1.0;
+  if (!fused) scaled_add<T>(dx, alpha, ds, nullptr, N * C);
   const T* df = ds;
   if (pl.norm_out) {
     norm_backward(a.out, sl.norm_out, a.f, ds, d_branch_out_, N, C, false, ops::Accum::overwrite);
@@ -365,7 +369,9 @@ void Transformer<T>::sublayer_backward(const SublayerPlan& pl, const SublayerSlo
     attn_backward(l, u, df, du, du_accum);
   else
     mlp_backward(l, u, df, du, du_accum);
-  if (pl.norm_in) norm_backward(a.in, sl.norm_in, x, d_branch_in_, dx, N, C, false, ops::Accum::add);
+  if (pl.norm_in)
+    norm_backward(a.in, sl.norm_in, x, d_branch_in_, dx, N, C, false, ops::Accum::add,
+                  fused ? ds : nullptr);
 }
 
 // ---------------------------------------------------------------------------------------------

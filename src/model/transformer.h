@@ -203,9 +203,10 @@ class Transformer {
   void mlp_forward(int l, const T* u, T* f);
   void mlp_backward(int l, const T* u, const T* df, T* du, ops::Accum du_accum);
   void norm_forward(NormCache& c, const NormSlots& s, const T* x, long rows, int width, bool qk);
-  // dx (+)= through the norm (ops::Accum::add adds into dx, ::overwrite replaces it).
+  // dx (+)= through the norm (ops::Accum::add adds into dx, ::overwrite replaces it); with base
+  // (Accum::add), dx = base + through the norm.
   void norm_backward(const NormCache& c, const NormSlots& s, const T* x, const T* dout, T* dx,
-                     long rows, int width, bool qk, ops::Accum accum);
+                     long rows, int width, bool qk, ops::Accum accum, const T* base = nullptr);
   void check_tokens(const int* ids, long n, const char* what) const;
   const T* final_hidden() const;
 

@@ -36,10 +36,11 @@ T layernorm_forward_row(T* o, T* mean, const T* xr, const T* w, const T* b, int 
   return s;
 }
 
-// dx (+)= ..., pw += dout * xhat, pb += dout (pb may be null) for one row.
+// dx (+)= ..., pw += dout * xhat, pb += dout (pb may be null) for one row; Accum::add: dx = base
+// + ... (base may be dx itself).
 template <class T>
-void layernorm_backward_row(T* dxr, T* pw, T* pb, const T* dr, const T* xr, const T* w, T m, T s,
-                            int C, T g0, Accum accum) {
+void layernorm_backward_row(T* dxr, const T* br, T* pw, T* pb, const T* dr, const T* xr, const T* w,
+                            T m, T s, int C, T g0, Accum accum) {
   T sum_d = 0, sum_dx = 0;
 #pragma omp simd reduction(+ : sum_d, sum_dx)
   for (int c = 0; c < C; ++c) {
@@ -53,7 +54,7 @@ void layernorm_backward_row(T* dxr, T* pw, T* pb, const T* dr, const T* xr, cons
 #pragma omp simd
     for (int c = 0; c < C; ++c) {
       const T xh = (xr[c] - m) * s;
-      dxr[c] += s * (dr[c] * (g0 + w[c]) - sum_d - xh * sum_dx);
+      dxr[c] = br[c] + s * (dr[c] * (g0 + w[c]) - sum_d - xh * sum_dx);
     }
   } else {
 #pragma omp simd
@@ -86,9 +87,12 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* w, const T
 // dx (+)= rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))   (Accum::add adds, ::overwrite
 //                                                                     replaces; ops/accum.h)
 // dw += sum_rows dout * xhat, db += sum_rows dout                     (accumulate; db may be null)
+// With base (Accum::add only), dx = base + ..., as in rmsnorm_backward.
 template <class T>
 void layernorm_backward(T* dx, T* dw, T* db, const T* dout, const T* x, const T* mean,
-                        const T* rstd, const T* w, int N, int C, T g0, Accum accum) {
+                        const T* rstd, const T* w, int N, int C, T g0, Accum accum,
+                        const T* base = nullptr) {
+  if (!base) base = dx;
   // One pass over the rows; dw and db through per-chunk partials (ops/row_partials.h).
   const Chunks ch(N, 16384 / C + 1);
   T* pw_all = row_chunk_partials<T>(ch.count * C, 0);
@@ -100,8 +104,8 @@ void layernorm_backward(T* dx, T* dw, T* db, const T* dout, const T* x, const T*
     if (pb)
       for (int c = 0; c < C; ++c) pb[c] = 0;
     for (long r = r0; r < r1; ++r)
-      detail::layernorm_backward_row(dx + r * C, pw, pb, dout + r * C, x + r * C, w, mean[r],
-                                     rstd[r], C, g0, accum);
+      detail::layernorm_backward_row(dx + r * C, base + r * C, pw, pb, dout + r * C, x + r * C, w,
+                                     mean[r], rstd[r], C, g0, accum);
   });
   add_row_chunk_partials(dw, pw_all, ch.count, C);
   if (db) add_row_chunk_partials(db, pb_all, ch.count, C);

@@ -23,17 +23,18 @@ T rmsnorm_forward_row(T* o, const T* xr, const T* w, int C, T eps, T g0) {
   return s;
 }
 
-// dx (+)= ..., pw += dout * xhat for one row (rstd s).
+// dx (+)= ..., pw += dout * xhat for one row (rstd s); Accum::add: dx = base + ... (base may be
+// dx itself).
 template <class T>
-void rmsnorm_backward_row(T* dxr, T* pw, const T* dr, const T* xr, const T* w, T s, int C, T g0,
-                          Accum accum) {
+void rmsnorm_backward_row(T* dxr, const T* br, T* pw, const T* dr, const T* xr, const T* w, T s,
+                          int C, T g0, Accum accum) {
   T sum_dx = 0;
 #pragma omp simd reduction(+ : sum_dx)
   for (int c = 0; c < C; ++c) sum_dx += dr[c] * (g0 + w[c]) * xr[c] * s;
   sum_dx /= C;
   if (accum == Accum::add) {
 #pragma omp simd
-    for (int c = 0; c < C; ++c) dxr[c] += s * (dr[c] * (g0 + w[c]) - xr[c] * s * sum_dx);
+    for (int c = 0; c < C; ++c) dxr[c] = br[c] + s * (dr[c] * (g0 + w[c]) - xr[c] * s * sum_dx);
   } else {
 #pragma omp simd
     for (int c = 0; c < C; ++c) dxr[c] = s * (dr[c] * (g0 + w[c]) - xr[c] * s * sum_dx);
@@ -56,9 +57,12 @@ void rmsnorm_forward(T* out, T* rstd, const T* x, const T* w, int N, int C, T ep
 // dx (+)= rstd * (dxhat - xhat * mean(dxhat * xhat))   (Accum::add adds, ::overwrite replaces;
 //                                                       ops/accum.h)
 // dw += sum_rows dout * xhat                            (accumulates)
+// With base (Accum::add only), dx = base + ...: the sum with another gradient (the residual
+// stream's) in the same pass, bitwise what a copy of base into dx and an add give.
 template <class T>
 void rmsnorm_backward(T* dx, T* dw, const T* dout, const T* x, const T* rstd, const T* w, int N,
-                      int C, T g0, Accum accum) {
+                      int C, T g0, Accum accum, const T* base = nullptr) {
+  if (!base) base = dx;
   // One pass over the rows: dx row by row, and dw through per-chunk partials (ops/row_partials.h)
   // summed while the row is in cache.
   const Chunks ch(N, 16384 / C + 1);
@@ -67,8 +71,8 @@ void rmsnorm_backward(T* dx, T* dw, const T* dout, const T* x, const T* rstd, co
     T* pw = part + k * C;
     for (int c = 0; c < C; ++c) pw[c] = 0;
     for (long r = r0; r < r1; ++r)
-      detail::rmsnorm_backward_row(dx + r * C, pw, dout + r * C, x + r * C, w, rstd[r], C, g0,
-                                   accum);
+      detail::rmsnorm_backward_row(dx + r * C, base + r * C, pw, dout + r * C, x + r * C, w,
+                                   rstd[r], C, g0, accum);
   });
   add_row_chunk_partials(dw, part, ch.count, C);
 }

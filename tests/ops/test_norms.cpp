@@ -229,5 +229,45 @@ TEST(Ops, NormBackwardDoesNotDependOnTheThreadCount) {
   set_thread_count(before);
 }
 
+// dx = base + the gradient through the norm (the residual stream's gradient and the branch's,
+// in one pass) gives bitwise what copying base into dx and adding gives, in float, for both
+// norms; the base is read, never written.
+TEST(Ops, NormBackwardOntoABaseEqualsCopyThenAdd) {
+  constexpr int n = 700, c = 40;
+  std::vector<float> x(n * c), w(c), dout(n * c), base(n * c);
+  Rng rng(8);
+  for (float& v : x) v = static_cast<float>(rng.normal() * 2 + 0.3);
+  for (float& v : w) v = static_cast<float>(rng.normal());
+  for (float& v : dout) v = static_cast<float>(rng.normal());
+  for (float& v : base) v = static_cast<float>(rng.normal() * 3);
+  const std::vector<float> base0 = base;
+  for (bool layer : {false, true}) {
+    std::vector<float> out(n * c), mean(n), rstd(n);
+    auto backward = [&](float* dx, const float* b, std::vector<float>& dw, std::vector<float>& db) {
+      if (layer)
+        ops::layernorm_backward(dx, dw.data(), db.data(), dout.data(), x.data(), mean.data(),
+                                rstd.data(), w.data(), n, c, 0.f, ops::Accum::add, b);
+      else
+        ops::rmsnorm_backward(dx, dw.data(), dout.data(), x.data(), rstd.data(), w.data(), n, c,
+                              1.f, ops::Accum::add, b);
+    };
+    if (layer)
+      ops::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(),
+                             static_cast<const float*>(nullptr), n, c, 1e-5f, 0.f);
+    else
+      ops::rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), n, c, 1e-6f, 1.f);
+    std::vector<float> dx_copy = base, dw1(c, 0.25f), db1(c, -0.5f);
+    backward(dx_copy.data(), nullptr, dw1, db1);
+    std::vector<float> dx_fused(n * c, std::nanf("")), dw2(c, 0.25f), db2(c, -0.5f);
+    backward(dx_fused.data(), base.data(), dw2, db2);
+    const char* name = layer ? "layernorm" : "rmsnorm";
+    EXPECT_EQ(0, std::memcmp(dx_copy.data(), dx_fused.data(), dx_copy.size() * sizeof(float)))
+        << name;
+    EXPECT_EQ(0, std::memcmp(dw1.data(), dw2.data(), c * sizeof(float))) << name;
+    EXPECT_EQ(0, std::memcmp(db1.data(), db2.data(), c * sizeof(float))) << name;
+    EXPECT_EQ(0, std::memcmp(base.data(), base0.data(), base.size() * sizeof(float))) << name;
+  }
+}
+
 }  // namespace
 }  // namespace normlab::test

@@ -74,6 +74,7 @@ BatchLoss Model::loss_and_grads(std::span<const int> idx, std::span<const int> t
   impl_->net.zero_grad();
   const LossStats st = impl_->net.forward(idx.data(), targets.data(), B, T, z_alpha, true);
   impl_->net.backward();
+  impl_->net.grads();  // zero-fills any gradient the backward did not reach (views stay current)
   return {st.loss, st.ce, st.z_loss, st.lse_mean};
 }
 

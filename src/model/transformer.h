@@ -78,11 +78,20 @@ class Transformer {
   const ParamTable& table() const { return table_; }
   std::span<T> params() { return params_; }
   // The gradients (zero after zero_grad() for every parameter no backward has reached since).
-  std::span<T> grads() { return settle_grads(), std::span<T>(grads_); }
+  std::span<T> grads() {
+    settle_grads();
+    return grads_;
+  }
   std::span<const T> params() const { return params_; }
-  std::span<const T> grads() const { return settle_grads(), std::span<const T>(grads_); }
+  std::span<const T> grads() const {
+    settle_grads();
+    return grads_;
+  }
   T* param(const ParamSpec& s) { return params_.data() + s.offset; }
-  T* grad(const ParamSpec& s) { return settle_grads(), grads_.data() + s.offset; }
+  T* grad(const ParamSpec& s) {
+    settle_grads();
+    return grads_.data() + s.offset;
+  }
   int max_batch() const { return maxB_; }
   int max_seq() const { return maxT_; }
 

@@ -442,14 +442,13 @@ json run_sgemm(const BenchConfig& bc, int threads) {
                 {"count", s.count},
                 {"blas_gflops", f / tb / 1e9},
                 {"normlab_gflops", f / tn / 1e9}};
-    {  // gemm_bf16 as it runs here (AMX, AVX512-BF16, or rounded copies + float32)
-      const double th = time_per_call([&] {
-        gemm_bf16(s.ta, s.tb, s.M, s.N, s.K, 1.f, A.data(), lda, Bm.data(), ldb, beta, Cm.data(),
-                  s.N);
-      });
-      t_bf16 += th * s.count;
-      row["bf16_gflops"] = f / th / 1e9;
-    }
+    // gemm_bf16 as it runs here (AMX, AVX512-BF16, or rounded copies + float32)
+    const double th = time_per_call([&] {
+      gemm_bf16(s.ta, s.tb, s.M, s.N, s.K, 1.f, A.data(), lda, Bm.data(), ldb, beta, Cm.data(),
+                s.N);
+    });
+    t_bf16 += th * s.count;
+    row["bf16_gflops"] = f / th / 1e9;
 #if defined(NORMLAB_BENCH_DNNL)
     // oneDNN threads with OpenMP (omp_get_max_threads, set by set_thread_count).
     const double td = time_per_call([&] {

@@ -232,24 +232,35 @@ T max_abs_row(const T* s, int n, T m) {
   for (int j = 0; j < n; ++j) m = std::fabs(s[j]) > m ? std::fabs(s[j]) : m;
   return m;
 }
-// True when every s_j / cap of a row whose largest |s_j| is max_abs lies below kTanhSmall
-// (tensor/vec_math.h), so that tanh_fast_small gives tanh_fast's values without its exponential
-// (scores far below the cap, the common case; max_abs_row skips NaN, which stays NaN either way).
+// The soft-cap rows' tanh: tanh_fast, or with Small (every s_j / cap of the row below kTanhSmall,
+// tensor/vec_math.h) tanh_fast_small, which gives tanh_fast's values there without its
+// exponential (scores far below the cap, the common case). Each row loop is written once, over
+// Small, with plain arguments; below_tanh_small picks the instance from the row's largest |s_j|
+// (max_abs_row skips NaN, which stays NaN either way).
+template <bool Small, class T>
+NORMLAB_INLINE T cap_tanh(T x) {
+  if constexpr (Small)
+    return tanh_fast_small(x);
+  else
+    return tanh_fast(x);
+}
 template <class T>
 bool below_tanh_small(T max_abs, T inv) {
   return max_abs * inv < T(kTanhSmall);
+}
+template <bool Small, class T>
+void softcap_loop(T* s, int n, T cap, T inv) {
+#pragma omp simd
+  for (int j = 0; j < n; ++j) s[j] = cap * cap_tanh<Small>(s[j] * inv);
 }
 // s = cap tanh(s / cap); max_abs: the row's largest |s_j| (max_abs_row).
 template <class T>
 void softcap_row(T* s, int n, T cap, T max_abs) {
   const T inv = T(1) / cap;
-  if (below_tanh_small(max_abs, inv)) {
-#pragma omp simd
-    for (int j = 0; j < n; ++j) s[j] = cap * tanh_fast_small(s[j] * inv);
-  } else {
-#pragma omp simd
-    for (int j = 0; j < n; ++j) s[j] = cap * tanh_fast(s[j] * inv);
-  }
+  if (below_tanh_small(max_abs, inv))
+    softcap_loop<true>(s, n, cap, inv);
+  else
+    softcap_loop<false>(s, n, cap, inv);
 }
 // s_j = exp(s_j - m); returns sum_j s_j, and sum_j e_j s_j (old s_j) in *es when es is not null.
 template <class T>
@@ -285,24 +296,22 @@ void probs_row(T* p, int n, T l) {
 #pragma omp simd
   for (int j = 0; j < n; ++j) p[j] = exp_fast(p[j] - l);
 }
+template <bool Small, class T>
+void probs_capped_loop(T* p, T* g, int n, T l, T cap, T inv, T scale) {
+#pragma omp simd
+  for (int j = 0; j < n; ++j) {
+    const T t = cap_tanh<Small>(p[j] * inv);
+    g[j] = (T(1) - t * t) * scale;
+    p[j] = exp_fast(cap * t - l);
+  }
+}
 template <class T>
 void probs_capped_row(T* p, T* g, int n, T l, T cap, T scale) {
   const T inv = T(1) / cap;
-  if (below_tanh_small(max_abs_row(p, n, T(0)), inv)) {
-#pragma omp simd
-    for (int j = 0; j < n; ++j) {
-      const T t = tanh_fast_small(p[j] * inv);
-      g[j] = (T(1) - t * t) * scale;
-      p[j] = exp_fast(cap * t - l);
-    }
-  } else {
-#pragma omp simd
-    for (int j = 0; j < n; ++j) {
-      const T t = tanh_fast(p[j] * inv);
-      g[j] = (T(1) - t * t) * scale;
-      p[j] = exp_fast(cap * t - l);
-    }
-  }
+  if (below_tanh_small(max_abs_row(p, n, T(0)), inv))
+    probs_capped_loop<true>(p, g, n, l, cap, inv, scale);
+  else
+    probs_capped_loop<false>(p, g, n, l, cap, inv, scale);
 }
 template <class T>
 T dot_row(const T* a, const T* b, int n) {
@@ -323,11 +332,10 @@ void dscores_row(T* d, const T* p, const T* g, int n, T dot, T scale) {
   }
 }
 
+struct AttnScratch;  // thread_scratch's owner tag: the tiles' scores, probabilities, cap factors
 template <class T>
 T* attn_scratch(int slot, long n) {
-  thread_local std::vector<T> buf[3];
-  if (static_cast<long>(buf[slot].size()) < n) buf[slot].resize(n);
-  return buf[slot].data();
+  return thread_scratch<AttnScratch, 3, T>(slot, n);
 }
 }  // namespace detail
 

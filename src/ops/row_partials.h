@@ -4,9 +4,11 @@
 // partials are then added in chunk order. Chunk bounds depend only on the problem size, so the
 // result does not depend on the thread count, and the rows are read once instead of twice.
 #pragma once
-#include <vector>
+#include "tensor/threading.h"
 
 namespace normlab::ops {
+
+struct RowPartials;  // thread_scratch's owner tag
 
 // Scratch for n partial values, owned by the calling thread (the workers of one parallel loop
 // write into their caller's buffer; nested loops run serially, so one buffer per thread
@@ -14,9 +16,7 @@ namespace normlab::ops {
 // its own row.
 template <class T>
 T* row_chunk_partials(long n, int slot = 0) {
-  thread_local std::vector<T> buf[2];
-  if (static_cast<long>(buf[slot].size()) < n) buf[slot].resize(n);
-  return buf[slot].data();
+  return thread_scratch<RowPartials, 2, T>(slot, n);
 }
 
 // dst[c] += sum over chunks k, in order, of part[k * C + c]. The sums build up in part's first

@@ -522,43 +522,29 @@ void gemm_bf16_amx(const Problem& p, bool allow_parallel) {
     }
     const float beta = blk.ks == 0 ? p.beta : 1.f;
     alignas(64) float out[32 * 32];
-    // The 32 x 32 blocks of rows [ir, ir + 32) x panel jp; sl[].b point at the panel.
-    auto panel_blocks = [&](int ir, int jp) {
-      const int mr = std::min(32, mcur - ir);
-      const u32* ap = apack + amx_a_index(ir, 0, as);
+    for (int jp = jp0; jp < jp1; ++jp) {
       const int j0 = jp * NR, ncur = std::min(NR, blk.nc - j0);
-      for (int jg = 0; jg < ncur; jg += 32) {
-        const int nc = std::min(32, ncur - jg);
-        float* c = p.C + static_cast<long>(i0 + ir) * p.ldc + blk.jc + j0 + jg;
-        // A full block with C = the sums (alpha 1, beta 0) goes from the tiles into C directly.
-        const bool direct = mr == 32 && nc == 32 && p.alpha == 1.f && beta == 0.f;
-        float* o = direct ? c : out;
-        const long ldo = direct ? p.ldc : 32;
-        if (mr > 16 && nc > 16)
-          amx_block<2, 2>(nslices, sl, ap, as, jg, o, ldo);
-        else if (mr > 16)
-          amx_block<2, 1>(nslices, sl, ap, as, jg, o, ldo);
-        else if (nc > 16)
-          amx_block<1, 2>(nslices, sl, ap, as, jg, o, ldo);
-        else
-          amx_block<1, 1>(nslices, sl, ap, as, jg, o, ldo);
-        if (!direct) amx_store(out, c, p.ldc, mr, nc, p.alpha, beta);
-      }
-    };
-    auto point_at = [&](int jp) {
       for (int s = 0; s < nslices; ++s) sl[s].b = panel(blk, jp, s * KC);
-    };
-    // The order of the blocks changes no value (each is summed over all the sums by itself). When
-    // a 32-row group of A fits in a third of L1 (K <= 384: 32 x 192 words, 24 KiB), it stays
-    // there while the tile's panels of B stream by from L2; longer rows do not, and then a panel
-    // (reused by every row group) is the one kept close.
-    if (as <= 192) {
-      for (int ir = 0; ir < mcur; ir += 32)
-        for (int jp = jp0; jp < jp1; ++jp) point_at(jp), panel_blocks(ir, jp);
-    } else {
-      for (int jp = jp0; jp < jp1; ++jp) {
-        point_at(jp);
-        for (int ir = 0; ir < mcur; ir += 32) panel_blocks(ir, jp);
+      for (int ir = 0; ir < mcur; ir += 32) {
+        const int mr = std::min(32, mcur - ir);
+        const u32* ap = apack + amx_a_index(ir, 0, as);
+        for (int jg = 0; jg < ncur; jg += 32) {
+          const int nc = std::min(32, ncur - jg);
+          float* c = p.C + static_cast<long>(i0 + ir) * p.ldc + blk.jc + j0 + jg;
+          // A full block with C = the sums (alpha 1, beta 0) goes from the tiles into C directly.
+          const bool direct = mr == 32 && nc == 32 && p.alpha == 1.f && beta == 0.f;
+          float* o = direct ? c : out;
+          const long ldo = direct ? p.ldc : 32;
+          if (mr > 16 && nc > 16)
+            amx_block<2, 2>(nslices, sl, ap, as, jg, o, ldo);
+          else if (mr > 16)
+            amx_block<2, 1>(nslices, sl, ap, as, jg, o, ldo);
+          else if (nc > 16)
+            amx_block<1, 2>(nslices, sl, ap, as, jg, o, ldo);
+          else
+            amx_block<1, 1>(nslices, sl, ap, as, jg, o, ldo);
+          if (!direct) amx_store(out, c, p.ldc, mr, nc, p.alpha, beta);
+        }
       }
     }
   };

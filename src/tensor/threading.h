@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <type_traits>
+#include <vector>
 
 namespace normlab {
 
@@ -41,6 +42,17 @@ void parallel_team(F&& f) {
 // The chunk cap: a parallel loop splits its range into at most kMaxChunks chunks, so per-chunk
 // partial sums (reduced afterwards in chunk order) fit in a `double part[kMaxChunks]`.
 inline constexpr long kMaxChunks = 64;
+
+// Scratch of the calling thread that grows and is then reused (nothing allocated in steady
+// state): Slots buffers of T for each Owner, a tag type naming the kernel that uses them, so that
+// two kernels never share one. The workers of a parallel loop each get their own. Contents are
+// undefined.
+template <class Owner, int Slots, class T>
+T* thread_scratch(int slot, long n) {
+  thread_local std::vector<T> buf[Slots];
+  if (static_cast<long>(buf[slot].size()) < n) buf[slot].resize(n);
+  return buf[slot].data();
+}
 
 // The chunks of [0, n) that parallel_for uses: at most kMaxChunks, each at least `grain` long and,
 // when grain >= 16, a multiple of 16 (whole cache lines of float) except the last.

@@ -223,7 +223,6 @@ void Transformer<T>::init_params(std::uint64_t seed) {
 template <class T>
 void Transformer<T>::zero_grad() {
   unfilled_.assign(table_.specs().size(), 1);
-  any_unfilled_ = !unfilled_.empty();
 }
 
 namespace {
@@ -244,7 +243,7 @@ void zero_fill(T* g, long n) {
 template <class T>
 T* Transformer<T>::g(long off) {
   if (off == kNone) return nullptr;
-  if (any_unfilled_) {
+  if (!unfilled_.empty()) {
     const std::size_t i = spec_at(table_, off);
     if (unfilled_[i]) {
       zero_fill(grads_.data() + off, table_.specs()[i].numel);
@@ -256,7 +255,7 @@ T* Transformer<T>::g(long off) {
 
 template <class T>
 ops::Accum Transformer<T>::grad_accum(long off) {
-  if (off == kNone || !any_unfilled_) return ops::Accum::add;
+  if (off == kNone || unfilled_.empty()) return ops::Accum::add;
   const std::size_t i = spec_at(table_, off);
   if (!unfilled_[i]) return ops::Accum::add;
   unfilled_[i] = 0;
@@ -265,14 +264,10 @@ ops::Accum Transformer<T>::grad_accum(long off) {
 
 template <class T>
 void Transformer<T>::settle_grads() const {
-  if (!any_unfilled_) return;
   const auto& sp = table_.specs();
-  for (std::size_t i = 0; i < sp.size(); ++i)
-    if (unfilled_[i]) {
-      zero_fill(grads_.data() + sp[i].offset, sp[i].numel);
-      unfilled_[i] = 0;
-    }
-  any_unfilled_ = false;
+  for (std::size_t i = 0; i < unfilled_.size(); ++i)
+    if (unfilled_[i]) zero_fill(grads_.data() + sp[i].offset, sp[i].numel);
+  unfilled_.clear();
 }
 
 // ---------------------------------------------------------------------------------------------

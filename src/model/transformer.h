@@ -226,9 +226,9 @@ class Transformer {
   int B_ = 0, T_ = 0;  // shape of the current forward pass
   std::vector<T> params_;
   mutable std::vector<T> grads_;
-  // Per parameter (table order): its gradient is zero by zero_grad() but not yet filled.
+  // Per parameter (table order): its gradient is zero by zero_grad() but not yet filled; empty
+  // when every gradient is filled.
   mutable std::vector<unsigned char> unfilled_;
-  mutable bool any_unfilled_ = false;
 
   long tok_emb_ = kNone, pos_emb_ = kNone, lm_head_ = kNone;
   NormSlots final_norm_;

@@ -37,8 +37,9 @@ namespace {
 // KC-slices, jr over B micro-panels (KC x NR, reused from L1/L2 while ir runs over MR-row
 // micro-panels of the MC x KC block of A, which stays in L2).
 // The blocking constants, Problem and the loops themselves: gemm_loops.h (shared with the bf16
-// kernel). op(B) is packed KS sums at a time (at most KS x NC floats of scratch, 16 MiB).
+// kernel). op(B) is packed KS sums at a time (at most KS x NC floats of scratch, 8 MiB).
 using namespace gemm_detail;
+constexpr int NC = nc_for<float>();
 
 thread_local Scratch<float> b_scratch;
 #if defined(NL_GEMM_AVX2)
@@ -375,7 +376,7 @@ void sgemm_blocked(const Problem& p, bool allow_parallel) {
     }
   };
 #endif
-  blocked_loops(p, allow_parallel, pack_b, tile);
+  blocked_loops<NC>(p, allow_parallel, pack_b, tile);
 }
 
 }  // namespace

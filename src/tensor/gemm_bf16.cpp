@@ -42,6 +42,7 @@ using u32 = std::uint32_t;
 // "word" holds bf16 of sums k (low half) and k + 1 (high half); an odd last sum is paired with 0
 // on both sides, so the padding adds 0 * 0.
 using namespace gemm_detail;
+constexpr int NC = nc_for<u32, 2>();
 
 thread_local Scratch<u32> b_scratch;  // packed op(B): KS / 2 x NC words at most (8 MiB)
 thread_local Scratch<u32> a_scratch;  // one packed MC x KC block of op(A) per thread (48 KiB)
@@ -253,7 +254,7 @@ void gemm_bf16_blocked(const Problem& p, bool allow_parallel, bool hardware) {
       }
     }
   };
-  blocked_loops(p, allow_parallel, pack_b, tile);
+  blocked_loops<NC>(p, allow_parallel, pack_b, tile);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -548,7 +549,7 @@ void gemm_bf16_amx(const Problem& p, bool allow_parallel) {
       }
     }
   };
-  blocked_loops(p, allow_parallel, pack_b, tile);
+  blocked_loops<NC>(p, allow_parallel, pack_b, tile);
 }
 
 // The CPU has AMX-TILE and AMX-BF16 (CPUID leaf 7, EDX bits 24 and 22), AVX-512 with BF16 for

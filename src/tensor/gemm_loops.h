@@ -11,12 +11,27 @@
 
 namespace normlab::gemm_detail {
 
-// MR x NR micro-tiles; KC sums per packed slice; MC rows per block of A; NC columns and KS sums of
-// op(B) packed at a time (KS x NC values of scratch at most).
+// MR x NR micro-tiles; KC sums per packed slice; MC rows per block of A; KS sums of op(B) packed at
+// a time. The columns packed at a time (NC) are each kernel's own: nc_for<Word>, so that one
+// packed KC-slice of a column block (KC x NC values) takes kSliceBytes.
 constexpr int MR = 6, NR = 64;
-constexpr int KC = 256, MC = 96, NC = 1024;
+constexpr int KC = 256, MC = 96;
 constexpr int KS = 16 * KC;
-static_assert(MC % MR == 0 && NC % NR == 0 && KC % 2 == 0);
+static_assert(MC % MR == 0 && KC % 2 == 0);
+
+// 512 KiB: a quarter of the L2 of a Sapphire Rapids core, half of a Zen 4 core's. With 1 MiB
+// slices (float32 at NC = 1024, until 2026-12-02) the B slice, the MC x NC block of C and A's
+// block no longer fitted the L2 together, and the forward products of wide layers (N = 1152,
+// 1536, K = 384) ran 5 to 15% slower on one thread of the Intel machine (bench/notes.md, item 9).
+constexpr long kSliceBytes = 512 * 1024;
+// Columns of op(B) packed at a time for a kernel whose packed B holds Word per sum (float) or per
+// pair of sums (bf16 pairs in a 32-bit word): 512 for float32, 1024 for bf16.
+template <class Word, int SumsPerWord = 1>
+constexpr int nc_for() {
+  constexpr long nc = kSliceBytes / (static_cast<long>(KC / SumsPerWord) * sizeof(Word));
+  static_assert(nc % NR == 0 && nc > 0);
+  return static_cast<int>(nc);
+}
 
 struct Problem {
   bool ta, tb;
@@ -79,7 +94,8 @@ inline void scale_c(const Problem& p) {
   }
 }
 
-// One block of NC columns x KS sums: columns [jc, jc + nc) in npanels NR-panels, sums [ks, kend).
+// One block of at most NC columns x KS sums: columns [jc, jc + nc) in npanels NR-panels,
+// sums [ks, kend).
 struct Block {
   int jc, nc, npanels, ks, kend;
 };
@@ -91,7 +107,7 @@ struct Block {
 // tile(block, i0, mcur, jp0, jp1) computes rows [i0, i0 + mcur) x panels [jp0, jp1) over all the
 // block's sums. A tile is computed by one thread from its first sum to its last, in a fixed order:
 // results do not depend on the number of threads. K <= 0 only scales C.
-template <class PackB, class Tile>
+template <int NC, class PackB, class Tile>
 void blocked_loops(const Problem& p, bool allow_parallel, PackB&& pack_b, Tile&& tile) {
   if (p.M <= 0 || p.N <= 0) return;
   if (p.K <= 0) {

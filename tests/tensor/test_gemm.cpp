@@ -38,9 +38,10 @@ TEST(Gemm, DoubleMatchesReference) { check_all<double>(1e-12); }
 
 TEST(Gemm, FloatMatchesDoubleReferenceOnModelShapes) {
   Rng rng(3);
-  const int dims[][3] = {{1, 1, 1},      {7, 5, 9},        {13, 67, 3},
-                         {70, 129, 200}, {300, 70, 517},   {6, 64, 64},
-                         {64, 256, 64},  {257, 1000, 300}, {20, 70, 9000}};
+  // 1000 and 1030 columns: two and three column blocks of 512 (gemm.cpp's NC), the last one narrow.
+  const int dims[][3] = {{1, 1, 1},      {7, 5, 9},     {13, 67, 3},   {70, 129, 200},
+                         {300, 70, 517}, {6, 64, 64},   {64, 256, 64}, {257, 1000, 300},
+                         {50, 1030, 71}, {20, 70, 9000}};
   for (const auto& d : dims)
     for (bool ta : {false, true})
       for (bool tb : {false, true})

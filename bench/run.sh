@@ -5,8 +5,8 @@
 #
 # Environment (all optional):
 #   BUILD_DIR=build      where normlab_bench is built (cmake --build "$BUILD_DIR" --target normlab_bench)
-#   ROUNDS=3             rounds; each round runs every configuration and implementation once, in
-#                        turn, so that a noisy moment hits all of them; the table shows medians
+#   ROUNDS=3             rounds; each round runs every configuration and implementation once, a
+#                        configuration's runs back to back (below); the table shows medians
 #   CONFIGS="a b c c_matched"  which configurations (bench/bench_train.cpp, docs/benchmarks.md)
 #   THREADS=2            threads for normlab and torch.set_num_threads
 #   STEPS=10 WARMUP=3    timed steps (median reported) after warm-up steps
@@ -77,9 +77,41 @@ run() {
   fi
 }
 
-# Each round runs one kind of measurement over every configuration before the next kind, so that
-# the configurations' normlab runs (compared with each other: c against a) follow each other within
-# seconds, and each kind sees the machine in the same state for every configuration.
+# Each round takes the configurations one after the other and runs all of a configuration's
+# measurements back to back: the sgemm rates (the MFU denominator), then normlab and PyTorch, so
+# that the runs a ratio compares are seconds to a minute apart, not the several minutes that
+# separate them when each kind runs over every configuration first. The machines this runs on
+# drift by up to 2x within minutes (bench/notes.md), and with kind after kind normlab's runs all
+# fell in one part of a round and PyTorch's in another. Odd rounds run normlab first, even rounds
+# PyTorch first, so that neither always takes the earlier minute.
+impls() {  # the measurements of config $1 in round $2, in the order of that round
+  local c=$1 r=$2 list=(normlab normlab_bf16 eager)
+  [ "$COMPILE" = 1 ] && list+=(compile)
+  [ "$AUTOCAST" = 1 ] && list+=(autocast)
+  [ "$AUTOCAST" = 1 ] && [ "$COMPILE" = 1 ] && list+=(autocast_compile)
+  if [ $((r % 2)) = 0 ]; then
+    local rev=()
+    for ((i = ${#list[@]} - 1; i >= 0; i--)); do rev+=("${list[i]}"); done
+    list=("${rev[@]}")
+  fi
+  echo "${list[@]}"
+}
+measure() {  # measure KIND CONFIG ROUND
+  local kind=$1 c=$2 r=$3
+  local torch=(env OMP_WAIT_POLICY=PASSIVE "$PYTHON" "$ROOT/bench/torch_bench.py" "$c"
+    --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS")
+  case $kind in
+    normlab)
+      run "normlab_${c}_r$r" "$BENCH" train "$c" --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS" ;;
+    normlab_bf16)
+      run "normlab_bf16_${c}_r$r" "$BENCH" train "$c" --steps "$STEPS" --warmup "$WARMUP" \
+        --threads "$THREADS" --precision bf16 ;;
+    eager) run "eager_${c}_r$r" "${torch[@]}" ;;
+    compile) run "compile_${c}_r$r" "${torch[@]}" --compile ;;
+    autocast) run "autocast_${c}_r$r" "${torch[@]}" --autocast ;;
+    autocast_compile) run "autocast_compile_${c}_r$r" "${torch[@]}" --autocast --compile ;;
+  esac
+}
 for r in $(seq 1 "$ROUNDS"); do
   echo "round $r/$ROUNDS" >&2
   for c in $CONFIGS; do
@@ -90,37 +122,8 @@ for r in $(seq 1 "$ROUNDS"); do
     if [ "$HAS_AVX512" = 1 ]; then
       run "sgemm_skx_${c}_r$r" env OPENBLAS_CORETYPE=SkylakeX "$BENCH" sgemm "$c" --threads "$THREADS"
     fi
+    for kind in $(impls "$c" "$r"); do measure "$kind" "$c" "$r"; done
   done
-  for c in $CONFIGS; do
-    run "normlab_${c}_r$r" "$BENCH" train "$c" --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS"
-  done
-  for c in $CONFIGS; do
-    run "normlab_bf16_${c}_r$r" "$BENCH" train "$c" --steps "$STEPS" --warmup "$WARMUP" \
-      --threads "$THREADS" --precision bf16
-  done
-  for c in $CONFIGS; do
-    run "eager_${c}_r$r" env OMP_WAIT_POLICY=PASSIVE "$PYTHON" "$ROOT/bench/torch_bench.py" "$c" \
-      --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS"
-  done
-  if [ "$COMPILE" = 1 ]; then
-    for c in $CONFIGS; do
-      run "compile_${c}_r$r" env OMP_WAIT_POLICY=PASSIVE "$PYTHON" "$ROOT/bench/torch_bench.py" "$c" \
-        --compile --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS"
-    done
-  fi
-  if [ "$AUTOCAST" = 1 ]; then
-    for c in $CONFIGS; do
-      run "autocast_${c}_r$r" env OMP_WAIT_POLICY=PASSIVE "$PYTHON" "$ROOT/bench/torch_bench.py" "$c" \
-        --autocast --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS"
-    done
-    if [ "$COMPILE" = 1 ]; then
-      for c in $CONFIGS; do
-        run "autocast_compile_${c}_r$r" env OMP_WAIT_POLICY=PASSIVE "$PYTHON" \
-          "$ROOT/bench/torch_bench.py" "$c" --autocast --compile --steps "$STEPS" --warmup "$WARMUP" \
-          --threads "$THREADS"
-      done
-    fi
-  fi
 done
 
 cmd="bench/run.sh"

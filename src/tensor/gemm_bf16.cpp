@@ -42,7 +42,9 @@ using u32 = std::uint32_t;
 // "word" holds bf16 of sums k (low half) and k + 1 (high half); an odd last sum is paired with 0
 // on both sides, so the padding adds 0 * 0.
 using namespace gemm_detail;
-constexpr int NC = nc_for<u32, 2>();
+// At most 1024 columns of op(B) per block for the AVX512-BF16 kernel (a packed KC-slice: 512 KiB);
+// the AMX kernel's are below (NC_AMX).
+constexpr int NC = 1024;
 
 thread_local Scratch<u32> b_scratch;  // packed op(B): KS / 2 x NC words at most (8 MiB)
 thread_local Scratch<u32> a_scratch;  // one packed MC x KC block of op(A) per thread (48 KiB)
@@ -490,6 +492,15 @@ NL_TARGET_AMX void amx_store(const float* out, float* c, long ldc, int mr, int n
     }
 }
 
+// At most 2048 columns of op(B) per block for the AMX kernel. A tile packs its rows of op(A) once
+// per block, from float32 in memory, and that read is not overlapped with the tile products: with
+// fewer blocks A is read fewer times. One thread, alternated with 1024-column blocks (the width
+// before 2026-12-02) in one process, best of 12, three runs: 2048 x 1152 x 384 (one block instead
+// of 1024 + 128) 1.25-1.34x, 2048 x 1536 x 384 1.08-1.17x, 2048 x 3072 x 384 (2 x 1536 instead of
+// 3 x 1024) 0.98-1.07x, b's 256-row forward shapes unchanged. Wider blocks did not pay: 3072
+// columns in one block ran 0.70-0.85x on that last shape.
+constexpr int NC_AMX = 2048;
+
 thread_local Scratch<u32> amx_a_scratch;  // op(A) of one tile over a block's sums: 96 x 2048 words
 
 // The loops of gemm_loops.h (so results do not depend on the thread count), with the AMX layouts:
@@ -497,8 +508,8 @@ thread_local Scratch<u32> amx_a_scratch;  // op(A) of one tile over a block's su
 // by one over all of them.
 void gemm_bf16_amx(const Problem& p, bool allow_parallel) {
   const int kmax = std::min(KS, (std::max(p.K, 0) + KC - 1) / KC * KC);
-  u32* bpack =
-      b_scratch.get(static_cast<std::size_t>(kmax / 2) * std::min(NC, (p.N + NR - 1) / NR * NR));
+  u32* bpack = b_scratch.get(static_cast<std::size_t>(kmax / 2) *
+                             std::min(NC_AMX, (p.N + NR - 1) / NR * NR));
   // Slice pc (relative to ks): npanels panels of amx_kpairs(kc) x NR words, from pc / 2 * npanels
   // * NR (a full slice has KC / 2 k-pairs, a multiple of 16).
   auto panel = [&](const Block& blk, int jp, int pc) {
@@ -568,7 +579,7 @@ void gemm_bf16_amx(const Problem& p, bool allow_parallel) {
           for (int jg = 0; jg < ncur; jg += 32) block(ir, jp, jg);
     }
   };
-  blocked_loops<NC>(p, allow_parallel, pack_b, tile);
+  blocked_loops<NC_AMX>(p, allow_parallel, pack_b, tile);
 }
 
 // The CPU has AMX-TILE and AMX-BF16 (CPUID leaf 7, EDX bits 24 and 22), AVX-512 with BF16 for

@@ -12,26 +12,11 @@
 namespace normlab::gemm_detail {
 
 // MR x NR micro-tiles; KC sums per packed slice; MC rows per block of A; KS sums of op(B) packed at
-// a time. The columns packed at a time (NC) are each kernel's own: nc_for<Word>, so that one
-// packed KC-slice of a column block (KC x NC values) takes kSliceBytes.
+// a time. How many columns of op(B) are packed at a time is each kernel's own (NC below).
 constexpr int MR = 6, NR = 64;
 constexpr int KC = 256, MC = 96;
 constexpr int KS = 16 * KC;
 static_assert(MC % MR == 0 && KC % 2 == 0);
-
-// 512 KiB: a quarter of the L2 of a Sapphire Rapids core, half of a Zen 4 core's. With 1 MiB
-// slices (float32 at NC = 1024, until 2026-12-02) the B slice, the MC x NC block of C and A's
-// block no longer fitted the L2 together, and the forward products of wide layers (N = 1152,
-// 1536, K = 384) ran 5 to 15% slower on one thread of the Intel machine (bench/notes.md, item 9).
-constexpr long kSliceBytes = 512 * 1024;
-// Columns of op(B) packed at a time for a kernel whose packed B holds Word per sum (float) or per
-// pair of sums (bf16 pairs in a 32-bit word): 512 for float32, 1024 for bf16.
-template <class Word, int SumsPerWord = 1>
-constexpr int nc_for() {
-  constexpr long nc = kSliceBytes / (static_cast<long>(KC / SumsPerWord) * sizeof(Word));
-  static_assert(nc % NR == 0 && nc > 0);
-  return static_cast<int>(nc);
-}
 
 struct Problem {
   bool ta, tb;
@@ -94,13 +79,14 @@ inline void scale_c(const Problem& p) {
   }
 }
 
-// One block of at most NC columns x KS sums: columns [jc, jc + nc) in npanels NR-panels,
-// sums [ks, kend).
+// One block of columns x KS sums: columns [jc, jc + nc) in npanels NR-panels, sums [ks, kend).
 struct Block {
   int jc, nc, npanels, ks, kend;
 };
 
-// Blocks of NC columns x KS sums one after the other; for each, op(B) is packed first
+// Blocks of columns x KS sums one after the other, the columns split into as few blocks of at most
+// NC columns as there can be, of equal widths (whole NR-panels; the last one may be narrower): 1152
+// columns at NC = 512 are 3 x 384, not 512 + 512 + 128. For each block, op(B) is packed first
 // (pack_b(block, panel, slice start relative to ks), the units claimed by the threads when the
 // block is large), then the tiles are claimed by the threads from a shared counter (parallel_for),
 // so that a thread the OS has put aside does not hold the others back:
@@ -118,9 +104,12 @@ void blocked_loops(const Problem& p, bool allow_parallel, PackB&& pack_b, Tile&&
   const bool par = allow_parallel && !in_parallel() && thread_count() > 1 && flops > 4e6;
   const int nth = par ? thread_count() : 1;
   const int mblocks_max = (p.M + MC - 1) / MC;
-  for (int jc = 0; jc < p.N; jc += NC)
+  static_assert(NC % NR == 0);
+  const int nblocks = (p.N + NC - 1) / NC;
+  const int width = ((p.N + nblocks - 1) / nblocks + NR - 1) / NR * NR;
+  for (int jc = 0; jc < p.N; jc += width)
     for (int ks = 0; ks < p.K; ks += KS) {
-      const int nc = std::min(NC, p.N - jc);
+      const int nc = std::min(width, p.N - jc);
       const Block blk{jc, nc, (nc + NR - 1) / NR, ks, std::min(p.K, ks + KS)};
       const long kslices = (blk.kend - ks + KC - 1) / KC;
       const long nwork = blk.npanels * kslices;

@@ -172,9 +172,11 @@ std::vector<float> run(const GemmFn& f, const Case& c) {
   return C;
 }
 
+// 1030 and 2100 columns: two and three blocks of columns of the AVX512-BF16 kernel (at most 1024
+// each), one and two of the AMX kernel's (at most 2048).
 const Shape kShapes[] = {
-    {1, 1, 1},      {5, 3, 1},     {7, 13, 3},     {13, 70, 37},    {6, 64, 256},
-    {31, 129, 259}, {97, 65, 513}, {50, 1030, 71}, {200, 300, 101}, {33, 17, 4200},
+    {1, 1, 1},     {5, 3, 1},      {7, 13, 3},     {13, 70, 37},    {6, 64, 256},   {31, 129, 259},
+    {97, 65, 513}, {50, 1030, 71}, {20, 2100, 40}, {200, 300, 101}, {33, 17, 4200},
 };
 
 // fp32 accumulation of K bf16 products (each exact), the alpha scale and the beta add: a few

@@ -78,15 +78,18 @@ run() {
 }
 
 # Each round takes the configurations one after the other and runs all of a configuration's
-# measurements back to back: the sgemm rates (the MFU denominator), then normlab and PyTorch, so
+# measurements back to back: the sgemm rates (the MFU denominator), then normlab float32 with
+# PyTorch's float32 eager and compiled, then normlab bf16 with PyTorch's autocast peers, so
 # that the runs a ratio compares are seconds to a minute apart, not the several minutes that
 # separate them when each kind runs over every configuration first. The machines this runs on
 # drift by up to 2x within minutes (bench/notes.md), and with kind after kind normlab's runs all
 # fell in one part of a round and PyTorch's in another. Odd rounds run normlab first, even rounds
 # PyTorch first, so that neither always takes the earlier minute.
-impls() {  # the measurements of config $1 in round $2, in the order of that round
-  local c=$1 r=$2 list=(normlab normlab_bf16 eager)
+impls() {  # the measurements of config $1 in round $2, in the order of that round: each normlab
+  # precision next to its PyTorch peers
+  local c=$1 r=$2 list=(normlab eager)
   [ "$COMPILE" = 1 ] && list+=(compile)
+  list+=(normlab_bf16)
   [ "$AUTOCAST" = 1 ] && list+=(autocast)
   [ "$AUTOCAST" = 1 ] && [ "$COMPILE" = 1 ] && list+=(autocast_compile)
   if [ $((r % 2)) = 0 ]; then

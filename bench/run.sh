@@ -80,7 +80,7 @@ run() {
 # Each round takes the configurations one after the other and runs all of a configuration's
 # measurements back to back: the sgemm rates (the MFU denominator), then normlab float32 with
 # PyTorch's float32 eager and compiled, then normlab bf16 with PyTorch's autocast peers, so
-# that the runs a ratio compares are seconds to a minute apart, not the several minutes that
+# that the runs a ratio compares are seconds to about two minutes apart, not the many minutes that
 # separate them when each kind runs over every configuration first. The machines this runs on
 # drift by up to 2x within minutes (bench/notes.md), and with kind after kind normlab's runs all
 # fell in one part of a round and PyTorch's in another. Odd rounds run normlab first, even rounds

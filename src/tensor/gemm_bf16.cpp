@@ -46,7 +46,7 @@ using namespace gemm_detail;
 // the AMX kernel's are below (NC_AMX).
 constexpr int NC = 1024;
 
-thread_local Scratch<u32> b_scratch;  // packed op(B): KS / 2 x NC words at most (8 MiB)
+thread_local Scratch<u32> b_scratch;  // packed op(B): KS / 2 x NC words at most (8 MiB; AMX: 16)
 thread_local Scratch<u32> a_scratch;  // one packed MC x KC block of op(A) per thread (48 KiB)
 
 // bf16 bits of x in the low half of a word: bf16_bits (gemm_bf16.h) without a branch, so that the

@@ -38,7 +38,8 @@ TEST(Gemm, DoubleMatchesReference) { check_all<double>(1e-12); }
 
 TEST(Gemm, FloatMatchesDoubleReferenceOnModelShapes) {
   Rng rng(3);
-  // 1000 and 1030 columns: two and three column blocks of 512 (gemm.cpp's NC), the last one narrow.
+  // 1000 and 1030 columns: two and three column blocks of at most 512 (gemm.cpp's NC), the last
+  // one narrower.
   const int dims[][3] = {{1, 1, 1},      {7, 5, 9},     {13, 67, 3},   {70, 129, 200},
                          {300, 70, 517}, {6, 64, 64},   {64, 256, 64}, {257, 1000, 300},
                          {50, 1030, 71}, {20, 70, 9000}};

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# A/B of normlab's GEMM kernels in one process (bench/ab_gemm.cpp): src/tensor of git revision REV
+# ("base") against the working tree ("work"), each shape's two builds called in alternation.
+#
+#   bench/ab_gemm.sh REV [float|bf16] [REPS] [THREADS] < shapes      # lines "M N K TA TB"
+#   echo "2048 1152 384 0 1" | bench/ab_gemm.sh HEAD~1 bf16
+#
+# Same compiler flags as the build (-O3 -march=native -fno-math-errno); OUT=/tmp/normlab-ab is where
+# the two source trees and the binary go.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+REV=${1:?usage: bench/ab_gemm.sh REV [float|bf16] [REPS] [THREADS] < shapes}
+KIND=${2:-float}
+REPS=${3:-15}
+THREADS=${4:-1}
+OUT=${OUT:-/tmp/normlab-ab}
+CXX=${CXX:-g++}
+FLAGS=(-O3 -march=native -fno-math-errno -std=c++20)
+SRCS=(gemm gemm_bf16 threading)
+
+rm -rf "$OUT" && mkdir -p "$OUT/base/tensor" "$OUT/work/tensor"
+for f in gemm.h gemm.cpp gemm_bf16.h gemm_bf16.cpp gemm_loops.h threading.h threading.cpp; do
+  git -C "$ROOT" show "$REV:src/tensor/$f" >"$OUT/base/tensor/$f"
+  cp "$ROOT/src/tensor/$f" "$OUT/work/tensor/$f"
+done
+objs=() pids=()
+for v in base work; do
+  for s in "${SRCS[@]}"; do
+    "$CXX" "${FLAGS[@]}" -I"$OUT/$v" -Dnormlab="nl_ab_$v" -c "$OUT/$v/tensor/$s.cpp" \
+      -o "$OUT/${v}_$s.o" &
+    pids+=($!) objs+=("$OUT/${v}_$s.o")
+  done
+  "$CXX" "${FLAGS[@]}" -I"$OUT/$v" -Dnormlab="nl_ab_$v" -DAB_NAME="ab_gemm_$v" \
+    -c "$ROOT/bench/ab_gemm_wrap.cpp" -o "$OUT/${v}_wrap.o" &
+  pids+=($!) objs+=("$OUT/${v}_wrap.o")
+done
+for p in "${pids[@]}"; do wait "$p"; done  # set -e: a failed compile stops here
+"$CXX" "${FLAGS[@]}" "$ROOT/bench/ab_gemm.cpp" "${objs[@]}" -lopenblas -lgomp -lpthread \
+  -o "$OUT/ab_gemm"
+while read -r M N K TA TB _; do
+  [ -z "${M:-}" ] && continue
+  case $M in \#*) continue ;; esac
+  "$OUT/ab_gemm" "$M" "$N" "$K" "$TA" "$TB" "$KIND" "$REPS" "$THREADS"
+done

@@ -378,8 +378,9 @@ NL_TARGET_AMX void pack_a_amx(u32* __restrict ap, long as, int kp0, bool ta, con
   } else {
     // k-pairs outer: the tile's columns of each row of A (4 mc bytes) are read as one run. With
     // the columns outer, each 16 x 16 step read a single 64-byte line from each of 32 rows lda
-    // floats apart, one row after the other, which the prefetchers do not follow (c's bf16 dW
-    // shapes, one thread, the two orders alternated: 1.05-1.25x faster this way).
+    // floats apart, one row after the other. c's bf16 dW products, one thread, the two orders
+    // alternated (bench/ab_gemm.sh): 1.18x where A has 384 columns (wo), 1.01x at 3072 (w_in),
+    // but 0.93-0.96x at 1152 (wqkv), in every run; not understood.
     __m512i w[16];
     for (int kp = 0; kp < kp16; kp += 16)
       for (int i = 0; i < mc16; i += 16) {

@@ -42,8 +42,8 @@ using namespace gemm_detail;
 // At most 512 columns of op(B) per block: a packed KC-slice of a block is 512 KiB, a quarter of the
 // L2 of a Sapphire Rapids core and half of a Zen 4 core's. With 1024 (until 2026-12-02) the slice,
 // the MC x NC block of C and A's block did not fit the L2 together, and the forward products of
-// wide layers (1152 and 1536 columns, K = 384) ran 5 to 15% slower on one thread of the Intel
-// machine (bench/notes.md, item 9).
+// wide layers (1152 and 1536 columns, K = 384) ran 4 to 15% slower on one thread of the Intel
+// machine (4-7% in a quiet hour; bench/notes.md, item 9).
 constexpr int NC = 512;
 
 thread_local Scratch<float> b_scratch;

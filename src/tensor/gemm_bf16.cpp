@@ -498,8 +498,8 @@ NL_TARGET_AMX void amx_store(const float* out, float* c, long ldc, int mr, int n
 // fewer blocks A is read fewer times. One thread, alternated with 1024-column blocks (the width
 // before 2026-12-02) in one process, best of 12, three runs: 2048 x 1152 x 384 (one block instead
 // of 1024 + 128) 1.25-1.34x, 2048 x 1536 x 384 1.08-1.17x, 2048 x 3072 x 384 (2 x 1536 instead of
-// 3 x 1024) 0.98-1.07x, b's 256-row forward shapes unchanged. Wider blocks did not pay: 3072
-// columns in one block ran 0.70-0.85x on that last shape.
+// 3 x 1024) 0.98-1.07x, b's 256-row forward shapes unchanged; in a quieter hour (bench/ab_gemm.sh)
+// 1.10x, 1.04x and 0.94x. Wider blocks did not pay: 3072 columns in one block ran 0.70-0.85x.
 constexpr int NC_AMX = 2048;
 
 thread_local Scratch<u32> amx_a_scratch;  // op(A) of one tile over a block's sums: 96 x 2048 words
@@ -568,8 +568,8 @@ void gemm_bf16_amx(const Problem& p, bool allow_parallel) {
     // (32 rows x as words: K <= 384), so that the tile's B panels stream by it; else a panel of B,
     // used by all of the tile's row groups in turn (the order before 2026-12-02). Every block is
     // computed alike in either order: the same values. One thread, best of 12 alternated calls,
-    // c's shapes: with groups of A outermost, K = 384 and wide (1152 to 3072 columns) 1.18-1.20x;
-    // with K >= 1152 0.86-0.99x, hence the choice.
+    // c's shapes: with groups of A outermost, K = 384 and wide (1152 to 3072 columns) 1.18-1.20x
+    // (1.05-1.08x in a quieter hour); with K >= 1152 0.86-0.99x, hence the choice.
     if (32L * as * static_cast<long>(sizeof(u32)) <= 24 * 1024) {
       for (int ir = 0; ir < mcur; ir += 32)
         for (int jp = jp0; jp < jp1; ++jp)

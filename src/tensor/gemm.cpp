@@ -49,6 +49,27 @@ constexpr int NC = 512;
 thread_local Scratch<float> b_scratch;
 #if defined(NL_GEMM_AVX2)
 thread_local Scratch<float> a_scratch;  // packed op(A) = A^T (the AVX2 kernel)
+#else
+thread_local Scratch<float> a_copy;  // a tile's slice of A^T, copied where its stride conflicts
+
+// op(A) = A^T is read in place, one row of A (k) after the other, lda floats apart. Where lda is a
+// multiple of 16 floats whose 64-byte lines fall into at most 2 of L1's 64 sets (lda = 1536, 3072,
+// ...: the lines of a tile's 256 k then evict each other), a tile copies its slice of A^T first
+// (MC floats apart: 32 sets). One thread, alternated with reading in place (bench/ab_gemm.sh, 15
+// calls, three runs): a's w_in dW (lda 1536) 1.23-1.24x, b's (3072, K = 256) 1.15-1.32x, c's
+// float32 one (3072) 1.27x; at lda 384 and 2304 (8 and 4 sets) copying ran 0.85-0.95x in an
+// earlier, noisier measurement, so it is not done there.
+inline bool at_stride_conflicts(long lda) {
+  if (lda % 16 != 0) return false;
+  const long lines = lda / 16;
+  long g = 64;
+  for (long a = lines % 64; a != 0;) {  // gcd(lines, 64)
+    const long t = g % a;
+    g = a;
+    a = t;
+  }
+  return 64 / g <= 2;
+}
 #endif
 
 #if defined(__AVX512F__)
@@ -358,18 +379,26 @@ void sgemm_blocked(const Problem& p, bool allow_parallel) {
     }
   };
 #else
+  const bool copy_at = p.ta && at_stride_conflicts(p.lda);
   auto tile = [&](const Block& blk, int i0, int mcur, int jp0, int jp1) {
+    float* acopy = copy_at ? a_copy.get(static_cast<std::size_t>(MC) * KC) : nullptr;
     for (int pc = blk.ks; pc < blk.kend; pc += KC) {
       const int kc = std::min(KC, blk.kend - pc);
       const float beta = pc == 0 ? p.beta : 1.f;
       const float* bslice = bpack + static_cast<long>(pc - blk.ks) * blk.npanels * NR;
+      if (copy_at)  // the tile's rows of A^T for this slice, MC floats apart
+        for (int k = 0; k < kc; ++k)
+          std::memcpy(acopy + static_cast<long>(k) * MC,
+                      p.A + static_cast<long>(pc + k) * p.lda + i0, sizeof(float) * mcur);
       for (int jp = jp0; jp < jp1; ++jp) {
         const int j0 = jp * NR, ncur = std::min(NR, blk.nc - j0);
         const float* bp = bslice + static_cast<long>(jp) * NR * kc;
         for (int ir = 0; ir < mcur; ir += MR) {
           float* c = p.C + static_cast<long>(i0 + ir) * p.ldc + blk.jc + j0;
           const int mr = std::min(MR, mcur - ir);
-          if (p.ta) {
+          if (copy_at) {
+            micro<true>(kc, acopy + ir, MC, bp, c, p.ldc, mr, ncur, p.alpha, beta);
+          } else if (p.ta) {
             const float* ap = p.A + static_cast<long>(pc) * p.lda + i0 + ir;
             micro<true>(kc, ap, p.lda, bp, c, p.ldc, mr, ncur, p.alpha, beta);
           } else {

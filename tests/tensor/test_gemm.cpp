@@ -3,6 +3,8 @@
 // reference in double on shapes from 1 x 1 x 1 to the model's.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -69,6 +71,42 @@ TEST(Gemm, FloatMatchesDoubleReferenceOnModelShapes) {
               << "ta=" << ta << " tb=" << tb << " " << M << "x" << N << "x" << K
               << " beta=" << beta;
         }
+}
+
+// op(A) = A^T with a row stride whose lines fall into one or two L1 sets (1536, 3072 floats): the
+// kernel copies a tile's slice of A^T first. The copy changes no arithmetic, so the result must
+// equal, bit for bit, the same product with A at a stride the kernel reads in place (+ 3 floats);
+// and it must match the double reference.
+TEST(Gemm, TransposedAAtAConflictingStrideEqualsInPlace) {
+  Rng rng(11);
+  for (const int lda : {1536, 3072})
+    for (const auto& d : {std::array<int, 3>{100, 70, 300}, std::array<int, 3>{1536, 64, 40},
+                          std::array<int, 3>{7, 130, 600}})
+      for (float beta : {0.f, 1.f}) {
+        const int M = d[0], N = d[1], K = d[2], ldw = lda + 3;
+        std::vector<float> A(static_cast<long>(K) * lda), W(static_cast<long>(K) * ldw),
+            Bm(static_cast<long>(K) * N), C1(static_cast<long>(M) * N), C2;
+        for (auto& x : A) x = static_cast<float>(rng.normal());
+        for (int k = 0; k < K; ++k)
+          for (int i = 0; i < M; ++i)
+            W[static_cast<long>(k) * ldw + i] = A[static_cast<long>(k) * lda + i];
+        for (auto& x : Bm) x = static_cast<float>(rng.normal());
+        for (auto& x : C1) x = static_cast<float>(rng.normal());
+        C2 = C1;
+        std::vector<double> Ad(A.begin(), A.end()), Bd(Bm.begin(), Bm.end()),
+            C3(C1.begin(), C1.end());
+        gemm<float>(true, false, M, N, K, 0.75f, A.data(), lda, Bm.data(), N, beta, C1.data(), N);
+        gemm<float>(true, false, M, N, K, 0.75f, W.data(), ldw, Bm.data(), N, beta, C2.data(), N);
+        gemm_ref<double>(true, false, M, N, K, 0.75, Ad.data(), lda, Bd.data(), N, beta, C3.data(),
+                         N);
+        double worst = 0;
+        for (std::size_t i = 0; i < C1.size(); ++i) {
+          ASSERT_EQ(C1[i], C2[i]) << "lda=" << lda << " " << M << "x" << N << "x" << K << " at "
+                                  << i;
+          worst = std::max(worst, std::fabs(C1[i] - C3[i]) / (1.0 + std::fabs(C3[i])));
+        }
+        EXPECT_LE(worst, 1e-5 * std::sqrt(K)) << "lda=" << lda << " " << M << "x" << N << "x" << K;
+      }
 }
 
 }  // namespace

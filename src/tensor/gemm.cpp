@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
 
 #include "tensor/gemm_loops.h"
 #include "tensor/threading.h"
@@ -47,11 +48,11 @@ using namespace gemm_detail;
 constexpr int NC = 512;
 
 thread_local Scratch<float> b_scratch;
-#if defined(NL_GEMM_AVX2)
-thread_local Scratch<float> a_scratch;  // packed op(A) = A^T (the AVX2 kernel)
-#else
-thread_local Scratch<float> a_copy;  // a tile's slice of A^T, copied where its stride conflicts
+// A tile's op(A) = A^T: packed per row block and KC-slice by the AVX2 kernel; copied by the
+// AVX-512 one where A's stride conflicts (at_stride_conflicts).
+thread_local Scratch<float> a_scratch;
 
+#if !defined(NL_GEMM_AVX2)
 // op(A) = A^T is read in place, one row of A (k) after the other, lda floats apart. Where lda is a
 // multiple of 16 floats whose 64-byte lines fall into at most 2 of L1's 64 sets (lda = 1536, 3072,
 // ...: the lines of a tile's 256 k then evict each other), a tile copies its slice of A^T first
@@ -60,15 +61,7 @@ thread_local Scratch<float> a_copy;  // a tile's slice of A^T, copied where its 
 // float32 one (3072) 1.27x; at lda 384 and 2304 (8 and 4 sets) copying ran 0.85-0.95x in an
 // earlier, noisier measurement, so it is not done there.
 inline bool at_stride_conflicts(long lda) {
-  if (lda % 16 != 0) return false;
-  const long lines = lda / 16;
-  long g = 64;
-  for (long a = lines % 64; a != 0;) {  // gcd(lines, 64)
-    const long t = g % a;
-    g = a;
-    a = t;
-  }
-  return 64 / g <= 2;
+  return lda % 16 == 0 && 64 / std::gcd(lda / 16, 64L) <= 2;
 }
 #endif
 
@@ -342,8 +335,7 @@ void micro(int kc, const float* ap, long as, const float* bp, float* c, long ldc
 // ks) holds npanels panels of kc x NR and starts at pc * npanels * NR.
 void sgemm_blocked(const Problem& p, bool allow_parallel) {
   const int kmax = std::min(KS, (std::max(p.K, 0) + KC - 1) / KC * KC);
-  float* bpack =
-      b_scratch.get(static_cast<std::size_t>(kmax) * std::min(NC, (p.N + NR - 1) / NR * NR));
+  float* bpack = b_scratch.get(static_cast<std::size_t>(kmax) * block_width<NC>(p.N));
   auto pack_b = [&](const Block& blk, int jp, int pc) {
     const int kc = std::min(KC, blk.kend - blk.ks - pc);
     pack_b_panel(bpack + static_cast<long>(pc) * blk.npanels * NR + static_cast<long>(jp) * NR * kc,
@@ -381,7 +373,7 @@ void sgemm_blocked(const Problem& p, bool allow_parallel) {
 #else
   const bool copy_at = p.ta && at_stride_conflicts(p.lda);
   auto tile = [&](const Block& blk, int i0, int mcur, int jp0, int jp1) {
-    float* acopy = copy_at ? a_copy.get(static_cast<std::size_t>(MC) * KC) : nullptr;
+    float* acopy = copy_at ? a_scratch.get(static_cast<std::size_t>(MC) * KC) : nullptr;
     for (int pc = blk.ks; pc < blk.kend; pc += KC) {
       const int kc = std::min(KC, blk.kend - pc);
       const float beta = pc == 0 ? p.beta : 1.f;
@@ -396,11 +388,9 @@ void sgemm_blocked(const Problem& p, bool allow_parallel) {
         for (int ir = 0; ir < mcur; ir += MR) {
           float* c = p.C + static_cast<long>(i0 + ir) * p.ldc + blk.jc + j0;
           const int mr = std::min(MR, mcur - ir);
-          if (copy_at) {
-            micro<true>(kc, acopy + ir, MC, bp, c, p.ldc, mr, ncur, p.alpha, beta);
-          } else if (p.ta) {
-            const float* ap = p.A + static_cast<long>(pc) * p.lda + i0 + ir;
-            micro<true>(kc, ap, p.lda, bp, c, p.ldc, mr, ncur, p.alpha, beta);
+          if (p.ta) {
+            const float* ap = copy_at ? acopy + ir : p.A + static_cast<long>(pc) * p.lda + i0 + ir;
+            micro<true>(kc, ap, copy_at ? MC : p.lda, bp, c, p.ldc, mr, ncur, p.alpha, beta);
           } else {
             const float* ap = p.A + static_cast<long>(i0 + ir) * p.lda + pc;
             micro<false>(kc, ap, p.lda, bp, c, p.ldc, mr, ncur, p.alpha, beta);

@@ -79,20 +79,28 @@ inline void scale_c(const Problem& p) {
   }
 }
 
+// The width of the column blocks of an N-column product: as few blocks of at most NC columns as
+// there can be, of equal widths in whole NR-panels (the last one may be narrower): 1152 columns at
+// NC = 512 are 3 x 384, not 512 + 512 + 128. Sizes the packed op(B) of a block, too.
+template <int NC>
+int block_width(int N) {
+  static_assert(NC % NR == 0);
+  const int nblocks = (N + NC - 1) / NC;
+  return ((N + nblocks - 1) / nblocks + NR - 1) / NR * NR;
+}
+
 // One block of columns x KS sums: columns [jc, jc + nc) in npanels NR-panels, sums [ks, kend).
 struct Block {
   int jc, nc, npanels, ks, kend;
 };
 
-// Blocks of columns x KS sums one after the other, the columns split into as few blocks of at most
-// NC columns as there can be, of equal widths (whole NR-panels; the last one may be narrower): 1152
-// columns at NC = 512 are 3 x 384, not 512 + 512 + 128. For each block, op(B) is packed first
-// (pack_b(block, panel, slice start relative to ks), the units claimed by the threads when the
-// block is large), then the tiles are claimed by the threads from a shared counter (parallel_for),
-// so that a thread the OS has put aside does not hold the others back:
-// tile(block, i0, mcur, jp0, jp1) computes rows [i0, i0 + mcur) x panels [jp0, jp1) over all the
-// block's sums. A tile is computed by one thread from its first sum to its last, in a fixed order:
-// results do not depend on the number of threads. K <= 0 only scales C.
+// Blocks of block_width<NC>(N) columns x KS sums one after the other; for each, op(B) is packed
+// first (pack_b(block, panel, slice start relative to ks), the units claimed by the threads when
+// the block is large), then the tiles are claimed by the threads from a shared counter
+// (parallel_for), so that a thread the OS has put aside does not hold the others back: tile(block,
+// i0, mcur, jp0, jp1) computes rows [i0, i0 + mcur) x panels [jp0, jp1) over all the block's sums.
+// A tile is computed by one thread from its first sum to its last, in a fixed order: results do not
+// depend on the number of threads. K <= 0 only scales C.
 template <int NC, class PackB, class Tile>
 void blocked_loops(const Problem& p, bool allow_parallel, PackB&& pack_b, Tile&& tile) {
   if (p.M <= 0 || p.N <= 0) return;
@@ -104,9 +112,7 @@ void blocked_loops(const Problem& p, bool allow_parallel, PackB&& pack_b, Tile&&
   const bool par = allow_parallel && !in_parallel() && thread_count() > 1 && flops > 4e6;
   const int nth = par ? thread_count() : 1;
   const int mblocks_max = (p.M + MC - 1) / MC;
-  static_assert(NC % NR == 0);
-  const int nblocks = (p.N + NC - 1) / NC;
-  const int width = ((p.N + nblocks - 1) / nblocks + NR - 1) / NR * NR;
+  const int width = block_width<NC>(p.N);
   for (int jc = 0; jc < p.N; jc += width)
     for (int ks = 0; ks < p.K; ks += KS) {
       const int nc = std::min(width, p.N - jc);

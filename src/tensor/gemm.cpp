@@ -347,7 +347,7 @@ void micro(int kc, const float* ap, long as, const float* bp, float* c, long ldc
 // Packed op(B) of the block being computed: slice after slice of KC sums; slice pc (relative to
 // ks) holds npanels panels of kc x NR and starts at pc * npanels * NR.
 void sgemm_blocked(const Problem& p, bool allow_parallel) {
-  const int kmax = std::min(KS, (std::max(p.K, 0) + KC - 1) / KC * KC);
+  const int kmax = packed_sums(p.K);
   float* bpack = b_scratch.get(static_cast<std::size_t>(kmax) * block_width<NC>(p.N));
   auto pack_b = [&](const Block& blk, int jp, int pc) {
     const int kc = std::min(KC, blk.kend - blk.ks - pc);

@@ -213,7 +213,7 @@ void micro_portable(int kpn, const u32* ap, long as, const u32* bp, float* c, lo
 // pc (relative to ks) holds npanels panels of (kc + 1) / 2 x NR words and starts at
 // pc / 2 * npanels * NR.
 void gemm_bf16_blocked(const Problem& p, bool allow_parallel, bool hardware) {
-  const int kmax = std::min(KS, (std::max(p.K, 0) + KC - 1) / KC * KC);
+  const int kmax = packed_sums(p.K);
   u32* bpack = b_scratch.get(static_cast<std::size_t>(kmax / 2) * block_width<NC>(p.N));
   auto pack_b = [&](const Block& blk, int jp, int pc) {
     const int kc = std::min(KC, blk.kend - blk.ks - pc);
@@ -507,7 +507,7 @@ thread_local Scratch<u32> amx_a_scratch;  // op(A) of one tile over a block's su
 // a tile packs its rows of op(A) over all the block's sums, then computes its 32 x 32 blocks one
 // by one over all of them.
 void gemm_bf16_amx(const Problem& p, bool allow_parallel) {
-  const int kmax = std::min(KS, (std::max(p.K, 0) + KC - 1) / KC * KC);
+  const int kmax = packed_sums(p.K);
   u32* bpack = b_scratch.get(static_cast<std::size_t>(kmax / 2) * block_width<NC_AMX>(p.N));
   // Slice pc (relative to ks): npanels panels of amx_kpairs(kc) x NR words, from pc / 2 * npanels
   // * NR (a full slice has KC / 2 k-pairs, a multiple of 16).

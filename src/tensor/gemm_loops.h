@@ -89,6 +89,10 @@ int block_width(int N) {
   return ((N + nblocks - 1) / nblocks + NR - 1) / NR * NR;
 }
 
+// Sums of op(B) one block packs at most: K in whole KC-slices, at most KS (sizes the packed op(B)
+// with block_width).
+inline int packed_sums(int K) { return std::min(KS, (std::max(K, 0) + KC - 1) / KC * KC); }
+
 // One block of columns x KS sums: columns [jc, jc + nc) in npanels NR-panels, sums [ks, kend).
 struct Block {
   int jc, nc, npanels, ks, kend;

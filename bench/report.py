@@ -434,6 +434,8 @@ def compute_rows(runs, configs):
                        "loss_last": med(rr, "loss_last"),
                        "losses": next((x["losses"] for x in rr if x.get("losses")), None),
                        "raw": [x for x in rr if "error" not in x],
+                       "steps": sorted({(x.get("steps"), x.get("warmup")) for x in rr
+                                        if "error" not in x and x.get("steps") is not None}),
                        "ran": bool(rr)}
         sg = runs.get(("sgemm", c), [])
         sk = runs.get(("sgemm_skx", c), [])
@@ -533,9 +535,9 @@ def run_sections(rows, details, runs, cpu, cpu_source, command, now, rounds, tor
     out.append("")
 
     out.append("## Details\n")
-    out.append("| config | impl | tok/s per round | vs eager | step ms | first step ms | peak RSS MiB | "
-               "RSS before the model MiB | error |")
-    out.append("|" + "---|" * 9)
+    out.append("| config | impl | tok/s per round | vs eager | step ms | first step ms | timed steps "
+               "(warm-up) | peak RSS MiB | RSS before the model MiB | error |")
+    out.append("|" + "---|" * 10)
     for r in rows:
         for kind, label in IMPLS:
             x = r[kind]
@@ -544,8 +546,9 @@ def run_sections(rows, details, runs, cpu, cpu_source, command, now, rounds, tor
             pr = ", ".join(fmt(t) for t in x["per_round"] if t) or "n/a"
             err = (x["err"] or "").replace("|", "/")[:200]
             vs = ratio(x["tok"], r["eager"]["tok"]) if kind != "eager" else ""
+            st = ", ".join(f"{s} ({w})" for s, w in x["steps"]) or "n/a"
             out.append(f"| {r['config']} | {label} | {pr} | {vs} | {fmt(x['ms'], 1)} | {fmt(x['first'], 1)} "
-                       f"| {fmt(x['rss'])} | {fmt(x['base'])} | {err} |")
+                       f"| {st} | {fmt(x['rss'])} | {fmt(x['base'])} | {err} |")
     out.append("")
     if any(r[k]["ran"] for r in rows for k in OPTIONAL):
         out.append("normlab with bf16 matrix products (`--precision bf16`, `train.matmul_precision = "

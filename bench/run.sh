@@ -13,6 +13,11 @@
 #   COMPILE=1            also torch.compile (0: skip)
 #   AUTOCAST=1           also PyTorch's bf16 autocast, the peer of normlab bf16 (0: skip): eager, and
 #                        compiled when COMPILE=1
+#   AUTOCAST_STEPS=$STEPS AUTOCAST_WARMUP=$WARMUP  the autocast runs' timed and warm-up steps: fewer
+#                        on a CPU without AVX512-BF16 or AMX, where PyTorch 2.13's bf16 matrix
+#                        products run at about 1 GFLOP/s (Zen 1: 37.6 s for one step of a), so that
+#                        a round takes minutes, not an hour; the report's Details give each run's
+#                        steps
 #   NICE=                e.g. -20 (root): run every benchmark process at that priority, alike
 #   PYTHON=              the interpreter with torch==2.13.0 (default: .venv/bin/python if present, else python3)
 #   OUT=docs/benchmarks.md   the report; RESULTS=$BUILD_DIR/bench-results  the raw JSON
@@ -40,6 +45,8 @@ STEPS=${STEPS:-10}
 WARMUP=${WARMUP:-3}
 COMPILE=${COMPILE:-1}
 AUTOCAST=${AUTOCAST:-1}
+AUTOCAST_STEPS=${AUTOCAST_STEPS:-$STEPS}
+AUTOCAST_WARMUP=${AUTOCAST_WARMUP:-$WARMUP}
 STORE=${STORE:-$ROOT/bench/results}
 NICE=${NICE:-}
 OUT=${OUT:-$ROOT/docs/benchmarks.md}
@@ -102,17 +109,19 @@ impls() {  # the measurements of config $1 in round $2, in the order of that rou
 measure() {  # measure KIND CONFIG ROUND
   local kind=$1 c=$2 r=$3
   local torch=(env OMP_WAIT_POLICY=PASSIVE "$PYTHON" "$ROOT/bench/torch_bench.py" "$c"
-    --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS")
+    --threads "$THREADS")
+  local steps=(--steps "$STEPS" --warmup "$WARMUP")
+  local ac_steps=(--steps "$AUTOCAST_STEPS" --warmup "$AUTOCAST_WARMUP")
   case $kind in
     normlab)
       run "normlab_${c}_r$r" "$BENCH" train "$c" --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS" ;;
     normlab_bf16)
       run "normlab_bf16_${c}_r$r" "$BENCH" train "$c" --steps "$STEPS" --warmup "$WARMUP" \
         --threads "$THREADS" --precision bf16 ;;
-    eager) run "eager_${c}_r$r" "${torch[@]}" ;;
-    compile) run "compile_${c}_r$r" "${torch[@]}" --compile ;;
-    autocast) run "autocast_${c}_r$r" "${torch[@]}" --autocast ;;
-    autocast_compile) run "autocast_compile_${c}_r$r" "${torch[@]}" --autocast --compile ;;
+    eager) run "eager_${c}_r$r" "${torch[@]}" "${steps[@]}" ;;
+    compile) run "compile_${c}_r$r" "${torch[@]}" "${steps[@]}" --compile ;;
+    autocast) run "autocast_${c}_r$r" "${torch[@]}" "${ac_steps[@]}" --autocast ;;
+    autocast_compile) run "autocast_compile_${c}_r$r" "${torch[@]}" "${ac_steps[@]}" --autocast --compile ;;
   esac
 }
 for r in $(seq 1 "$ROUNDS"); do
@@ -130,10 +139,11 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 
 cmd="bench/run.sh"
-for v in ROUNDS CONFIGS THREADS STEPS WARMUP COMPILE AUTOCAST NICE; do
+for v in ROUNDS CONFIGS THREADS STEPS WARMUP COMPILE AUTOCAST AUTOCAST_STEPS AUTOCAST_WARMUP NICE; do
   case $v in
     ROUNDS) d=3 ;; CONFIGS) d="a b c c_matched" ;; THREADS) d=2 ;; STEPS) d=10 ;; WARMUP) d=3 ;;
-    COMPILE) d=1 ;; AUTOCAST) d=1 ;; NICE) d= ;;
+    COMPILE) d=1 ;; AUTOCAST) d=1 ;; AUTOCAST_STEPS) d=$STEPS ;; AUTOCAST_WARMUP) d=$WARMUP ;;
+    NICE) d= ;;
   esac
   [ "${!v}" != "$d" ] && cmd="$v=\"${!v}\" $cmd"
 done

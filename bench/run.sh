@@ -114,10 +114,9 @@ measure() {  # measure KIND CONFIG ROUND
   local ac_steps=(--steps "$AUTOCAST_STEPS" --warmup "$AUTOCAST_WARMUP")
   case $kind in
     normlab)
-      run "normlab_${c}_r$r" "$BENCH" train "$c" --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS" ;;
+      run "normlab_${c}_r$r" "$BENCH" train "$c" "${steps[@]}" --threads "$THREADS" ;;
     normlab_bf16)
-      run "normlab_bf16_${c}_r$r" "$BENCH" train "$c" --steps "$STEPS" --warmup "$WARMUP" \
-        --threads "$THREADS" --precision bf16 ;;
+      run "normlab_bf16_${c}_r$r" "$BENCH" train "$c" "${steps[@]}" --threads "$THREADS" --precision bf16 ;;
     eager) run "eager_${c}_r$r" "${torch[@]}" "${steps[@]}" ;;
     compile) run "compile_${c}_r$r" "${torch[@]}" "${steps[@]}" --compile ;;
     autocast) run "autocast_${c}_r$r" "${torch[@]}" "${ac_steps[@]}" --autocast ;;

@@ -3,10 +3,13 @@
 // (bench/notes.md, item 9). bench/ab_gemm.sh compiles src/tensor of a git revision ("base") and of
 // the working tree ("work") under two namespaces and links them with this driver.
 //
-//   ab_gemm M N K TA TB [float|bf16] [REPS] [THREADS]
+//   ab_gemm M N K TA TB [float|bf16] [REPS] [THREADS] [warm|cold]
 //
 // Prints the best GFLOP/s of each over REPS alternated calls (C = op(A) op(B), beta 1 when TA as
-// the weight gradients accumulate, else 0), and whether the two results are bitwise equal.
+// the weight gradients accumulate, else 0), and whether the two results are bitwise equal. cold:
+// every call reads another copy of B (copies of at least 256 MiB in all, more than any L3 here),
+// so that B comes from memory, as the weights do in a training step; warm (the default): the same
+// B every call, in cache after the first.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -25,15 +28,18 @@ extern "C" void ab_gemm_work(int, int, int, int, int, const float*, int, const f
 
 int main(int argc, char** argv) {
   if (argc < 6) {
-    std::fprintf(stderr, "usage: ab_gemm M N K TA TB [float|bf16] [REPS] [THREADS]\n");
+    std::fprintf(stderr, "usage: ab_gemm M N K TA TB [float|bf16] [REPS] [THREADS] [warm|cold]\n");
     return 2;
   }
   const int M = std::atoi(argv[1]), N = std::atoi(argv[2]), K = std::atoi(argv[3]);
   const int ta = std::atoi(argv[4]), tb = std::atoi(argv[5]);
   const int bf16 = argc > 6 && std::string(argv[6]) == "bf16";
   const int reps = argc > 7 ? std::atoi(argv[7]) : 15, threads = argc > 8 ? std::atoi(argv[8]) : 1;
-  if (M <= 0 || N <= 0 || K <= 0 || reps <= 0 || threads <= 0) {
-    std::fprintf(stderr, "ab_gemm: M, N, K, REPS and THREADS must be positive\n");
+  const std::string mode = argc > 9 ? argv[9] : "warm";
+  if (M <= 0 || N <= 0 || K <= 0 || reps <= 0 || threads <= 0 ||
+      (mode != "warm" && mode != "cold")) {
+    std::fprintf(stderr,
+                 "ab_gemm: M, N, K, REPS and THREADS must be positive, the mode warm or cold\n");
     return 2;
   }
   std::mt19937 g(1);
@@ -42,6 +48,13 @@ int main(int argc, char** argv) {
   std::vector<float> C0(static_cast<long>(M) * N, 0.f), C1(C0);
   for (auto& x : A) x = nd(g);
   for (auto& x : B) x = nd(g);
+  // cold: enough copies of B to fill 256 MiB (at least 2), each call reading the next one.
+  const long bsize = static_cast<long>(K) * N;
+  const long cold_copies = ((256L << 20) / static_cast<long>(sizeof(float)) + bsize - 1) / bsize;
+  const long copies = mode == "cold" ? std::max(2L, cold_copies) : 1;
+  std::vector<float> Bs(bsize * copies);
+  for (long c = 0; c < copies; ++c) std::copy(B.begin(), B.end(), Bs.begin() + c * bsize);
+  long call = 0;
   const int lda = ta ? M : K, ldb = tb ? K : N;
   const float beta = ta ? 1.f : 0.f;
   const Gemm f[2] = {ab_gemm_base, ab_gemm_work};
@@ -51,15 +64,17 @@ int main(int argc, char** argv) {
     for (int v = 0; v < 2; ++v) {
       std::fill(C[v]->begin(), C[v]->end(), 0.f);
       const auto t0 = std::chrono::steady_clock::now();
-      f[v](ta, tb, M, N, K, A.data(), lda, B.data(), ldb, beta, C[v]->data(), N, bf16, threads);
+      const float* b = Bs.data() + (call++ % copies) * bsize;
+      f[v](ta, tb, M, N, K, A.data(), lda, b, ldb, beta, C[v]->data(), N, bf16, threads);
       const double dt =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       best[v] = std::min(best[v], dt);
     }
   const double flops = 2.0 * M * N * K;
   const bool same = std::memcmp(C0.data(), C1.data(), sizeof(float) * C0.size()) == 0;
-  std::printf("%dx%dx%d ta%d tb%d %s: base %.1f work %.1f GFLOP/s (work/base %.3f), results %s\n",
-              M, N, K, ta, tb, bf16 ? "bf16" : "float", flops / best[0] / 1e9,
+  std::printf("%dx%dx%d ta%d tb%d %s %s: base %.1f work %.1f GFLOP/s (work/base %.3f), "
+              "results %s\n",
+              M, N, K, ta, tb, bf16 ? "bf16" : "float", mode.c_str(), flops / best[0] / 1e9,
               flops / best[1] / 1e9, best[0] / best[1], same ? "bitwise equal" : "DIFFER");
   return 0;
 }

@@ -2,7 +2,7 @@
 # A/B of normlab's GEMM kernels in one process (bench/ab_gemm.cpp): src/tensor of git revision REV
 # ("base") against the working tree ("work"), each shape's two builds called in alternation.
 #
-#   bench/ab_gemm.sh REV [float|bf16] [REPS] [THREADS] < shapes      # lines "M N K TA TB"
+#   bench/ab_gemm.sh REV [float|bf16] [REPS] [THREADS] [warm|cold] < shapes   # lines "M N K TA TB"
 #   echo "2048 1152 384 0 1" | bench/ab_gemm.sh HEAD~1 bf16
 #
 # Same compiler flags as the build (-O3 -march=native -fno-math-errno); OUT=/tmp/normlab-ab is where
@@ -13,6 +13,7 @@ REV=${1:?usage: bench/ab_gemm.sh REV [float|bf16] [REPS] [THREADS] < shapes}
 KIND=${2:-float}
 REPS=${3:-15}
 THREADS=${4:-1}
+MODE=${5:-warm}  # cold: B from memory every call (bench/ab_gemm.cpp)
 OUT=${OUT:-/tmp/normlab-ab}
 CXX=${CXX:-g++}
 FLAGS=(-O3 -march=native -fno-math-errno -std=c++20)
@@ -40,5 +41,5 @@ for p in "${pids[@]}"; do wait "$p"; done  # set -e: a failed compile stops here
 while read -r M N K TA TB _; do
   [ -z "${M:-}" ] && continue
   case $M in \#*) continue ;; esac
-  "$OUT/ab_gemm" "$M" "$N" "$K" "$TA" "$TB" "$KIND" "$REPS" "$THREADS"
+  "$OUT/ab_gemm" "$M" "$N" "$K" "$TA" "$TB" "$KIND" "$REPS" "$THREADS" "$MODE"
 done

@@ -9,7 +9,7 @@
 # the two source trees and the binary go.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-REV=${1:?usage: bench/ab_gemm.sh REV [float|bf16] [REPS] [THREADS] < shapes}
+REV=${1:?usage: bench/ab_gemm.sh REV [float|bf16] [REPS] [THREADS] [warm|cold] < shapes}
 KIND=${2:-float}
 REPS=${3:-15}
 THREADS=${4:-1}

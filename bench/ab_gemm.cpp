@@ -44,16 +44,16 @@ int main(int argc, char** argv) {
   }
   std::mt19937 g(1);
   std::normal_distribution<float> nd;
-  std::vector<float> A(static_cast<long>(M) * K), B(static_cast<long>(K) * N);
+  std::vector<float> A(static_cast<long>(M) * K);
   std::vector<float> C0(static_cast<long>(M) * N, 0.f), C1(C0);
-  for (auto& x : A) x = nd(g);
-  for (auto& x : B) x = nd(g);
-  // cold: enough copies of B to fill 256 MiB (at least 2), each call reading the next one.
+  // B, and in cold mode copies of it filling 256 MiB (at least 2), each call reading the next one.
   const long bsize = static_cast<long>(K) * N;
   const long cold_copies = ((256L << 20) / static_cast<long>(sizeof(float)) + bsize - 1) / bsize;
   const long copies = mode == "cold" ? std::max(2L, cold_copies) : 1;
   std::vector<float> Bs(bsize * copies);
-  for (long c = 0; c < copies; ++c) std::copy(B.begin(), B.end(), Bs.begin() + c * bsize);
+  for (auto& x : A) x = nd(g);
+  for (long i = 0; i < bsize; ++i) Bs[i] = nd(g);
+  for (long c = 1; c < copies; ++c) std::copy_n(Bs.begin(), bsize, Bs.begin() + c * bsize);
   long call = 0;
   const int lda = ta ? M : K, ldb = tb ? K : N;
   const float beta = ta ? 1.f : 0.f;

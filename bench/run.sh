@@ -112,11 +112,10 @@ measure() {  # measure KIND CONFIG ROUND
     --threads "$THREADS")
   local steps=(--steps "$STEPS" --warmup "$WARMUP")
   local ac_steps=(--steps "$AUTOCAST_STEPS" --warmup "$AUTOCAST_WARMUP")
+  local nl=("$BENCH" train "$c" "${steps[@]}" --threads "$THREADS")
   case $kind in
-    normlab)
-      run "normlab_${c}_r$r" "$BENCH" train "$c" "${steps[@]}" --threads "$THREADS" ;;
-    normlab_bf16)
-      run "normlab_bf16_${c}_r$r" "$BENCH" train "$c" "${steps[@]}" --threads "$THREADS" --precision bf16 ;;
+    normlab) run "normlab_${c}_r$r" "${nl[@]}" ;;
+    normlab_bf16) run "normlab_bf16_${c}_r$r" "${nl[@]}" --precision bf16 ;;
     eager) run "eager_${c}_r$r" "${torch[@]}" "${steps[@]}" ;;
     compile) run "compile_${c}_r$r" "${torch[@]}" "${steps[@]}" --compile ;;
     autocast) run "autocast_${c}_r$r" "${torch[@]}" "${ac_steps[@]}" --autocast ;;

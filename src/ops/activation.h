@@ -141,16 +141,30 @@ inline void with_activation(Activation a, F&& f) {
   }
 }
 
+// The loops of activation_forward / activation_backward over one thread's span of elements.
+template <Activation A, class T>
+NORMLAB_WIDE_MAP void activation_forward_span(T* y, const T* x, long n) {
+#pragma omp simd
+  for (long i = 0; i < n; ++i) y[i] = act_value_k<A>(x[i]);
+}
+template <Activation A, class T>
+NORMLAB_WIDE_MAP void activation_backward_span(T* dx, const T* dy, const T* x, long n,
+                                               Accum accum) {
+  if (accum == Accum::add) {
+#pragma omp simd
+    for (long i = 0; i < n; ++i) dx[i] += dy[i] * act_grad_k<A>(x[i]);
+  } else {
+#pragma omp simd
+    for (long i = 0; i < n; ++i) dx[i] = dy[i] * act_grad_k<A>(x[i]);
+  }
+}
+
 // y = act(x) over n elements (overwrites y)
 template <class T>
 void activation_forward(Activation a, T* y, const T* x, long n) {
   with_activation(a, [&]<Activation A>() {
-    parallel_for(n, 16384, [&](long b, long e) {
-      const T* xs = x + b;
-      T* ys = y + b;
-#pragma omp simd
-      for (long i = 0; i < e - b; ++i) ys[i] = act_value_k<A>(xs[i]);
-    });
+    parallel_for(n, 16384,
+                 [&](long b, long e) { activation_forward_span<A>(y + b, x + b, e - b); });
   });
 }
 
@@ -160,16 +174,7 @@ template <class T>
 void activation_backward(Activation a, T* dx, const T* dy, const T* x, long n, Accum accum) {
   with_activation(a, [&]<Activation A>() {
     parallel_for(n, 16384, [&](long b, long e) {
-      const T* xs = x + b;
-      const T* dys = dy + b;
-      T* dxs = dx + b;
-      if (accum == Accum::add) {
-#pragma omp simd
-        for (long i = 0; i < e - b; ++i) dxs[i] += dys[i] * act_grad_k<A>(xs[i]);
-      } else {
-#pragma omp simd
-        for (long i = 0; i < e - b; ++i) dxs[i] = dys[i] * act_grad_k<A>(xs[i]);
-      }
+      activation_backward_span<A>(dx + b, dy + b, x + b, e - b, accum);
     });
   });
 }

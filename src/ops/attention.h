@@ -249,7 +249,7 @@ bool below_tanh_small(T max_abs, T inv) {
   return max_abs * inv < T(kTanhSmall);
 }
 template <bool Small, class T>
-void softcap_loop(T* s, int n, T cap, T inv) {
+NORMLAB_WIDE_MAP void softcap_loop(T* s, int n, T cap, T inv) {
 #pragma omp simd
   for (int j = 0; j < n; ++j) s[j] = cap * cap_tanh<Small>(s[j] * inv);
 }
@@ -286,18 +286,18 @@ T exp_row(T* s, int n, T m, T* es) {
   return sum;
 }
 template <class T>
-void scale_row(T* s, int n, T k) {
+NORMLAB_WIDE_MAP void scale_row(T* s, int n, T k) {
 #pragma omp simd
   for (int j = 0; j < n; ++j) s[j] *= k;
 }
 // Backward: p = exp(s - lse) from the raw scores (and, capped, g = (1 - th^2) scale).
 template <class T>
-void probs_row(T* p, int n, T l) {
+NORMLAB_WIDE_MAP void probs_row(T* p, int n, T l) {
 #pragma omp simd
   for (int j = 0; j < n; ++j) p[j] = exp_fast(p[j] - l);
 }
 template <bool Small, class T>
-void probs_capped_loop(T* p, T* g, int n, T l, T cap, T inv, T scale) {
+NORMLAB_WIDE_MAP void probs_capped_loop(T* p, T* g, int n, T l, T cap, T inv, T scale) {
 #pragma omp simd
   for (int j = 0; j < n; ++j) {
     const T t = cap_tanh<Small>(p[j] * inv);
@@ -322,7 +322,7 @@ T dot_row(const T* a, const T* b, int n) {
 }
 // d = p (d - dot) g  (g: per element, or the constant `scale` when g is null)
 template <class T>
-void dscores_row(T* d, const T* p, const T* g, int n, T dot, T scale) {
+NORMLAB_WIDE_MAP void dscores_row(T* d, const T* p, const T* g, int n, T dot, T scale) {
   if (g) {
 #pragma omp simd
     for (int j = 0; j < n; ++j) d[j] = p[j] * (d[j] - dot) * g[j];

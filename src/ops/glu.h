@@ -9,7 +9,7 @@
 namespace normlab::ops {
 
 template <Activation A, class T>
-void glu_forward_row(T* y, const T* g, int F) {
+NORMLAB_WIDE_MAP void glu_forward_row(T* y, const T* g, int F) {
   const T* u = g + F;
 #pragma omp simd
   for (int j = 0; j < F; ++j) y[j] = act_value_k<A>(g[j]) * u[j];
@@ -26,7 +26,7 @@ void glu_forward(Activation a, T* y, const T* h, int N, int F) {
 }
 
 template <Activation A, class T>
-void glu_backward_row(T* dg, const T* dy, const T* g, int F, Accum accum) {
+NORMLAB_WIDE_MAP void glu_backward_row(T* dg, const T* dy, const T* g, int F, Accum accum) {
   const T* u = g + F;
   T* du = dg + F;
   if (accum == Accum::add) {

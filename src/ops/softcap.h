@@ -8,16 +8,27 @@
 
 namespace normlab::ops {
 
+// The loops of softcap_forward / softcap_backward over one thread's span of elements.
+template <class T>
+NORMLAB_WIDE_MAP void softcap_forward_span(T* y, const T* x, long n, T cap, T inv) {
+#pragma omp simd
+  for (long i = 0; i < n; ++i) y[i] = cap * tanh_fast(x[i] * inv);
+}
+template <class T>
+NORMLAB_WIDE_MAP void softcap_backward_span(T* dx, const T* dy, const T* y, long n, T inv) {
+#pragma omp simd
+  for (long i = 0; i < n; ++i) {
+    const T th = y[i] * inv;
+    dx[i] = dy[i] * (T(1) - th * th);
+  }
+}
+
 // y = cap * tanh(x / cap)   (overwrites y; y may alias x)
 template <class T>
 void softcap_forward(T* y, const T* x, long n, T cap) {
   const T inv = T(1) / cap;
-  parallel_for(n, 16384, [&](long b, long e) {
-    const T* xs = x + b;
-    T* ys = y + b;
-#pragma omp simd
-    for (long i = 0; i < e - b; ++i) ys[i] = cap * tanh_fast(xs[i] * inv);
-  });
+  parallel_for(n, 16384,
+               [&](long b, long e) { softcap_forward_span(y + b, x + b, e - b, cap, inv); });
 }
 
 // dy/dx = 1 - tanh^2(x / cap) = 1 - (y / cap)^2, written from the forward output y.
@@ -25,16 +36,8 @@ void softcap_forward(T* y, const T* x, long n, T cap) {
 template <class T>
 void softcap_backward(T* dx, const T* dy, const T* y, long n, T cap) {
   const T inv = T(1) / cap;
-  parallel_for(n, 16384, [&](long b, long e) {
-    const T* ys = y + b;
-    const T* dys = dy + b;
-    T* dxs = dx + b;
-#pragma omp simd
-    for (long i = 0; i < e - b; ++i) {
-      const T th = ys[i] * inv;
-      dxs[i] = dys[i] * (T(1) - th * th);
-    }
-  });
+  parallel_for(n, 16384,
+               [&](long b, long e) { softcap_backward_span(dx + b, dy + b, y + b, e - b, inv); });
 }
 
 }  // namespace normlab::ops

@@ -9,10 +9,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
+#include <vector>
 
 #include "accum_modes.h"
 #include "gradcheck.h"
 #include "ops/activation.h"
+#include "ops/attention.h"
 #include "ops/cross_entropy.h"
 #include "ops/embedding.h"
 #include "ops/glu.h"
@@ -368,6 +371,121 @@ TEST(OpsFastKernels, SoftCapMatchesReference) {
   ops::softcap_backward<float>(dx.data(), dy.data(), y.data(), n, 30.f);
   EXPECT_LE(max_rel_err(y, want), 1e-6);
   EXPECT_LE(max_rel_err(dx, dwant), 1e-6);
+}
+
+// The loops marked NORMLAB_WIDE_MAP (tensor/vec_math.h) run on 512-bit vectors where the CPU has
+// AVX-512, on the promise that each output element depends on its own inputs only, through the
+// same operations at any vector width, so that the training step's results are bitwise those of
+// 256-bit vectors. Each loop over n elements (vector body and remainder) against the same loop
+// called once per element (its scalar path): bitwise equal, NaN and infinities included.
+TEST(OpsFastKernels, WideMapsGiveEachElementItsOwnValue) {
+  Rng rng(8);
+  const int n = 1000 + 13;  // a remainder after any vector width
+  std::vector<float> x(n), d(n), c(n);
+  for (int i = 0; i < n; ++i) x[i] = static_cast<float>(rng.normal() * 6);
+  for (int i = 0; i < n; ++i) d[i] = static_cast<float>(rng.normal());
+  for (int i = 0; i < n; ++i) c[i] = static_cast<float>(rng.normal());
+  x[5] = std::numeric_limits<float>::quiet_NaN();
+  x[6] = std::numeric_limits<float>::infinity();
+  x[7] = -std::numeric_limits<float>::infinity();
+  x[8] = 60.f;  // past the soft-caps and the exponentials' clamps
+  x[9] = -95.f;
+  auto bitwise_equal = [](const std::vector<float>& a, const std::vector<float>& b) {
+    long differ = 0;
+    for (std::size_t i = 0; i < a.size(); ++i)
+      differ += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
+    return differ;
+  };
+  // run(out, i0, count) computes elements [i0, i0 + count) of one loop into out.
+  auto check = [&](const char* what, auto run) {
+    std::vector<float> whole(n, 7.f), single(n, 7.f);
+    run(whole, 0, n);
+    for (int i = 0; i < n; ++i) run(single, i, 1);
+    EXPECT_EQ(bitwise_equal(whole, single), 0) << what;
+  };
+  with_activation(ops::Activation::gelu_tanh, [&]<ops::Activation A>() {
+    check("gelu_tanh forward", [&](std::vector<float>& o, int i0, int k) {
+      ops::activation_forward_span<A>(o.data() + i0, x.data() + i0, k);
+    });
+    check("gelu_tanh backward, add", [&](std::vector<float>& o, int i0, int k) {
+      std::copy(c.begin() + i0, c.begin() + i0 + k, o.begin() + i0);
+      ops::activation_backward_span<A>(o.data() + i0, d.data() + i0, x.data() + i0, k,
+                                       ops::Accum::add);
+    });
+  });
+  with_activation(ops::Activation::silu, [&]<ops::Activation A>() {
+    check("silu forward", [&](std::vector<float>& o, int i0, int k) {
+      ops::activation_forward_span<A>(o.data() + i0, x.data() + i0, k);
+    });
+    check("silu backward, overwrite", [&](std::vector<float>& o, int i0, int k) {
+      ops::activation_backward_span<A>(o.data() + i0, d.data() + i0, x.data() + i0, k,
+                                       ops::Accum::overwrite);
+    });
+    // A gated row is [gate | up]: element j's gate x[j] and up c[j] laid out for a row of k.
+    auto gated = [&](int i0, int k) {
+      std::vector<float> h(2 * k);
+      std::copy(x.begin() + i0, x.begin() + i0 + k, h.begin());
+      std::copy(c.begin() + i0, c.begin() + i0 + k, h.begin() + k);
+      return h;
+    };
+    check("swiglu forward", [&](std::vector<float>& o, int i0, int k) {
+      const std::vector<float> h = gated(i0, k);
+      ops::glu_forward_row<A>(o.data() + i0, h.data(), k);
+    });
+    for (int part = 0; part < 2; ++part)
+      check(part ? "swiglu backward, d up" : "swiglu backward, d gate",
+            [&](std::vector<float>& o, int i0, int k) {
+              const std::vector<float> h = gated(i0, k);
+              std::vector<float> dh(2 * k);
+              ops::glu_backward_row<A>(dh.data(), d.data() + i0, h.data(), k,
+                                       ops::Accum::overwrite);
+              std::copy(dh.begin() + part * k, dh.begin() + (part + 1) * k, o.begin() + i0);
+            });
+  });
+  check("softcap forward", [&](std::vector<float>& o, int i0, int k) {
+    ops::softcap_forward_span(o.data() + i0, x.data() + i0, k, 30.f, 1.f / 30.f);
+  });
+  check("softcap backward", [&](std::vector<float>& o, int i0, int k) {
+    ops::softcap_backward_span(o.data() + i0, d.data() + i0, x.data() + i0, k, 1.f / 30.f);
+  });
+  for (bool small : {false, true}) {
+    check(small ? "attention soft-cap rows, small" : "attention soft-cap rows",
+          [&](std::vector<float>& o, int i0, int k) {
+            std::copy(x.begin() + i0, x.begin() + i0 + k, o.begin() + i0);
+            if (small)
+              ops::detail::softcap_loop<true>(o.data() + i0, k, 50.f, 1.f / 50.f);
+            else
+              ops::detail::softcap_loop<false>(o.data() + i0, k, 50.f, 1.f / 50.f);
+          });
+    for (int part = 0; part < 2; ++part)
+      check(part ? "capped probability rows, factors" : "capped probability rows",
+            [&](std::vector<float>& o, int i0, int k) {
+              std::vector<float> p(x.begin() + i0, x.begin() + i0 + k), g(k);
+              if (small)
+                ops::detail::probs_capped_loop<true>(p.data(), g.data(), k, 3.f, 50.f, 1.f / 50.f,
+                                                     0.125f);
+              else
+                ops::detail::probs_capped_loop<false>(p.data(), g.data(), k, 3.f, 50.f,
+                                                      1.f / 50.f, 0.125f);
+              const std::vector<float>& r = part ? g : p;
+              std::copy(r.begin(), r.end(), o.begin() + i0);
+            });
+  }
+  check("probability rows", [&](std::vector<float>& o, int i0, int k) {
+    std::copy(x.begin() + i0, x.begin() + i0 + k, o.begin() + i0);
+    ops::detail::probs_row(o.data() + i0, k, 3.f);
+  });
+  check("scaled rows", [&](std::vector<float>& o, int i0, int k) {
+    std::copy(x.begin() + i0, x.begin() + i0 + k, o.begin() + i0);
+    ops::detail::scale_row(o.data() + i0, k, 0.125f);
+  });
+  for (bool per_element : {false, true})
+    check(per_element ? "score gradient rows, factors" : "score gradient rows",
+          [&](std::vector<float>& o, int i0, int k) {
+            std::copy(d.begin() + i0, d.begin() + i0 + k, o.begin() + i0);
+            ops::detail::dscores_row(o.data() + i0, x.data() + i0,
+                                     per_element ? c.data() + i0 : nullptr, k, 0.5f, 0.125f);
+          });
 }
 
 TEST(OpsFastKernels, CrossEntropyMatchesDouble) {

@@ -3,8 +3,11 @@
 // reference in double on shapes from 1 x 1 x 1 to the model's.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "tensor/gemm.h"
@@ -112,5 +115,42 @@ TEST(Gemm, TransposedAAtAConflictingStrideEqualsInPlace) {
       }
 }
 
+
+// op(A) = A^T is read three ways (src/tensor/gemm.cpp): copied where lda's lines conflict in L1
+// (1536), in place with a software prefetch of A^T's next lines (1000, 1539), in place without it
+// past kMaxLdaPf (40003). The same sums in the same order: bitwise equal, and near the reference.
+TEST(Gemm, TransposedAReadEveryWayGivesTheSameResult) {
+  Rng rng(12);
+  for (const auto& d : {std::array<int, 3>{100, 70, 300}, std::array<int, 3>{13, 130, 40}})
+    for (float beta : {0.f, 1.f}) {
+      const int M = d[0], N = d[1], K = d[2];
+      std::vector<float> a(static_cast<long>(K) * M), Bm(static_cast<long>(K) * N),
+          C0(static_cast<long>(M) * N);
+      for (auto& x : a) x = static_cast<float>(rng.normal());
+      for (auto& x : Bm) x = static_cast<float>(rng.normal());
+      for (auto& x : C0) x = static_cast<float>(rng.normal());
+      std::vector<double> Ad(a.begin(), a.end()), Bd(Bm.begin(), Bm.end()),
+          Cd(C0.begin(), C0.end());
+      gemm_ref<double>(true, false, M, N, K, 0.75, Ad.data(), M, Bd.data(), N, beta, Cd.data(), N);
+      std::vector<float> first;
+      for (const int lda : {1000, 1539, 1536, 40003}) {
+        std::vector<float> A(static_cast<long>(K) * lda, std::nanf("")), C = C0;
+        for (int k = 0; k < K; ++k)
+          std::copy(a.begin() + static_cast<long>(k) * M, a.begin() + static_cast<long>(k + 1) * M,
+                    A.begin() + static_cast<long>(k) * lda);
+        gemm<float>(true, false, M, N, K, 0.75f, A.data(), lda, Bm.data(), N, beta, C.data(), N);
+        double worst = 0;
+        for (std::size_t i = 0; i < C.size(); ++i)
+          worst = keep_worst(worst, std::fabs(C[i] - Cd[i]) / (1.0 + std::fabs(Cd[i])));
+        EXPECT_LE(worst, 1e-5 * std::sqrt(K)) << "lda=" << lda << " " << M << "x" << N << "x" << K;
+        if (first.empty())
+          first = C;
+        else
+          for (std::size_t i = 0; i < C.size(); ++i)
+            ASSERT_EQ(std::bit_cast<std::uint32_t>(C[i]), std::bit_cast<std::uint32_t>(first[i]))
+                << "lda=" << lda << " " << M << "x" << N << "x" << K << " at " << i;
+      }
+    }
+}
 }  // namespace
 }  // namespace normlab

@@ -19,6 +19,12 @@ namespace {
 // The larger of worst and e; a NaN, once seen, stays, so that it fails the bound checked after.
 double keep_worst(double worst, double e) { return std::isnan(worst) || e <= worst ? worst : e; }
 
+// Standard normal values into each vector, one vector after the other.
+template <class... V>
+void fill_normal(Rng& rng, V&... v) {
+  ((std::for_each(v.begin(), v.end(), [&](float& x) { x = static_cast<float>(rng.normal()); })), ...);
+}
+
 template <class T>
 void check_all(double tol) {
   Rng rng(5);
@@ -58,9 +64,7 @@ TEST(Gemm, FloatMatchesDoubleReferenceOnModelShapes) {
           const int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
           std::vector<float> A(static_cast<long>(ta ? K : M) * lda),
               Bm(static_cast<long>(tb ? N : K) * ldb), C1(static_cast<long>(M) * ldc);
-          for (auto& x : A) x = static_cast<float>(rng.normal());
-          for (auto& x : Bm) x = static_cast<float>(rng.normal());
-          for (auto& x : C1) x = static_cast<float>(rng.normal());
+          fill_normal(rng, A, Bm, C1);
           std::vector<double> Ad(A.begin(), A.end()), Bd(Bm.begin(), Bm.end()),
               C2(C1.begin(), C1.end());
           gemm<float>(ta, tb, M, N, K, 0.75f, A.data(), lda, Bm.data(), ldb, beta, C1.data(), ldc);
@@ -95,8 +99,7 @@ TEST(Gemm, TransposedAAtAConflictingStrideEqualsInPlace) {
         for (int k = 0; k < K; ++k)
           for (int i = 0; i < M; ++i)
             W[static_cast<long>(k) * ldw + i] = A[static_cast<long>(k) * lda + i];
-        for (auto& x : Bm) x = static_cast<float>(rng.normal());
-        for (auto& x : C1) x = static_cast<float>(rng.normal());
+        fill_normal(rng, Bm, C1);
         C2 = C1;
         std::vector<double> Ad(A.begin(), A.end()), Bd(Bm.begin(), Bm.end()),
             C3(C1.begin(), C1.end());
@@ -126,9 +129,7 @@ TEST(Gemm, TransposedAReadEveryWayGivesTheSameResult) {
       const int M = d[0], N = d[1], K = d[2];
       std::vector<float> a(static_cast<long>(K) * M), Bm(static_cast<long>(K) * N),
           C0(static_cast<long>(M) * N);
-      for (auto& x : a) x = static_cast<float>(rng.normal());
-      for (auto& x : Bm) x = static_cast<float>(rng.normal());
-      for (auto& x : C0) x = static_cast<float>(rng.normal());
+      fill_normal(rng, a, Bm, C0);
       std::vector<double> Ad(a.begin(), a.end()), Bd(Bm.begin(), Bm.end()),
           Cd(C0.begin(), C0.end());
       gemm_ref<double>(true, false, M, N, K, 0.75, Ad.data(), M, Bd.data(), N, beta, Cd.data(), N);

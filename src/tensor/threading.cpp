@@ -3,6 +3,7 @@
 #include <omp.h>
 #include <sched.h>
 
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <mutex>
@@ -22,11 +23,34 @@ namespace normlab {
 
 namespace {
 
-// Pause instructions a waiting thread spins before it sleeps on a futex: a few microseconds. More
+// Pause instructions a waiting thread spins first (then it yields, below): a few microseconds. More
 // costs more than it saves where threads share a core (SMT siblings, a VM's vCPUs, other
 // processes): on this project's 2-vCPU benchmark machine a step of config a took 7% to 40% longer
 // with 4000 pauses than with 0 or 100, which measured the same.
 constexpr int kSpin = 128;
+// Then the waiting thread yields its core (sched_yield) until kYieldFor has passed since it began
+// to wait, and only then sleeps: waking a sleeping thread costs tens of microseconds in a VM, while
+// a yield returns at once when nothing else wants the core and hands it over when something does.
+// Intel AMX machine (2026-12-03), 2 threads, 3 alternated runs of 8 steps against sleeping right
+// after the pauses: b 809-845 -> 758-786 ms per step, a 505-527 -> 491-510, c 706-725 -> 689-721
+// (losses bitwise the same); b's GEMM shapes alone 296-298 -> 315-317 GFLOP/s (OpenBLAS 332-340
+// in the same runs). 200 us measured the same on b and c, but 2% slower than 50 with two
+// processes of 2 threads on the 2 cores, where 50 matched the old policy (986 against 991 ms);
+// 4 threads on 2 cores: 547 against 550 ms.
+constexpr auto kYieldFor = std::chrono::microseconds(50);
+
+// One step of a wait that began at t0 after i steps: true while it should keep polling (a pause,
+// or a yield of the core), false when it is time to sleep on the futex.
+inline bool keep_polling(int& i, std::chrono::steady_clock::time_point& t0) {
+  if (i < kSpin) {
+    if (i++ == 0) t0 = std::chrono::steady_clock::now();
+    NORMLAB_PAUSE();
+    return true;
+  }
+  if (std::chrono::steady_clock::now() - t0 >= kYieldFor) return false;
+  sched_yield();
+  return true;
+}
 
 thread_local bool t_in_job = false;
 
@@ -60,14 +84,9 @@ class Pool {
       err = std::current_exception();
     }
     t_in_job = false;
-    for (int v, i = 0; (v = pending_.load(std::memory_order_acquire)) != 0;) {
-      if (i < kSpin) {
-        ++i;
-        NORMLAB_PAUSE();
-      } else {
-        pending_.wait(v, std::memory_order_acquire);
-      }
-    }
+    std::chrono::steady_clock::time_point t0;
+    for (int v, i = 0; (v = pending_.load(std::memory_order_acquire)) != 0;)
+      if (!keep_polling(i, t0)) pending_.wait(v, std::memory_order_acquire);
     if (err) std::rethrow_exception(err);
   }
 
@@ -75,12 +94,9 @@ class Pool {
   void worker(int tid, std::uint32_t seen) {
     for (;;) {
       std::uint32_t e;
-      for (int i = 0; (e = epoch_.load(std::memory_order_acquire)) == seen; ++i) {
-        if (i < kSpin)
-          NORMLAB_PAUSE();
-        else
-          epoch_.wait(seen, std::memory_order_acquire);
-      }
+      std::chrono::steady_clock::time_point t0;
+      for (int i = 0; (e = epoch_.load(std::memory_order_acquire)) == seen;)
+        if (!keep_polling(i, t0)) epoch_.wait(seen, std::memory_order_acquire);
       seen = e;
       if (stop_.load(std::memory_order_acquire)) return;
       t_in_job = true;

@@ -6,11 +6,11 @@
 // Why not OpenMP regions: with libgomp's default wait policy idle threads spin, and on a machine
 // whose cores are shared (a VM, other processes) a spinning thread takes the time its partner
 // needs; the fix, OMP_WAIT_POLICY=PASSIVE, cannot be set from inside the process. The pool's
-// threads spin only briefly, then yield their core for up to 50 us (a yield hands the core to any
-// thread that wants it), then sleep on a futex, and work is handed out in chunks from a
-// shared counter, so a thread the OS has put aside does not hold the others back. Chunk bounds
-// depend only on the problem size, so reductions sum in a fixed order: results do not depend on
-// which thread ran what.
+// threads spin only briefly, then yield their core for a bounded time (kYieldFor in threading.cpp;
+// a yield hands the core to any thread that wants it), then sleep on a futex, and work is handed
+// out in chunks from a shared counter, so a thread the OS has put aside does not hold the others
+// back. Chunk bounds depend only on the problem size, so reductions sum in a fixed order: results
+// do not depend on which thread ran what.
 #pragma once
 #include <algorithm>
 #include <atomic>

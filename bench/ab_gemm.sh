@@ -17,15 +17,20 @@ MODE=${5:-warm}  # cold: B from memory every call (bench/ab_gemm.cpp)
 OUT=${OUT:-/tmp/normlab-ab}
 CXX=${CXX:-g++}
 FLAGS=(-O3 -march=native -fno-math-errno -std=c++20)
-SRCS=(gemm gemm_bf16 threading)
 
+# Each side gets its own revision's src/tensor (headers and the GEMM and thread sources, whatever
+# files that revision splits them into).
 rm -rf "$OUT" && mkdir -p "$OUT/base/tensor" "$OUT/work/tensor"
-for f in gemm.h gemm.cpp gemm_bf16.h gemm_bf16.cpp gemm_loops.h threading.h threading.cpp; do
-  git -C "$ROOT" show "$REV:src/tensor/$f" >"$OUT/base/tensor/$f"
-  cp "$ROOT/src/tensor/$f" "$OUT/work/tensor/$f"
+for f in $(git -C "$ROOT" ls-tree --name-only "$REV" src/tensor/); do
+  git -C "$ROOT" show "$REV:$f" >"$OUT/base/tensor/$(basename "$f")"
 done
+cp "$ROOT"/src/tensor/*.h "$ROOT"/src/tensor/*.cpp "$OUT/work/tensor/"
 objs=() pids=()
 for v in base work; do
+  SRCS=()
+  for f in "$OUT/$v"/tensor/gemm*.cpp "$OUT/$v"/tensor/threading.cpp; do
+    SRCS+=("$(basename "$f" .cpp)")
+  done
   for s in "${SRCS[@]}"; do
     "$CXX" "${FLAGS[@]}" -I"$OUT/$v" -Dnormlab="nl_ab_$v" -c "$OUT/$v/tensor/$s.cpp" \
       -o "$OUT/${v}_$s.o" &

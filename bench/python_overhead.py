@@ -1,4 +1,4 @@
-"""Overhead of the Python package: config a of bench/ (bench/bench_train.cpp: V=256 C=384 L=6 H=6
+"""Overhead of the Python package: config a of bench/ (bench/bench_config.cpp: V=256 C=384 L=6 H=6
 F=1536 T=256 B=8, pre, layernorm, gelu_tanh, learned positions, tied) trained through the CLI
 (`normlab train`) and through `normlab.train` (with a callback on every logged step), alternately,
 each in a fresh process, with the same steps and threads. Prints the trainer's tokens/s (the run

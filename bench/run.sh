@@ -7,7 +7,7 @@
 #   BUILD_DIR=build      where normlab_bench is built (cmake --build "$BUILD_DIR" --target normlab_bench)
 #   ROUNDS=3             rounds; each round runs every configuration and implementation once, a
 #                        configuration's runs back to back (below); the table shows medians
-#   CONFIGS="a b c c_matched"  which configurations (bench/bench_train.cpp, docs/benchmarks.md)
+#   CONFIGS="a b c c_matched"  which configurations (bench/bench_config.cpp, docs/benchmarks.md)
 #   THREADS=2            threads for normlab and torch.set_num_threads
 #   STEPS=10 WARMUP=3    timed steps (median reported) after warm-up steps
 #   COMPILE=1            also torch.compile (0: skip)

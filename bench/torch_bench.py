@@ -1,4 +1,4 @@
-"""The benchmark models of bench/bench_train.cpp in PyTorch, written as a PyTorch user would:
+"""The benchmark models of bench/bench_config.cpp in PyTorch, written as a PyTorch user would:
 nn.Module blocks, F.scaled_dot_product_attention(is_causal=True) where it applies (config c's
 attention soft-cap is not expressible in SDPA, so c uses the usual eager softcapped attention, as
 Gemma 2 implementations do), fused AdamW with grad clipping, eager or torch.compile.

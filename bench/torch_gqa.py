@@ -1,4 +1,4 @@
-"""The GQA benchmark models of bench/bench_train.cpp (gqa, gqa_mha) as transformers'
+"""The GQA benchmark models of bench/bench_config.cpp (gqa, gqa_mha) as transformers'
 LlamaForCausalLM, random initialisation (nothing is downloaded), float32 on the CPU, eager or
 torch.compile. bench/gqa.sh runs it next to normlab_bench.
 
@@ -43,7 +43,7 @@ from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM  # noqa: E4
 
 IMPORTED_RSS = rss_mb()
 
-# The same shapes as bench_config("gqa") / ("gqa_mha") in bench/bench_train.cpp.
+# The same shapes as bench_config("gqa") / ("gqa_mha") in bench/bench_config.cpp.
 CONFIGS = {
     "gqa": dict(V=2048, C=512, L=6, H=8, KV=2, D=64, Fd=1408, T=256, B=4),
     "gqa_mha": dict(V=2048, C=512, L=6, H=8, KV=8, D=64, Fd=1408, T=256, B=4),

@@ -19,7 +19,7 @@
 
 #include <fmt/format.h>
 
-#include "diag/doctor.h"
+#include "doctor/doctor.h"
 #include "lab/gradflow.h"
 #include "lab/sweep.h"
 #include "model/generate.h"

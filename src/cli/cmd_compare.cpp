@@ -6,7 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/status.h"
-#include "diag/doctor.h"
+#include "doctor/doctor.h"
 #include "lab/compare.h"
 #include "normlab/checkpoint.h"
 #include "report/report.h"

@@ -1,11 +1,11 @@
 // `normlab doctor RUN_DIR`: what went wrong in a run and what to change. The analysis is
-// diag/doctor.h; this file prints it as text or, with --json, as one JSON object.
+// doctor/doctor.h; this file prints it as text or, with --json, as one JSON object.
 #include <fmt/format.h>
 
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "diag/doctor.h"
+#include "doctor/doctor.h"
 
 namespace normlab::cli {
 

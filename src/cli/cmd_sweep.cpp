@@ -13,7 +13,7 @@
 
 #include "cli/commands.h"
 #include "cli/status.h"
-#include "diag/doctor.h"
+#include "doctor/doctor.h"
 #include "lab/divergence.h"
 #include "lab/sweep.h"
 #include "normlab/checkpoint.h"

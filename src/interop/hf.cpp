@@ -1,5 +1,5 @@
 // Hugging Face transformers interchange (see hf.h): the generic reader and writer that interpret
-// the family records of hf_families.cpp. Nothing here names a family.
+// the family records of hf_family_*.cpp. Nothing here names a family.
 #include "interop/hf.h"
 
 #include <algorithm>

@@ -3,7 +3,7 @@
 // model as a directory that `transformers.AutoModelForCausalLM.from_pretrained` loads.
 //
 // Only exact mappings are made. Each supported family is a region of normlab's option space,
-// described by one data record in hf_families.cpp (docs/interop.md has the table):
+// described by one data record in hf_family_<group>.cpp (docs/interop.md has the table):
 //   gpt2        pre,       layernorm + bias, gelu_tanh (gelu_new) or gelu, learned positions
 //   llama       pre,       rmsnorm, swiglu (silu) or geglu (gelu_pytorch_tanh), rope (linear or
 //                          llama3 scaling), GQA, head_dim, biases on attention and/or the MLP

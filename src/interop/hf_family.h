@@ -1,8 +1,8 @@
 // One data record per Hugging Face family (internal to src/interop). A record says what the family
 // is in normlab's option space (implied on import, required on export), how its config.json keys
 // map to normlab's, how its tensors link to normlab's parameters, and which options it refuses.
-// hf.cpp interprets the records; adding a family is one record in hf_families.cpp plus its parity
-// case in tests/py/test_hf_interop.py.
+// hf.cpp interprets the records; adding a family is one record in its hf_family_<group>.cpp,
+// listed in families() (hf_families.cpp), plus its parity case in tests/py/test_hf_interop.py.
 #pragma once
 #include <optional>
 #include <string>

@@ -44,13 +44,15 @@ std::vector<GradflowResult> run_gradflow(const Config& base, const GradflowSetti
         model.init_params(cfg.train.seed);
         BatchSampler sampler(split.train, B, T, sampler_seed(cfg.train));
         const NextBatch next_batch = [&](int* idx, int* tgt) { sampler.next(idx, tgt); };
-        TrainStep step(model, *single, {B, T, 1, cfg.train.z_loss});
+        TrainStep step(model, *single,
+                       {.batch = B, .seq = T, .accum = 1, .z_loss = cfg.train.z_loss,
+                        .grad_clip = cfg.optim.grad_clip});
         if (s.train_steps > 0) {
           AdamW<float> opt(model.table(), cfg.optim);
           for (int k = 0; k < s.train_steps; ++k) {
             const StepResult sr = step.run(next_batch);
-            opt.step(model.params(), model.grads(), learning_rate(cfg.optim, k, s.train_steps),
-                     sr.grad_norm);
+            opt.update(model.params(), model.grads(), learning_rate(cfg.optim, k, s.train_steps),
+                       sr.clip_scale);
           }
         }
         GradflowResult r{p, L, init, std::vector<double>(L, 0.0), std::vector<double>(L, 0.0),

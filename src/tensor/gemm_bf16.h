@@ -26,33 +26,15 @@
 // bf16 subnormal inputs (|x| < 2^-126) as zero and flush subnormal results; the fallbacks keep
 // them. Neither matters at the magnitudes of training.
 #pragma once
-#include <cstdint>
 #include <type_traits>
 
+#include "tensor/bf16.h"  // bf16(x): bf16_bits, round_to_bf16
 #include "tensor/gemm.h"
 
 namespace normlab {
 
 // Which product a matmul uses; a plain switch for kernels and ops (nothing here knows the config).
 enum class GemmPrecision { float32, bf16 };
-
-// float -> bfloat16 bits: round to nearest, ties to even; NaN -> a quiet NaN with the same sign
-// (and the top payload bits); subnormals are rounded like any other value, not flushed.
-inline std::uint16_t bf16_bits(float x) {
-  std::uint32_t u;
-  __builtin_memcpy(&u, &x, 4);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((u >> 16) | 0x0040u);
-  u += 0x7FFFu + ((u >> 16) & 1u);
-  return static_cast<std::uint16_t>(u >> 16);
-}
-inline float bf16_to_float(std::uint16_t h) {
-  const std::uint32_t u = static_cast<std::uint32_t>(h) << 16;
-  float x;
-  __builtin_memcpy(&x, &u, 4);
-  return x;
-}
-// x rounded to the nearest bfloat16, as a float.
-inline float round_to_bf16(float x) { return bf16_to_float(bf16_bits(x)); }
 
 // The kernels behind gemm_bf16, all with the contract above:
 //   amx            Intel AMX tiles (tdpbf16ps; Sapphire Rapids and later, where Linux grants the

@@ -1,6 +1,6 @@
 // The loops around a packed-B GEMM micro-kernel (Goto & van de Geijn 2008; BLIS's five loops),
-// shared by the float32 kernel (gemm.cpp) and the bf16 one (gemm_bf16.cpp), which differ only in
-// how they pack and multiply. Row-major C(M, N) = alpha op(A) op(B) + beta C, as in gemm.h.
+// shared by the float32 kernel (gemm.cpp) and the bf16 ones (gemm_bf16_avx512.cpp,
+// gemm_bf16_amx.cpp), which differ only in how they pack and multiply. Row-major C(M, N) = alpha op(A) op(B) + beta C, as in gemm.h.
 #pragma once
 #include <algorithm>
 #include <cstdlib>

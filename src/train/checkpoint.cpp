@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "interop/weights.h"
+#include "model/weights.h"
 #include "io/atomic_file.h"
 #include "model/transformer.h"
 #include "normlab/config_file.h"

@@ -8,11 +8,26 @@
 #include "normlab/errors.h"
 #include "train/checkpoint.h"
 #include "train/run_tokenizer.h"
+#include "train/evaluate.h"
 #include "train/step.h"
 
 #include <fmt/format.h>
 
 namespace normlab {
+
+double eval_bytes_per_token(EvalBatches ev, const Tokenizer& tok) {
+  const std::vector<int> len = tok.token_byte_lengths();
+  const std::size_t n = static_cast<std::size_t>(ev.local_batch()) * ev.seq_len();
+  std::vector<int> idx(n), tgt(n);
+  double bytes = 0, tokens = 0;
+  ev.reset();
+  while (ev.next(idx.data(), tgt.data()))
+    for (int t : tgt) {
+      bytes += t >= 0 && t < static_cast<int>(len.size()) ? len[t] : 0;
+      tokens += 1;
+    }
+  return tokens > 0 ? bytes / tokens : 0.0;
+}
 
 EvalResult evaluate_checkpoint(const std::string& checkpoint, const std::string& data_path,
                                int batches) {

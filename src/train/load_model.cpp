@@ -1,7 +1,7 @@
 // Model::load, save and load_weights (include/normlab/model.h): a model handle from and to
 // checkpoints and safetensors files. Here rather than in src/model: files are interop's business,
 // which sits above the model.
-#include "interop/weights.h"
+#include "model/weights.h"
 #include "model/model_impl.h"
 #include "normlab/checkpoint.h"
 #include "normlab/config_file.h"

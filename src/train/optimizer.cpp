@@ -27,28 +27,17 @@ double gradient_norm(const ParamTable& table, std::span<const T> grads) {
 template double gradient_norm<float>(const ParamTable&, std::span<const float>);
 template double gradient_norm<double>(const ParamTable&, std::span<const double>);
 
-template <class T>
-double AdamW<T>::grad_norm(std::span<const T> grads) const {
-  return gradient_norm(table_, grads);
+double clip_scale(double grad_clip, double grad_norm) {
+  return grad_clip > 0 ? std::min(1.0, grad_clip / (grad_norm + 1e-6)) : 1.0;
 }
 
 template <class T>
-double AdamW<T>::step(std::span<T> params, std::span<T> grads, double lr) {
-  return step(params, grads, lr, grad_norm(grads));
-}
-
-template <class T>
-double AdamW<T>::step(std::span<T> params, std::span<T> grads, double lr, double norm) {
-  // As torch.nn.utils.clip_grad_norm_: scale by min(1, clip / (norm + 1e-6)); the scaling is
-  // applied (and written back to the gradients) inside the update pass.
-  double k = 1.0;
-  if (cfg_.grad_clip > 0) k = std::min(1.0, cfg_.grad_clip / (norm + 1e-6));
+void AdamW<T>::update(std::span<T> params, std::span<T> grads, double lr, double grad_scale) {
   ++t_;
   for (const ParamSpec& s : table_.specs())
     adamw_update(params.data() + s.offset, grads.data() + s.offset, m_.data() + s.offset,
                  v_.data() + s.offset, s.numel, lr, cfg_.beta1, cfg_.beta2, cfg_.eps,
-                 decayed(s) ? cfg_.weight_decay : 0.0, t_, k);
-  return norm;
+                 decayed(s) ? cfg_.weight_decay : 0.0, t_, grad_scale);
 }
 
 template class AdamW<float>;

@@ -10,7 +10,6 @@
 #include "io/atomic_file.h"
 #include "normlab/checkpoint.h"
 #include "normlab/errors.h"
-#include "train/checkpoint.h"
 
 namespace fs = std::filesystem;
 
@@ -113,26 +112,6 @@ void check_vocab(const ModelConfig& m, const RunTokenizer& t) {
         "set model.vocab_size to at least {}",
         m.vocab_size, t.file.empty() ? std::string("bytes") : t.file, t.tok->vocab_size(),
         t.tok->vocab_size()));
-}
-
-}  // namespace normlab
-
-#include "normlab/data.h"
-
-namespace normlab {
-
-double eval_bytes_per_token(EvalBatches ev, const Tokenizer& tok) {
-  const std::vector<int> len = tok.token_byte_lengths();
-  const std::size_t n = static_cast<std::size_t>(ev.local_batch()) * ev.seq_len();
-  std::vector<int> idx(n), tgt(n);
-  double bytes = 0, tokens = 0;
-  ev.reset();
-  while (ev.next(idx.data(), tgt.data()))
-    for (int t : tgt) {
-      bytes += t >= 0 && t < static_cast<int>(len.size()) ? len[t] : 0;
-      tokens += 1;
-    }
-  return tokens > 0 ? bytes / tokens : 0.0;
 }
 
 }  // namespace normlab

@@ -39,10 +39,3 @@ SpecialTokens run_special_tokens(const RunTokenizer& t);
 void check_vocab(const ModelConfig& m, const RunTokenizer& t);
 
 }  // namespace normlab
-
-namespace normlab {
-class EvalBatches;
-// Bytes of text per target token over all windows of `ev` (each token counted with
-// tok.token_byte_lengths()): bits per byte = mean loss / ln 2 / this. 1 for the byte tokenizer.
-double eval_bytes_per_token(EvalBatches ev, const Tokenizer& tok);
-}  // namespace normlab

@@ -69,6 +69,7 @@ StepResult TrainStep::run(const NextBatch& next_batch, bool collect_stats,
   r.loss = {sums[0], sums[1], sums[2], sums[3]};
   if (after_backward) after_backward(model_.grads(), r.loss.loss);
   r.grad_norm = gradient_norm(model_.table(), std::span<const float>(model_.grads()));
+  r.clip_scale = clip_scale(sh.grad_clip, r.grad_norm);
   return r;
 }
 

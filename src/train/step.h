@@ -5,8 +5,8 @@
 // gradients; for each of `accum` micro-batches draw (B, T) tokens, run the forward pass with the
 // loss (its head gradient on the fly) and the backward pass; sum over ranks. The loss of every
 // micro-batch is scaled by 1 / (accum * world), so the summed gradient is that of the mean loss
-// over the global batch. It does not touch the parameters: whether and how to apply the gradient
-// (AdamW, the guards) is the caller's.
+// over the global batch; then the global gradient norm and the clip factor it implies. It does not
+// touch the parameters: whether and how to apply the gradient (AdamW, the guards) is the caller's.
 #pragma once
 #include <functional>
 #include <span>
@@ -29,6 +29,7 @@ struct StepShape {
   double z_loss = 0;    // z-loss coefficient
   long bucket_size = 4194304;  // all-reduce bucket, elements
   bool deterministic = false;  // rank-ordered sums, micro-batches accumulated from zero in order
+  double grad_clip = 0;        // global-norm clipping threshold (optim.grad_clip; 0 = off)
 };
 
 // Means over the global batch (all micro-batches, all ranks).
@@ -42,6 +43,8 @@ struct StepLoss {
 struct StepResult {
   StepLoss loss;
   double grad_norm = 0;   // global L2 norm of the summed gradient, before clipping
+  double clip_scale = 1;  // the clip factor, clip_scale(grad_clip, grad_norm): the optimizer
+                          // applies it to the gradients as it reads them (train/optimizer.h)
   double forward_s = 0;   // wall seconds in zero-grad + forward (with the head gradient)
   double backward_s = 0;  // wall seconds in the body's backward
   double comm_s = 0;      // wall seconds in the all-reduce (0 with one rank)

@@ -1,4 +1,4 @@
-// Fuzz target: the Hugging Face tokenizer.json loader and engine (src/text/hf_tokenizer.cpp).
+// Fuzz target: the Hugging Face tokenizer.json loader and engine (src/text/hf_*.cpp).
 //
 // The input is a document, optionally followed by a NUL byte and a text. Properties: loading
 // either succeeds or throws a normlab::Error (FormatError for the document); a loaded tokenizer

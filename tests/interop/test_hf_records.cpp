@@ -1,4 +1,4 @@
-// The Hugging Face family records (src/interop/hf_families.cpp) without Python: for every family,
+// The Hugging Face family records (src/interop/hf_family_*.cpp) without Python: for every family,
 // a normlab model that maps onto it is exported and imported back, giving the same config and the
 // same parameters bit for bit (so the link table covers the parameter table, with its transposes
 // and q/k/v, gate/up splits, both ways), in their issue-#18 configurations too (grouped-query

@@ -361,8 +361,8 @@ def test_collect_and_key():
 
 
 def test_kernel_note():
-    import report
-    assert report.kernel_note("amx") == "amx (AMX tiles, tdpbf16ps)"
-    assert report.kernel_note("avx512bf16") == "avx512bf16 (vdpbf16ps)"
-    fallback = report.kernel_note("float32 kernel on bf16-rounded copies")
+    import report_per_cpu
+    assert report_per_cpu.kernel_note("amx") == "amx (AMX tiles, tdpbf16ps)"
+    assert report_per_cpu.kernel_note("avx512bf16") == "avx512bf16 (vdpbf16ps)"
+    fallback = report_per_cpu.kernel_note("float32 kernel on bf16-rounded copies")
     assert "no AVX512-BF16" in fallback and "picks float32" in fallback

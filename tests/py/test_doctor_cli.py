@@ -1,7 +1,7 @@
 """`normlab doctor RUN_DIR` from the command line: the text diagnosis of a run made to fail, the
 --json shape, a run without diagnostics, missing and damaged run directories (exit 3 like the
 other commands), and the one-line verdicts of `sweep`. The causes themselves are tested on real
-runs in tests/diag/test_doctor.cpp."""
+runs in tests/doctor/test_doctor.cpp."""
 import json
 
 import pytest

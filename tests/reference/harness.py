@@ -12,7 +12,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-import ref_model
+import ref_config
 
 REL_TOL = 1e-4
 # A tensor's error is measured against max(max|ref|, FLOOR_FRAC * largest |ref| in its group):
@@ -48,7 +48,7 @@ def run_driver(tmp_dir, cfg, weights, batch, mode="model", adam_steps=0, head_ch
     tmp_dir = Path(tmp_dir)
     paths = {k: tmp_dir / f for k, f in (("config", "CFG.toml"), ("weights", "W.safetensors"),
                                           ("batch", "BATCH.safetensors"), ("out", "OUT.safetensors"))}
-    paths["config"].write_text(ref_model.to_toml(cfg))
+    paths["config"].write_text(ref_config.to_toml(cfg))
     save_file(_f32(weights), str(paths["weights"]))
     save_file({k: v.contiguous() if v.dtype == torch.int64 else v.to(torch.float32).contiguous()
                for k, v in batch.items()}, str(paths["batch"]))

@@ -1,225 +1,26 @@
-"""The PyTorch oracle: normlab's model, loss and optimiser written from README.md's formulas.
+"""The PyTorch oracle: normlab's model and loss written from README.md's formulas.
 
 Independent of normlab's C++ by construction: everything here follows tests/reference/README.md
-(the block plan table, the norm / RoPE / attention / MLP / loss formulas, AdamW with PyTorch
-semantics, the learning-rate schedule). It runs in float64 by default so that, against normlab's
-float32, the oracle's own round-off is negligible.
+(the block plan table, the norm / RoPE / attention / MLP / loss formulas). It runs in float64 by
+default so that, against normlab's float32, the oracle's own round-off is negligible. The
+configuration (defaults, TOML writer) is ref_config.py; the optimiser (AdamW with PyTorch
+semantics, the learning-rate schedule) is ref_optim.py.
 
-A configuration is a dict of sections with the TOML keys, {"model": {...}, "optim": {...},
-"train": {...}}; `make_config` fills in normlab's defaults (include/normlab/config.h).
-
-    cfg = make_config(model={"placement": "peri", "n_layer": 2, ...})
+    cfg = make_config(model={"placement": "peri", "n_layer": 2, ...})   # ref_config
     model = RefModel(cfg)
     params = model.random_params(seed=0)                   # {normlab name: tensor}
     logits, loss, ce, zl = model.forward(params, idx, targets)
     out = model.loss_and_grads(params, idx, targets)       # adds {"grad.<name>": ...}
-    run = adamw_run(model, params, idx, targets, n_steps=3)
 """
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
-# ----------------------------------------------------------------------------------------------
-# Configuration
-
-DEFAULTS = {
-    "model": {
-        "vocab_size": 256,
-        "n_layer": 4,
-        "d_model": 128,
-        "n_head": 4,
-        "n_kv_head": 0,
-        "head_dim": 0,
-        "d_ff": 512,
-        "seq_len": 128,
-        "placement": "pre",
-        "mix_ratio": 0.25,
-        "norm": "layernorm",
-        "norm_eps": 1e-5,
-        "norm_bias": False,
-        "norm_gain_offset": 0.0,
-        "qk_norm": "none",
-        "qk_norm_scope": "head",
-        "qk_norm_position": "pre_rope",
-        "pos": "rope",
-        "rope_theta": 10000.0,
-        "rope_scaling": "none",
-        "rope_factor": 1.0,
-        "rope_low_freq_factor": 1.0,
-        "rope_high_freq_factor": 4.0,
-        "rope_original_seq_len": 8192,
-        "sliding_window": 0,
-        "layer_pattern": "global",
-        "rope_local_theta": 0.0,
-        "mlp": "gelu",
-        "bias": False,
-        "attn_qkv_bias": False,
-        "attn_out_bias": False,
-        "mlp_bias": False,
-        "tie_embeddings": True,
-        "attn_softcap": 0.0,
-        "final_softcap": 0.0,
-        "attn_scale": 0.0,
-        "embed_scale": 1.0,
-        "init": "gpt2",
-        "init_std": 0.02,
-    },
-    "optim": {
-        "lr": 1e-3,
-        "min_lr_ratio": 0.1,
-        "beta1": 0.9,
-        "beta2": 0.95,
-        "eps": 1e-8,
-        "weight_decay": 0.1,
-        "decay_embeddings": True,
-        "grad_clip": 1.0,
-        "warmup_steps": 100,
-        "schedule": "cosine",
-    },
-    "train": {
-        "seed": 1337,
-        "z_loss": 0.0,
-        "steps": 1000,
-        "batch_size": 8,
-    },
-}
-
-CHOICES = {
-    "placement": ("post", "pre", "peri", "reordered", "deepnorm", "mix"),
-    "norm": ("layernorm", "rmsnorm"),
-    "qk_norm": ("none", "rmsnorm", "layernorm"),
-    "qk_norm_scope": ("head", "full"),
-    "qk_norm_position": ("pre_rope", "post_rope"),
-    "pos": ("rope", "learned"),
-    "rope_scaling": ("none", "linear", "llama3"),
-    "mlp": ("gelu", "gelu_tanh", "swiglu", "geglu"),
-    "init": ("gpt2", "normal", "xavier"),
-    "schedule": ("cosine", "linear", "constant"),
-}
-
-
-def make_config(model=None, optim=None, train=None):
-    """normlab's defaults overridden section by section; unknown keys and bad choices are errors."""
-    cfg = copy.deepcopy(DEFAULTS)
-    for section, over in (("model", model), ("optim", optim), ("train", train)):
-        for key, value in (over or {}).items():
-            if key not in cfg[section]:
-                raise KeyError(f"[ref_model] unknown key {section}.{key}")
-            default = DEFAULTS[section][key]
-            if isinstance(default, bool):
-                value = bool(value)
-            elif isinstance(default, float):
-                value = float(value)
-            elif isinstance(default, int):
-                value = int(value)
-            if key in CHOICES and value not in CHOICES[key]:
-                raise ValueError(f"[ref_model] {section}.{key} = {value!r}: not in {CHOICES[key]}")
-            cfg[section][key] = value
-    m = cfg["model"]
-    if m["head_dim"] == 0 and m["d_model"] % m["n_head"]:
-        raise ValueError("[ref_model] d_model / n_head must be an integer (or set head_dim)")
-    if m["pos"] == "rope" and head_size(m) % 2:
-        raise ValueError("[ref_model] the head size must be even for RoPE")
-    if m["n_head"] % kv_heads(m):
-        raise ValueError("[ref_model] n_head must be a multiple of n_kv_head")
-    sliding = layer_types(m)  # raises on a bad pattern
-    if any(sliding) != (m["sliding_window"] > 0):
-        raise ValueError("[ref_model] sliding layers need sliding_window > 0, and only they")
-    if m["rope_local_theta"] > 0 and not any(sliding):
-        raise ValueError("[ref_model] rope_local_theta needs a sliding layer")
-    return cfg
-
-
-# Effective values of the attention options (README: "Dimensions").
-def head_size(m):
-    """D: head_dim, or d_model / n_head when head_dim = 0."""
-    return m["head_dim"] if m["head_dim"] > 0 else m["d_model"] // m["n_head"]
-
-
-def kv_heads(m):
-    """Hkv: n_kv_head, or n_head when n_kv_head = 0."""
-    return m["n_kv_head"] if m["n_kv_head"] > 0 else m["n_head"]
-
-
-def layer_types(m):
-    """[True if layer l is a sliding-window layer] from layer_pattern: "global", "sliding",
-    "every:K" (layers K-1, 2K-1, ... global, the others sliding), or a comma list."""
-    L, pat = m["n_layer"], m["layer_pattern"]
-    if pat in ("global", "sliding"):
-        return [pat == "sliding"] * L
-    if pat.startswith("every:"):
-        k = int(pat[len("every:"):])
-        if k < 1:
-            raise ValueError(f"[ref_model] layer_pattern {pat!r}: K must be >= 1")
-        return [(l + 1) % k != 0 for l in range(L)]
-    words = [w.strip() for w in pat.split(",")]
-    if len(words) != L or any(w not in ("global", "sliding") for w in words):
-        raise ValueError(f"[ref_model] layer_pattern {pat!r} is not {L} global/sliding words")
-    return [w == "sliding" for w in words]
-
-
-def rope_inv_freq(m, layer_sliding):
-    """RoPE inverse frequencies (D/2,) in float64 of a layer. Sliding layers with
-    rope_local_theta > 0: rope_local_theta^(-2i/D), unscaled. Every other layer: base rope_theta,
-    then rope_scaling:
-      linear: every frequency / factor (position interpolation);
-      llama3 (Llama 3.1): wavelength w = 2 pi / f; w < original / high_freq_factor keeps f;
-        w > original / low_freq_factor gives f / factor; in between
-        f * ((1 - s) / factor + s), s = (original / w - low_freq_factor) /
-        (high_freq_factor - low_freq_factor)."""
-    D = head_size(m)
-    local = layer_sliding and m["rope_local_theta"] > 0
-    base = m["rope_local_theta"] if local else m["rope_theta"]
-    i = torch.arange(D // 2, dtype=torch.float64)
-    freq = base ** (-2.0 * i / D)
-    kind = "none" if local else m["rope_scaling"]
-    if kind == "linear":
-        return freq / m["rope_factor"]
-    if kind == "llama3":
-        factor, lo, hi = m["rope_factor"], m["rope_low_freq_factor"], m["rope_high_freq_factor"]
-        orig = m["rope_original_seq_len"]
-        out = []
-        for f in freq.tolist():
-            w = 2.0 * math.pi / f
-            if w < orig / hi:
-                out.append(f)
-            elif w > orig / lo:
-                out.append(f / factor)
-            else:
-                s = (orig / w - lo) / (hi - lo)
-                out.append(f * ((1.0 - s) / factor + s))
-        return torch.tensor(out, dtype=torch.float64)
-    return freq
-
-
-def _toml_value(value):
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError(f"[ref_model] cannot write {value} to TOML")
-        return repr(value)  # shortest round-trip repr: '0.01', '1e-05', '4.0' are valid TOML floats
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    raise TypeError(f"[ref_model] no TOML form for {value!r}")
-
-
-def to_toml(cfg):
-    """The config as TOML text with sections [model], [optim], [train] (floats always as floats)."""
-    lines = []
-    for section in ("model", "optim", "train"):
-        lines.append(f"[{section}]")
-        lines += [f"{k} = {_toml_value(v)}" for k, v in cfg[section].items()]
-        lines.append("")
-    return "\n".join(lines)
-
+from ref_config import head_size, kv_heads, layer_types, rope_inv_freq
 
 # ----------------------------------------------------------------------------------------------
 # Block plan (README: "Forward", the placement table)
@@ -543,104 +344,6 @@ class RefModel:
             assert g is not None, f"parameter {n} is declared but the block never uses it"
             out[f"grad.{n}"] = g
         return out
-
-
-# ----------------------------------------------------------------------------------------------
-# Optimiser: global-norm clipping, AdamW (PyTorch semantics), learning-rate schedule
-
-
-def learning_rate(optim_cfg, total_steps, s):
-    """LR at 0-based step s: linear warmup, then cosine / linear decay to lr * min_lr_ratio."""
-    lr = optim_cfg["lr"]
-    lr_min = lr * optim_cfg["min_lr_ratio"]
-    warmup = optim_cfg["warmup_steps"]
-    if s < warmup:
-        return lr * (s + 1) / warmup
-    p = min(1.0, max(0.0, (s - warmup) / max(1, total_steps - warmup)))
-    schedule = optim_cfg["schedule"]
-    if schedule == "cosine":
-        return lr_min + (lr - lr_min) * 0.5 * (1.0 + math.cos(math.pi * p))
-    if schedule == "linear":
-        return lr - (lr - lr_min) * p
-    return lr
-
-
-def clip_grads(grads, grad_clip):
-    """g *= min(1, grad_clip / (||g||_2 + 1e-6)) over all parameters; returns the norm before."""
-    norm = math.sqrt(sum(float((g.double() ** 2).sum()) for g in grads.values()))
-    if grad_clip > 0:
-        coef = min(1.0, grad_clip / (norm + 1e-6))
-        for g in grads.values():
-            g.mul_(coef)
-    return norm
-
-
-class AdamW:
-    """Decoupled weight decay, then Adam with bias correction (torch.optim.AdamW's update)."""
-
-    def __init__(self, params, decayed, beta1, beta2, eps, weight_decay):
-        self.decayed = decayed  # {name: bool}
-        self.b1, self.b2, self.eps, self.wd = beta1, beta2, eps, weight_decay
-        self.m = {k: torch.zeros_like(v) for k, v in params.items()}
-        self.v = {k: torch.zeros_like(v) for k, v in params.items()}
-        self.t = 0
-
-    def step(self, params, grads, lr):
-        self.t += 1
-        bc1, bc2 = 1.0 - self.b1 ** self.t, 1.0 - self.b2 ** self.t
-        for name, p in params.items():
-            g = grads[name]
-            if self.decayed[name]:
-                p.mul_(1.0 - lr * self.wd)  # p -= lr * wd * p
-            self.m[name].mul_(self.b1).add_((1.0 - self.b1) * g)
-            self.v[name].mul_(self.b2).add_((1.0 - self.b2) * g * g)
-            m_hat = self.m[name] / bc1
-            v_hat = self.v[name] / bc2
-            p.sub_(lr * m_hat / (torch.sqrt(v_hat) + self.eps))
-
-
-def make_adamw(model, params):
-    o = model.cfg["optim"]
-    return AdamW(params, {n: model.decayed(n) for n in params}, o["beta1"], o["beta2"], o["eps"],
-                 o["weight_decay"])
-
-
-def adamw_run(model, params, idx, targets, n_steps):
-    """n_steps of (forward + backward on the same batch, clip, AdamW at the scheduled LR).
-    Returns {"param_after.<name>", "loss_step.<k>"}; loss_step.k is step k's forward loss
-    (before its update), so loss_step.0 equals the plain forward's loss."""
-    o = model.cfg["optim"]
-    total = model.cfg["train"]["steps"]
-    p = {k: v.detach().to(model.dtype).clone() for k, v in params.items()}
-    opt = make_adamw(model, p)
-    out = {}
-    for k in range(n_steps):
-        res = model.loss_and_grads(p, idx, targets)
-        out[f"loss_step.{k}"] = res["loss"]
-        grads = {n: res[f"grad.{n}"].clone() for n in p}
-        clip_grads(grads, o["grad_clip"])
-        opt.step(p, grads, learning_rate(o, total, k))
-    for n, v in p.items():
-        out[f"param_after.{n}"] = v
-    return out
-
-
-def adamw_replay(model, params, step_grads, storage=torch.float32):
-    """The optimizer alone: clip, schedule and AdamW (as adamw_run) applied to given gradients,
-    step_grads[k] = {name: gradient of step k before clipping}, in float64, with the parameters
-    rounded to `storage` after every step (as a float32 model keeps them). Returns
-    {"param_after.<name>"}."""
-    o = model.cfg["optim"]
-    total = model.cfg["train"]["steps"]
-    p = {k: v.detach().to(torch.float64).clone() for k, v in params.items()}
-    opt = make_adamw(model, p)
-    for k, grads in enumerate(step_grads):
-        g = {n: grads[n].detach().to(torch.float64).clone() for n in p}
-        clip_grads(g, o["grad_clip"])
-        opt.step(p, g, learning_rate(o, total, k))
-        for v in p.values():
-            v.copy_(v.to(storage))
-    return {f"param_after.{n}": v for n, v in p.items()}
 
 
 def random_batch(model, batch_size, seed):

@@ -17,12 +17,15 @@ import torch
 import torch.nn.functional as F
 
 import harness
+import ref_config
 import ref_model
-from ref_model import RefModel, make_config
+import ref_optim
+from ref_config import make_config
+from ref_model import RefModel
 
 torch.set_num_threads(1)
 
-PLACEMENTS = ref_model.CHOICES["placement"]
+PLACEMENTS = ref_config.CHOICES["placement"]
 CASES_PER_PLACEMENT = 10
 ADAM_STEPS = 3
 
@@ -31,7 +34,7 @@ NORMS = [("layernorm", True), ("layernorm", False), ("rmsnorm", False), ("rmsnor
 QK_NORMS = [("none", "head", "pre_rope"), ("rmsnorm", "head", "pre_rope"),
             ("layernorm", "full", "pre_rope"), ("rmsnorm", "full", "post_rope"),
             ("layernorm", "head", "post_rope")]
-MLPS = ref_model.CHOICES["mlp"]
+MLPS = ref_config.CHOICES["mlp"]
 
 
 def _parity(x):
@@ -147,7 +150,7 @@ def attn_case_config(placement, i):
     qk, scope, position = ATTN_QK[(i + pi) % 5]
     norm, norm_bias = NORMS[j % 4]
     rope_index = (i + pi) % 4
-    if ref_model.head_size({"head_dim": D, "d_model": 16, "n_head": H}) == 2 and rope_index == 3:
+    if ref_config.head_size({"head_dim": D, "d_model": 16, "n_head": H}) == 2 and rope_index == 3:
         rope_index = 0  # the second llama3 keeps D = 2's only frequency: no scaling at all
     capped = (i + pi) % 3 == 0
     mix = placement == "mix"
@@ -174,7 +177,7 @@ def attn_case_config(placement, i):
 
 def describe_attention(cfg):
     m = cfg["model"]
-    parts = [f"H={m['n_head']}/kv={m['n_kv_head']}/D={ref_model.head_size(m)}",
+    parts = [f"H={m['n_head']}/kv={m['n_kv_head']}/D={ref_config.head_size(m)}",
              f"{m['layer_pattern']}/W={m['sliding_window']}"]
     if m["rope_local_theta"]:
         parts.append(f"local_theta={m['rope_local_theta']:g}")
@@ -234,15 +237,15 @@ def test_attention_design_covers_every_option_with_every_placement():
         cases = [c for _, c in ATTN_CASES if c["model"]["placement"] == p]
         ms = [c["model"] for c in cases]
         T = ms[0]["seq_len"]
-        heads = {(m["n_head"], ref_model.kv_heads(m)) for m in ms}
+        heads = {(m["n_head"], ref_config.kv_heads(m)) for m in ms}
         assert {(8, 2), (4, 1)} <= heads, (p, heads)  # GQA 8 over 2, and MQA
-        assert any(ref_model.head_size(m) != m["d_model"] // m["n_head"] for m in ms), p
-        assert any(m["n_head"] * ref_model.head_size(m) != m["d_model"] for m in ms), p
+        assert any(ref_config.head_size(m) != m["d_model"] // m["n_head"] for m in ms), p
+        assert any(m["n_head"] * ref_config.head_size(m) != m["d_model"] for m in ms), p
         patterns = {m["layer_pattern"].split(":")[0] if "every" in m["layer_pattern"] else
                     ("list" if "," in m["layer_pattern"] else m["layer_pattern"]) for m in ms}
         assert {"every", "list", "sliding"} <= patterns, (p, patterns)
         for m in ms:
-            types = ref_model.layer_types(m)
+            types = ref_config.layer_types(m)
             assert 0 < m["sliding_window"] < T and any(types), (p, m["layer_pattern"])
         # A sliding layer with its own base, and a sliding layer that shares the global RoPE.
         assert any(m["rope_local_theta"] > 0 for m in ms), p
@@ -259,9 +262,9 @@ def test_attention_design_covers_every_option_with_every_placement():
         m = cfg["model"]
         if m["rope_scaling"] != "llama3":
             continue
-        D = ref_model.head_size(m)
+        D = ref_config.head_size(m)
         plain = m["rope_theta"] ** (-2.0 * torch.arange(D // 2, dtype=torch.float64) / D)
-        ratio = ref_model.rope_inv_freq(m, False) / plain
+        ratio = ref_config.rope_inv_freq(m, False) / plain
         assert (ratio < 1).any(), (D, ratio)
         for r in ratio.tolist():
             bands.add("kept" if r == 1 else "divided" if math.isclose(r, 1 / m["rope_factor"])
@@ -296,11 +299,11 @@ def test_oracle_attention_layouts():
     # (SDPA's enable_gqa: query head h reads kv head h // (H / Hkv), as the oracle.)
     for pattern, types in (("every:3", [True, True, False, True, True, False]),
                            ("every:1", [False] * 6), ("sliding", [True] * 6)):
-        assert ref_model.layer_types({"n_layer": 6, "layer_pattern": pattern}) == types
-    assert ref_model.layer_types({"n_layer": 3, "layer_pattern": "global, sliding,global"}) == \
+        assert ref_config.layer_types({"n_layer": 6, "layer_pattern": pattern}) == types
+    assert ref_config.layer_types({"n_layer": 3, "layer_pattern": "global, sliding,global"}) == \
         [False, True, False]
     with pytest.raises(ValueError):
-        ref_model.layer_types({"n_layer": 3, "layer_pattern": "global,sliding"})
+        ref_config.layer_types({"n_layer": 3, "layer_pattern": "global,sliding"})
 
     from transformers import LlamaConfig
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
@@ -320,25 +323,25 @@ def test_oracle_attention_layouts():
             hf_cfg = LlamaConfig(hidden_size=16, num_attention_heads=2, num_key_value_heads=1,
                                  head_dim=D, max_position_embeddings=16384, rope_parameters=hf_rope)
             hf_inv, _ = ROPE_INIT_FUNCTIONS[rope["rope_scaling"]](hf_cfg, "cpu")
-            ours = ref_model.rope_inv_freq(m, False)
+            ours = ref_config.rope_inv_freq(m, False)
             # transformers computes in float32: agreement to float32 round-off
             torch.testing.assert_close(ours.float(), hf_inv.float(), rtol=3e-6, atol=0)
             m_local = {**m, "layer_pattern": "sliding", "sliding_window": 4, "rope_local_theta": 100.0}
-            torch.testing.assert_close(ref_model.rope_inv_freq(m_local, True),
+            torch.testing.assert_close(ref_config.rope_inv_freq(m_local, True),
                                        100.0 ** (-2.0 * torch.arange(D // 2, dtype=torch.float64) / D))
             # rope_local_theta = 0: a sliding layer has the global (scaled) RoPE
             m_shared = {**m, "layer_pattern": "sliding", "sliding_window": 4}
-            assert torch.equal(ref_model.rope_inv_freq(m_shared, True), ours)
+            assert torch.equal(ref_config.rope_inv_freq(m_shared, True), ours)
 
 
 def test_toml_round_trip():
     import tomllib
     for _, cfg in CASES[:7]:
-        parsed = tomllib.loads(ref_model.to_toml(cfg))
+        parsed = tomllib.loads(ref_config.to_toml(cfg))
         assert parsed == cfg
         for section, values in parsed.items():  # floats stay floats (embed_scale = 4.0, not 4)
             for k, v in values.items():
-                assert type(v) is type(ref_model.DEFAULTS[section][k]), (section, k, v)
+                assert type(v) is type(ref_config.DEFAULTS[section][k]), (section, k, v)
 
 
 def _names(cfg):
@@ -434,7 +437,7 @@ def test_oracle_adamw_matches_torch_optim():
     model = RefModel(cfg)
     params = model.random_params(seed=5)
     idx, targets = ref_model.random_batch(model, 2, seed=6)
-    ours = ref_model.adamw_run(model, params, idx, targets, n_steps=4)
+    ours = ref_optim.adamw_run(model, params, idx, targets, n_steps=4)
 
     leaves = {n: v.double().clone().requires_grad_(True) for n, v in params.items()}
     o = cfg["optim"]
@@ -451,13 +454,13 @@ def test_oracle_adamw_matches_torch_optim():
         loss.backward()
         torch.nn.utils.clip_grad_norm_(list(leaves.values()), o["grad_clip"])
         for group in opt.param_groups:
-            group["lr"] = ref_model.learning_rate(o, 4, k)
+            group["lr"] = ref_optim.learning_rate(o, 4, k)
         opt.step()
     for n, v in leaves.items():
         torch.testing.assert_close(v.detach(), ours[f"param_after.{n}"], rtol=1e-12, atol=1e-14,
                                    msg=lambda m, n=n: f"{n}: {m}")
     # The schedule's shape: warmup 1, then cosine from lr to lr_min over steps 1..3.
-    lrs = [ref_model.learning_rate(o, 4, s) for s in range(5)]
+    lrs = [ref_optim.learning_rate(o, 4, s) for s in range(5)]
     lr, lr_min = o["lr"], o["lr"] * o["min_lr_ratio"]
     assert lrs[0] == lr and math.isclose(lrs[1], lr) and math.isclose(lrs[4], lr_min)
     assert math.isclose(lrs[2], lr_min + (lr - lr_min) * 0.5 * (1 + math.cos(math.pi / 3)))
@@ -487,7 +490,7 @@ def test_parity(case_id, cfg, tmp_path, summary):
         f"oracle only {sorted(set(names) - got_after)}")
 
     ref = model.loss_and_grads(params, idx, targets)
-    ref.update(ref_model.adamw_run(model, params, idx, targets, ADAM_STEPS))
+    ref.update(ref_optim.adamw_run(model, params, idx, targets, ADAM_STEPS))
     # What the optimizer did, not only where it left the parameter: the update (param_after -
     # param_before) is ~1e-2 of the parameter, so 1e-4 of the parameter lets 1% of the update go
     # wrong. The oracle's optimizer replays the steps on the driver's own gradients of each step:
@@ -497,7 +500,7 @@ def test_parity(case_id, cfg, tmp_path, summary):
     # "Tolerances"). Both start from the same float32 weights; the driver's difference of two
     # float32 values is exact in float64.
     step_grads = [{n: got[f"grad_step.{k}.{n}"] for n in names} for k in range(ADAM_STEPS)]
-    replay = ref_model.adamw_replay(model, params, step_grads)
+    replay = ref_optim.adamw_replay(model, params, step_grads)
     for n in names:
         got[f"update.{n}"] = got[f"param_after.{n}"].double() - params[n].double()
         ref[f"update.{n}"] = replay[f"param_after.{n}"] - params[n].double()

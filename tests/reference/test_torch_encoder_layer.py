@@ -12,7 +12,8 @@ from torch import nn
 
 import harness
 import ref_model
-from ref_model import RefModel, make_config
+from ref_config import make_config
+from ref_model import RefModel
 
 torch.set_num_threads(1)
 

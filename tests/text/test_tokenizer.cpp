@@ -11,6 +11,7 @@
 #include "normlab/errors.h"
 #include "normlab/tokenizer.h"
 #include "tensor/rng.h"
+#include "train/evaluate.h"
 #include "train/run_tokenizer.h"
 
 namespace normlab {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "interop/weights.h"
+#include "model/weights.h"
 #include "model/transformer.h"
 #include "normlab/config_file.h"
 #include "normlab/errors.h"
@@ -114,7 +114,9 @@ int run(int argc, char** argv) {
     for (auto r : weight_records(model.table(), keep.back().data(),
                                  "grad_step." + std::to_string(s) + "."))
       out.push_back(r);
-    opt.step(model.params(), model.grads(), learning_rate(cfg.optim, s, cfg.train.steps));
+    const double k = clip_scale(cfg.optim.grad_clip,
+                                gradient_norm(model.table(), std::span<const float>(model.grads())));
+    opt.update(model.params(), model.grads(), learning_rate(cfg.optim, s, cfg.train.steps), k);
     keep.push_back({static_cast<float>(ls.loss)});
     out.push_back(rec("loss_step." + std::to_string(s), {1}, keep.back()));
   }

@@ -61,7 +61,7 @@ TEST(AdamWDecay, MaskFollowsTheParameterKinds) {
         oc.decay_embeddings = decay_embeddings;
         const double lr = 0.1;
         AdamW<double> opt(model.table(), oc);
-        opt.step(model.params(), model.grads(), lr);
+        opt.update(model.params(), model.grads(), lr);
 
         const double keep = 1.0 - lr * oc.weight_decay;
         int seen[4] = {};

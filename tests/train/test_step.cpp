@@ -13,6 +13,7 @@
 #include "normlab/communicator.h"
 #include "normlab/data.h"
 #include "train/guard.h"
+#include "train/optimizer.h"
 #include "train/step.h"
 
 namespace normlab {
@@ -90,6 +91,39 @@ TEST(TrainStep, AfterBackwardSeesTheGradientBeforeTheNorm) {
                                 });
   EXPECT_EQ(r.loss.loss, 42);
   EXPECT_TRUE(std::isinf(r.grad_norm));
+}
+
+// Clipping is decided by the step (its clip factor, as torch.nn.utils.clip_grad_norm_) and
+// applied by the optimizer as it reads the gradients: the update equals AdamW on gradients
+// scaled beforehand, bitwise, and the gradients are left clipped.
+TEST(TrainStep, ClipFactorIsTorchsRuleAndTheOptimizerAppliesIt) {
+  EXPECT_EQ(clip_scale(0.0, 5.0), 1.0);  // off
+  EXPECT_EQ(clip_scale(10.0, 5.0), 1.0);
+  EXPECT_DOUBLE_EQ(clip_scale(1.0, 4.0), 1.0 / (4.0 + 1e-6));
+  const ModelConfig mc = tiny_model();
+  const auto comm = make_single_process_communicator();
+  Transformer<float> model(mc, 2, mc.seq_len);
+  model.init_params(1);
+  const auto batch = [&](int* i, int* t) { fill_rows(i, t, 0, 2, mc.seq_len); };
+  StepShape shape{2, mc.seq_len, 1, 0.0};
+  shape.grad_clip = 0.05;
+  TrainStep step(model, *comm, shape);
+  const StepResult r = step.run(batch);
+  ASSERT_GT(r.grad_norm, shape.grad_clip);  // the clip is active in this case
+  EXPECT_EQ(r.clip_scale, clip_scale(shape.grad_clip, r.grad_norm));
+  EXPECT_LT(r.clip_scale, 1.0);
+  const float k = static_cast<float>(r.clip_scale);
+  std::vector<float> g(model.grads().begin(), model.grads().end());
+  std::vector<float> p(model.params().begin(), model.params().end());
+  for (float& x : g) x *= k;  // clipped beforehand
+  OptimConfig oc;
+  AdamW<float> fused(model.table(), oc), plain(model.table(), oc);
+  fused.update(model.params(), model.grads(), 1e-2, r.clip_scale);
+  plain.update(p, g, 1e-2);
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    ASSERT_EQ(model.params()[i], p[i]) << "parameter " << i;
+    ASSERT_EQ(model.grads()[i], g[i]) << "gradient " << i;
+  }
 }
 
 TEST(TrainStep, MeanLossIsTheMeanOverBatches) {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "fixtures.h"
-#include "interop/weights.h"
+#include "model/weights.h"
 #include "normlab/errors.h"
 
 namespace normlab {

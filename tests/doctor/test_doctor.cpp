@@ -9,7 +9,7 @@
 #include <fstream>
 #include <limits>
 
-#include "diag/doctor.h"
+#include "doctor/doctor.h"
 #include "fixtures.h"
 #include "normlab/errors.h"
 #include "normlab/trainer.h"

@@ -5,7 +5,7 @@
 // a typed Diagnosis; nothing here prints (the CLI renders it as text or JSON).
 //
 // Thresholds are chosen from runs made with the CLI (docs/doctor.md lists the measurements):
-// healthy runs stay well inside them, the failing runs of tests/diag/test_doctor.cpp cross them.
+// healthy runs stay well inside them, the failing runs of tests/doctor/test_doctor.cpp cross them.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <optional>

@@ -1,4 +1,4 @@
-#include "interop/weights.h"
+#include "model/weights.h"
 
 #include <algorithm>
 #include <set>

@@ -39,7 +39,8 @@ import json, sys
 sys.path.insert(0, sys.argv[1])
 import normlab
 logged = []
-normlab.train(json.loads(sys.argv[2]), out=sys.argv[3], callback=lambda r: logged.append(r["step"]))
+normlab.train(json.loads(sys.argv[2]), out=sys.argv[3], callback=lambda r: logged.append(r["step"]),
+              progress=False)  # no tqdm bar: the same work whether or not stderr is a terminal
 assert logged, "the callback saw no step"
 """
 

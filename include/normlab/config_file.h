@@ -5,7 +5,8 @@
 // dump, JSON, the key list and the "did you mean" suggestions. Sections and keys mirror the struct
 // fields exactly (`[model] placement = "peri"`); enum values are their lowercase names. Every
 // function that reads a config collects all problems (syntax, unknown keys, wrong types, invalid
-// values) and throws a single ConfigError listing them.
+// values) and throws a single ConfigError listing them, each prefixed with where its value came
+// from: `FILE:LINE: `, `--set 'KEY=VALUE': ` for an override, `json: `.
 #pragma once
 #include <string>
 #include <string_view>

@@ -1,25 +1,34 @@
 // The data layer: turns text or pre-tokenized files into the (B, T) token windows the trainer
 // consumes. A byte-level tokenizer (vocab 256); TokenCorpus, a token sequence that is either owned
 // (from text), borrowed (the corpus compiled into the library) or memory-mapped (a token file,
-// so a corpus larger than RAM works); CorpusView, a cheap contiguous slice that keeps its corpus
+// so a corpus larger than RAM works; it records the tokenizer that made it); CorpusView, a cheap contiguous slice that keeps its corpus
 // alive; a deterministic train/validation split; BatchSampler, which draws windows at uniformly
 // random offsets from a portable RNG, saves and restores its state exactly, and shards every
-// global batch across data-parallel ranks; and EvalBatches, fixed evenly spaced windows for
-// evaluation. Bad input throws FormatError (a file that is unreadable, malformed, not text) or
-// InputError (arguments out of range, a corpus too small for the request), naming the file.
+// global batch across data-parallel ranks; EvalBatches, fixed evenly spaced windows for sampled
+// evaluation (training's validation); and ExactEvalBatches, non-overlapping windows that score
+// every token once (`normlab eval`'s exact mode). Bad input throws FormatError (a file that is
+// unreadable, malformed, not text) or InputError (arguments out of range, a corpus too small for
+// the request), naming the file.
 //
 // Token file format (".tok", written by write_token_file, read with mmap by from_token_file):
 //   offset  0: 8 bytes  magic "NLTOKENS"
-//   offset  8: u32      version, 1
+//   offset  8: u32      version: 2 (with the tokenizer record), or 1 (without)
 //   offset 12: u32      bytes per token: 1, 2 or 4
 //   offset 16: u64      token count N (> 0)
 //   offset 24: u32      vocab size V (1 <= V <= INT32_MAX)
-//   offset 28: u32      reserved, 0
-//   offset 32: N tokens, each an unsigned little-endian integer of that width, each < V.
-// All header integers are little-endian; the file size must be exactly 32 + N * width.
+//   offset 28: u32      R, the tokenizer record's size in bytes: a multiple of 8, 8 <= R <= 64 KiB
+//                       (version 2); reserved, 0 (version 1)
+//   offset 32: R bytes  the tokenizer record (version 2): a UTF-8 JSON object, padded with spaces,
+//                       {"vocab_size": V, "hash": "fnv1a64:<16 hex digits>", "path": "...",
+//                        "describe": "..."} (TokenizerRecord below)
+//   offset 32 + R: N tokens, each an unsigned little-endian integer of that width, each < V.
+// All header integers are little-endian; the file size must be exactly 32 + R + N * width.
+// Version 1 files (written before the record existed) still load, as a token file of unknown
+// tokenizer; training refuses to guess theirs (train/run_tokenizer.h).
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -97,9 +106,9 @@ class TokenCorpus {
   // page cache, so corrupt data is reported at load time with its index rather than mid-run.
   static TokenCorpus from_token_file(const std::string& path);
   // Text (a file, a folder or, for an empty path, the embedded corpus) encoded with `tok`: each
-  // document (file) encoded on its own, in parallel, and the documents joined by the ids of
-  // tok.encode("\n") (for the byte tokenizer this is exactly from_path(path)). A token file is
-  // memory-mapped as it is. The corpus's vocab_size() is tok.vocab_size().
+  // document (file) encoded on its own, in parallel, and the documents joined by
+  // document_separator(tok) (for the byte tokenizer "\n": exactly from_path(path)). A token
+  // file is memory-mapped as it is. The corpus's vocab_size() is tok.vocab_size().
   static TokenCorpus from_path(const std::string& path, const Tokenizer& tok);
   static TokenCorpus from_documents(const std::vector<TextDocument>& docs, std::string name,
                                     const Tokenizer& tok);
@@ -130,10 +139,52 @@ class TokenCorpus {
   CorpusView view_;
 };
 
+// Which tokenizer made a token file (version 2). `hash` identifies the tokenizer's content: the
+// 64-bit FNV-1a of the tokenizer file's bytes, or of a fixed description for the byte tokenizer
+// (tokenizer_hash). FNV-1a is no cryptographic hash: it tells tokenizers apart, it does not
+// defend against a file made to collide.
+struct TokenizerRecord {
+  int vocab_size = 0;
+  std::string hash;      // "fnv1a64:" and 16 lowercase hex digits
+  std::string path;      // the tokenizer file, absolute; "bytes" for the byte tokenizer
+  std::string describe;  // Tokenizer::describe(), for messages
+  bool is_bytes() const { return path == "bytes"; }
+  bool operator==(const TokenizerRecord&) const = default;
+};
+
+// The hash of the tokenizer in `file` ("fnv1a64:..." of its bytes); of the byte tokenizer when
+// `file` is empty or "bytes". Throws FormatError naming the file when it cannot be read.
+std::string tokenizer_hash(const std::string& file);
+// The record of tokenizer `tok`, loaded from `file` (empty or "bytes": the byte tokenizer).
+TokenizerRecord tokenizer_record(const Tokenizer& tok, const std::string& file);
+
+// A token file's header and record, read without mapping or checking its tokens.
+struct TokenFileInfo {
+  int version = 0;  // 1 or 2
+  long count = 0;
+  int vocab_size = 0;
+  std::optional<TokenizerRecord> tokenizer;  // version 2
+};
+// std::nullopt when `path` is not a regular file starting with the magic "NLTOKENS"; otherwise
+// the header, checked as from_token_file does (FormatError naming the file and the problem).
+std::optional<TokenFileInfo> token_file_info(const std::string& path);
+
+// The ids that join two documents of a corpus: the tokenizer's end-of-text token where it has
+// one, else the ids of "\n" (the byte tokenizer: the byte 10). The end-of-text token is, first,
+// the EOS of the tokenizer itself (a tokenizer.json post-processor template's token after the
+// sequence, a SentencePiece model's eos_id); else a token flagged special named "<|endoftext|>"
+// (GPT-2, Qwen 2, OLMo 2, `normlab tokenizer train --special-tokens "<|endoftext|>"`),
+// "<|end_of_text|>" (Llama 3), "</s>" or "<eos>". It is decided from the tokenizer file alone,
+// so a token file, training and evaluation of a text corpus agree.
+std::vector<int> document_separator(const Tokenizer& tok);
+
 // Writes a token file (format above) atomically: "<path>.tmp.<pid>", fsync, rename over `path`.
-// The width is the smallest of 1, 2, 4 bytes that holds vocab - 1. Throws InputError if tokens is
-// empty, vocab < 1, or a token is outside [0, vocab); FormatError if the file cannot be written.
-void write_token_file(const std::string& path, std::span<const int> tokens, int vocab);
+// The width is the smallest of 1, 2, 4 bytes that holds vocab - 1. With a tokenizer record the
+// file is version 2, without one version 1. Throws InputError if tokens is empty, vocab < 1, a
+// token is outside [0, vocab), or the record's vocab_size is not vocab; FormatError if the file
+// cannot be written.
+void write_token_file(const std::string& path, std::span<const int> tokens, int vocab,
+                      const std::optional<TokenizerRecord>& tokenizer = std::nullopt);
 
 // ---------------------------------------------------------------------------------------------
 // Batches
@@ -208,5 +259,64 @@ class EvalBatches {
 inline EvalBatches eval_batches(CorpusView view, int B, int T, int n, int rank = 0, int world = 1) {
   return EvalBatches(std::move(view), B, T, n, rank, world);
 }
+
+// Start of evenly spaced evaluation window j (0 <= j < windows) in a view of `size` tokens, as
+// EvalBatches places them: floor(j * (size - T - 1) / (windows - 1)), 0 for a single window.
+long eval_window_offset(long size, int T, long windows, long j);
+
+// What n batches of B evenly spaced windows of T (EvalBatches) score in a view of `size` tokens.
+struct EvalCoverage {
+  long windows = 0;   // n * B
+  long targets = 0;   // n * B * T target positions, a token counted once per window holding it
+  long distinct = 0;  // distinct tokens among them (< targets when windows overlap)
+};
+// Throws InputError when size < T + 1, or B, T or n < 1.
+EvalCoverage eval_coverage(long size, int B, int T, int n);
+
+// One rectangle of an exact evaluation: `rows` windows of `len` tokens each, the first of them
+// window `first_window`, run by the model as one (rows, len) forward pass.
+struct EvalBlock {
+  int rows = 0;
+  int len = 0;
+  long first_window = 0;
+};
+
+// Exact evaluation: every token of the view but the first is a target exactly once
+// (num_targets() = size - 1; the first token has nothing before it to be predicted from).
+// The view is cut into non-overlapping windows of T: window j has the inputs [jT, jT + L_j) and
+// the targets [jT + 1, jT + L_j + 1), L_j = min(T, size - 1 - jT), so there are
+// ceil((size - 1) / T) windows, all of length T but perhaps the last (scored too, shorter).
+// Context rule: the target at position t of a window (token jT + t + 1, 0 <= t < L_j) is
+// predicted from the t + 1 tokens jT .. jT + t of its own window only, nothing from the window
+// before: the first targets of each window have little context (the mean over t of t + 1 is
+// about T / 2 tokens of context), which makes the loss slightly higher than a sliding window's.
+// The windows are grouped into blocks: full blocks of B windows of T, then the remaining full
+// windows (fewer than B rows), then the short last window on its own (one row of L < T), so the
+// model never sees padding and a caller weights block k's mean by rows * len.
+class ExactEvalBatches {
+ public:
+  // Throws InputError unless B, T >= 1 and the view holds at least 2 tokens (one target).
+  ExactEvalBatches(CorpusView view, int B, int T);
+
+  long num_targets() const { return view_.size() - 1; }
+  long num_windows() const { return (num_targets() + T_ - 1) / T_; }
+  long num_blocks() const;
+  int max_rows() const { return B_; }  // B: the most rows of a block
+  int seq_len() const { return T_; }   // T: the longest window
+  const CorpusView& view() const { return view_; }
+
+  EvalBlock block(long k) const;  // 0 <= k < num_blocks()
+  // Block k's windows into idx and targets, each (rows, len) row-major (at most B * T ints).
+  EvalBlock fill(long k, int* idx, int* targets) const;
+  // Iterator form: fills the next block into b, idx, targets and returns true, or returns false
+  // after the last one.
+  bool next(EvalBlock& b, int* idx, int* targets);
+  void reset() { cursor_ = 0; }
+
+ private:
+  CorpusView view_;
+  int B_, T_;
+  long cursor_ = 0;
+};
 
 }  // namespace normlab

@@ -44,6 +44,7 @@ struct TrainHooks {
   // Called after every step with its loss; a returned reason stops the run as diverged.
   std::function<std::optional<std::string>(const StepRecord&)> check_divergence;
   // Called once when the run reaches train.steps; a returned reason marks it diverged.
+  // with_divergence_rule() sets both to the rule of `normlab train`, sweep, compare and doctor.
   std::function<std::optional<std::string>(const TrainResult&)> judge_end;
   // Events that are not steps (a rollback), as written to metrics.jsonl.
   std::function<void(const nlohmann::json&)> on_event;
@@ -62,14 +63,18 @@ struct InitFromReport {
 
 // Where and how a run resumes (Trainer with resume = true).
 struct ResumeOptions {
-  // The checkpoint folder to continue from, one of run_dir/checkpoints/step_*; empty: the latest.
-  // An older one rewinds the run to it: the later checkpoints are deleted and the metrics records
-  // after its step dropped (the run writes them anew).
+  // The checkpoint folder to continue from, one of run_dir/checkpoints/step_*; empty: the newest
+  // intact one (resume_point() in checkpoint.h). An older one rewinds the run to it: the later
+  // checkpoints are deleted and the metrics records after its step dropped (the run writes them
+  // anew). Later damaged checkpoints are moved aside (step_N.damaged), never deleted.
   std::string checkpoint;
   // The config to continue with (resume_config() in checkpoint.h); none: the run's saved config.
   // Only resumable_keys() may differ from the checkpoint's config; it becomes the run's
   // config.toml.
   std::optional<Config> config;
+  // Whether rewinding past a later intact checkpoint is wanted: without it, a `checkpoint` older
+  // than an intact later one is refused (InputError naming what would be deleted).
+  bool rewind = false;
 };
 
 // train.matmul_precision for this machine: automatic becomes bf16 when the CPU has AVX512-BF16,
@@ -114,6 +119,13 @@ class Trainer {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// `hooks` with the divergence rule of `normlab train`, sweep and compare (src/train/divergence.h;
+// docs/metrics.md, "diverged") as check_divergence and judge_end, for a run of `trainer` in
+// `run_dir` (a resumed run takes its initial loss from step 1 of run_dir/metrics.jsonl). The
+// rule's state lives in the returned hooks.
+TrainHooks with_divergence_rule(TrainHooks hooks, const Trainer& trainer,
+                                const std::string& run_dir);
 
 // The seed of the training batch sampler, derived from train.seed (also used by tools that
 // write a step-0 checkpoint, so that resuming it draws the batches a fresh run would).

@@ -7,45 +7,101 @@ reports) with numpy in and out, computed by normlab's C++ kernels (docs/python.m
     print(run.metrics[-1]["loss"])
 
 Errors are raised with the messages the CLI prints: ``ConfigError`` (every problem at once),
-``InputError``, ``FormatError``; all three are ``ValueError`` subclasses.
+``InputError``, ``FormatError``, all three ``ValueError`` subclasses, and ``NotFoundError`` for a
+path that does not exist (a ``FormatError`` and a ``FileNotFoundError``). The warnings
+``normlab train`` prints are ``NormlabWarning``s.
 """
 from __future__ import annotations
 
-import json
-import os
-import struct
-import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
-from typing import Any, Union
+import json as _json
+import os as _os
+import re as _re
+import struct as _struct
+import subprocess as _subprocess
+import sys as _sys
+import time as _time
+import warnings as _warnings
+from collections.abc import Mapping as _Mapping
+from pathlib import Path as _Path
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-import numpy as np
+import numpy as _np
 
-from . import _core
-from ._errors import ConfigError, Error, FormatError, InputError, InternalError
+from . import _core, _progress
+from ._errors import ConfigError, Error, FormatError, InputError, InternalError, NormlabWarning
+from ._errors import ConfigFileNotFoundError as _ConfigFileNotFoundError
+from ._errors import NotFoundError
+from ._metrics import Metrics
+
+if _TYPE_CHECKING:  # names of the annotations only: the module's namespace holds the API alone
+    import os
+    from collections.abc import Callable, Iterable, Mapping
+    from pathlib import Path
+    from typing import Any, Union
+
+    import numpy as np
+
+    PathLike = Union[str, os.PathLike]
 
 __version__: str = _core.__version__
 
 __all__ = [
-    "Config", "Model", "Run", "train", "doctor", "gradflow", "sweep", "report", "set_num_threads",
-    "get_num_threads", "Error", "ConfigError", "InputError", "FormatError", "InternalError",
-    "__version__",
+    "Config", "Model", "Run", "Metrics", "SweepResult", "train", "doctor", "gradflow", "sweep",
+    "report", "set_num_threads", "get_num_threads", "Error", "ConfigError", "InputError",
+    "FormatError", "NotFoundError", "InternalError", "NormlabWarning", "__version__",
 ]
-
-PathLike = Union[str, os.PathLike]
 
 
 # -- config -----------------------------------------------------------------------------------
 
+def _plain(value: Any) -> Any:
+    """numpy scalars as Python numbers, paths as strings."""
+    if isinstance(value, _np.generic):
+        return value.item()
+    if isinstance(value, _os.PathLike):
+        return _os.fspath(value)
+    return value
+
+
 def _value_text(value: Any) -> str:
     """A Python value as the text of a `--set KEY=VALUE` override."""
+    value = _plain(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
         return repr(value)
     return str(value)
+
+
+def _by_key(e: ConfigError, sets: Iterable[str] = ()) -> ConfigError:
+    """``e`` with each problem named by its key, as a dict or ``set()`` gave it: the prefixes
+    that say which reader a value went through (``--set 'model.n_layr=3': ``, ``json: ``, a line
+    of the TOML text Config passes between calls), which would send a Python user looking for a
+    command line or a file, are dropped. Duplicates are listed once."""
+    prefixes = ([f"--set '{s}': " for s in sets] + [f"override '{s}': " for s in sets]
+                + ["json: "])
+    problems: list[str] = []
+    for p in e.problems:
+        pre = next((x for x in prefixes if p.startswith(x)), "")
+        if not pre:
+            m = _re.match(r"config:\d+(?::\d+)?: ", p)
+            pre = m.group(0) if m else ""
+        if p[len(pre):] not in problems:
+            problems.append(p[len(pre):])
+    return ConfigError("invalid configuration:" + "".join("\n  " + p for p in problems), problems)
+
+
+def _parse(text: str, sets: list[str]) -> Any:
+    try:
+        return _core.config_parse(text, "config", sets)
+    except ConfigError as e:
+        raise _by_key(e, sets) from None
+
+
+def _need(path: PathLike, message: str) -> None:
+    """Raises NotFoundError(message) when nothing exists at ``path``."""
+    if not _os.path.exists(path):
+        raise NotFoundError(message, _os.fspath(path))
 
 
 class Config:
@@ -54,7 +110,9 @@ class Config:
     ``Config()`` holds the defaults; ``Config("run.toml")`` reads a TOML file (or a run
     directory's config.toml); ``Config({"model": {"placement": "peri"}})`` or
     ``Config({"model.placement": "peri"})`` takes a dict. Every way validates as the CLI does and
-    raises one ``ConfigError`` listing every problem.
+    raises one ``ConfigError`` listing every problem, each named by its key
+    (``unknown key 'model.n_layr' (did you mean 'model.n_layer'?)``); a file that does not exist
+    raises ``NotFoundError``.
     """
 
     def __init__(self, source: Config | Mapping[str, Any] | PathLike | None = None) -> None:
@@ -62,20 +120,32 @@ class Config:
             self._c = _core.config_load("", [])
         elif isinstance(source, Config):
             self._c = _core.config_parse(source.to_toml(), "config", [])
-        elif isinstance(source, Mapping):
+        elif isinstance(source, _Mapping):
             nested: dict[str, Any] = {}
             flat: list[str] = []
             for k, v in source.items():
-                if isinstance(v, Mapping):
+                if isinstance(v, _Mapping):
                     nested[k] = dict(v)
                 else:
                     flat.append(f"{k}={_value_text(v)}")
-            base = _core.config_from_json(json.dumps(nested))
-            self._c = _core.config_parse(_core.config_to_toml(base), "config", flat)
+            try:
+                base = _core.config_from_json(_json.dumps(nested, default=_plain))
+            except ConfigError as e:  # the flat keys' problems too: every problem at once
+                problems = list(e.problems)
+                try:
+                    _core.config_parse("", "config", flat)
+                except ConfigError as e2:  # those of reading them, not the defaults' validation
+                    problems += [p for p in e2.problems
+                                 if p.startswith(("override '", "--set '"))]
+                raise _by_key(ConfigError("", problems), flat) from None
+            self._c = _parse(_core.config_to_toml(base), flat)
         else:
-            path = Path(source)
+            path = _Path(source)
             if path.is_dir():
                 path = path / "config.toml"
+            if not path.exists():
+                raise _ConfigFileNotFoundError(
+                    f"cannot read config file '{path}': No such file or directory", str(path))
             self._c = _core.config_load(str(path), [])
 
     @classmethod
@@ -92,13 +162,14 @@ class Config:
         return c
 
     def set(self, key: str, value: Any) -> Config:
-        """Sets one key ("section.key") as ``--set`` does; returns the config for chaining."""
+        """Sets one key ("section.key"); returns the config for chaining. A string value is read
+        as ``--set`` reads it (``"1e-3"`` is a number for a number key)."""
         return self.update({key: value})
 
     def update(self, values: Mapping[str, Any]) -> Config:
         """Sets several keys at once (all checked together); returns the config."""
         sets = [f"{k}={_value_text(v)}" for k, v in values.items()]
-        self._c = _core.config_parse(self.to_toml(), "config", sets)
+        self._c = _parse(self.to_toml(), sets)
         return self
 
     def __getitem__(self, key: str) -> Any:
@@ -122,14 +193,14 @@ class Config:
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         """Every key, nested by section, enum values as strings (the JSON the CLI writes)."""
-        return json.loads(_core.config_to_json(self._c))
+        return _json.loads(_core.config_to_json(self._c))
 
     def to_toml(self) -> str:
         """The full config as TOML, every key present (``normlab train --dump-config``)."""
         return _core.config_to_toml(self._c)
 
     def save(self, path: PathLike) -> None:
-        Path(path).write_text(self.to_toml())
+        _Path(path).write_text(self.to_toml())
 
     @staticmethod
     def keys() -> list[str]:
@@ -143,12 +214,12 @@ def _as_config(cfg: Config | Mapping[str, Any] | PathLike | None) -> Config:
 
 # -- model ------------------------------------------------------------------------------------
 
-_INT32 = np.iinfo(np.int32)
+_INT32 = _np.iinfo(_np.int32)
 
 
 def _ids(a: Any, vocab: int, what: str) -> tuple[np.ndarray, bool]:
     """Token ids as a (B, T) C-contiguous int32 array, and whether the input was 1-D."""
-    arr = np.asarray(a)
+    arr = _np.asarray(a)
     if arr.dtype.kind not in "iu":
         raise InputError(f"[model] {what} ids must be an integer array, got dtype {arr.dtype}")
     if arr.ndim not in (1, 2):
@@ -157,10 +228,10 @@ def _ids(a: Any, vocab: int, what: str) -> tuple[np.ndarray, bool]:
     flat = arr.reshape(-1)
     # Ids beyond int32 would wrap in the conversion: refuse them here with the library's message.
     if flat.size and (flat.min() < _INT32.min or flat.max() > _INT32.max):
-        pos = int(np.flatnonzero((flat < _INT32.min) | (flat > _INT32.max))[0])
+        pos = int(_np.flatnonzero((flat < _INT32.min) | (flat > _INT32.max))[0])
         raise InputError(f"{what} id {int(flat[pos])} at position {pos} is outside the vocabulary "
                          f"[0, {vocab})")
-    out = np.ascontiguousarray(arr, dtype=np.int32)
+    out = _np.ascontiguousarray(arr, dtype=_np.int32)
     return (out[None, :] if arr.ndim == 1 else out), arr.ndim == 1
 
 
@@ -169,9 +240,9 @@ def _safetensors_metadata(path: PathLike) -> dict[str, str]:
         head = f.read(8)
         if len(head) != 8:
             raise FormatError(f"[safetensors] {path}: file too short for a header")
-        (n,) = struct.unpack("<Q", head)
+        (n,) = _struct.unpack("<Q", head)
         try:
-            return json.loads(f.read(n)).get("__metadata__", {}) or {}
+            return _json.loads(f.read(n)).get("__metadata__", {}) or {}
         except (ValueError, UnicodeDecodeError) as e:
             raise FormatError(f"[safetensors] {path}: header is not JSON: {e}") from None
 
@@ -195,7 +266,8 @@ class Model:
     def load(cls, path: PathLike, max_batch: int = 1) -> Model:
         """A model from a run directory (its latest checkpoint), a checkpoint folder, or a
         safetensors file written by ``Model.save`` or a checkpoint."""
-        p = Path(path)
+        p = _Path(path)
+        _need(p, f"[checkpoint] {p} does not exist")
         m = cls.__new__(cls)
         if p.is_file() and p.name != "model.safetensors":
             meta = _safetensors_metadata(p)
@@ -280,7 +352,8 @@ class Model:
     def load_weights(self, path: PathLike) -> None:
         """Reads this model's parameters from a safetensors file that holds exactly its tensors;
         nothing changes when a tensor is missing, extra or of another shape (FormatError)."""
-        p = Path(path)
+        p = _Path(path)
+        _need(p, f"[safetensors] {p}: cannot open: No such file or directory")
         self._m.load_weights(str(p / "model.safetensors" if p.is_dir() else p))
 
     def generate(self, prompt: Any, max_new_tokens: int = 200, temperature: float = 1.0,
@@ -288,28 +361,20 @@ class Model:
         """Samples ``max_new_tokens`` ids after the prompt ids (KV cache; temperature 0 is
         greedy). Returns the new ids."""
         ids, _ = _ids(prompt, self._vocab(), "token")
-        return np.asarray(self._m.generate(ids.reshape(-1).tolist(), max_new_tokens, temperature,
-                                           top_k, top_p, seed), dtype=np.int64)
+        return _np.asarray(self._m.generate(ids.reshape(-1).tolist(), max_new_tokens, temperature,
+                                           top_k, top_p, seed), dtype=_np.int64)
 
 
 # -- runs -------------------------------------------------------------------------------------
-
-class Metrics(list):
-    """The step records of a run's metrics.jsonl, one dict each."""
-
-    def to_pandas(self) -> Any:
-        """A pandas DataFrame of the records (pandas is needed for this only)."""
-        import pandas as pd
-        return pd.DataFrame(list(self))
-
 
 class Run:
     """A run directory: its config, metrics, checkpoints, and models from them."""
 
     def __init__(self, path: PathLike) -> None:
-        self.path = Path(path)
+        self.path = _Path(path)
+        _need(self.path, f"{self.path} is not a run directory (no such directory)")
         if not self.path.is_dir():
-            raise FormatError(f"{self.path} is not a run directory (no such directory)")
+            raise FormatError(f"{self.path} is not a run directory (it is a file)")
         self.result: dict[str, Any] | None = None  # set by train(): what the trainer returned
 
     def __repr__(self) -> str:
@@ -326,15 +391,22 @@ class Run:
         out = []
         for line in f.read_text().splitlines():
             try:
-                out.append(json.loads(line))
+                out.append(_json.loads(line))
             except ValueError:  # a torn last line of a killed run
                 pass
         return out
 
     @property
     def metrics(self) -> Metrics:
-        """Every logged step as the dict metrics.jsonl holds (non-finite values as None)."""
+        """Every logged step, in file order: a list of the dicts metrics.jsonl holds (non-finite
+        values as None) that also gives columns, ``metrics["loss"]`` a numpy array aligned with
+        ``metrics["step"]`` (NaN where a record lacks the field), and ``metrics.to_pandas()``."""
         return Metrics(r for r in self._records() if "event" not in r)
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        """The step records as a plain list of dicts (``list(run.metrics)``)."""
+        return list(self.metrics)
 
     @property
     def events(self) -> list[dict[str, Any]]:
@@ -354,7 +426,7 @@ class Run:
         if not root.is_dir():
             return []
         return sorted(p for p in root.glob("step_*")
-                      if p.is_dir() and not p.name.endswith(".tmp")
+                      if p.is_dir() and "." not in p.name  # not .tmp, .trash, .damaged
                       and (p / "model.safetensors").is_file())
 
     def _checkpoint(self, step: int | None) -> Path:
@@ -363,7 +435,8 @@ class Run:
         p = self.path / "checkpoints" / f"step_{step:08d}"
         if p not in self.checkpoints:
             have = ", ".join(str(int(c.name[5:])) for c in self.checkpoints) or "none"
-            raise FormatError(f"{self.path} has no checkpoint at step {step} (steps: {have})")
+            raise NotFoundError(f"{self.path} has no checkpoint at step {step} (steps: {have})",
+                                str(p))
         return p
 
     def model(self, step: int | None = None, max_batch: int = 1) -> Model:
@@ -373,7 +446,11 @@ class Run:
     def eval(self, data: PathLike | None = None, batches: int = 0,
              step: int | None = None) -> dict[str, Any]:
         """As ``normlab eval``: validation loss, perplexity, bits per byte of the checkpoint on
-        its own validation split (or on ``data``) over ``batches`` (0: train.eval_batches)."""
+        its own validation split (or on ``data``): every token once when that fits the budget
+        (0 batches, the default; else train.eval_batches), or a sample of ``batches`` batches;
+        ``exact``, ``tokens`` and ``sample`` say what was measured (docs/metrics.md)."""
+        if data is not None:
+            _need(data, f"[data] {data}: no such file or folder")
         return _core.evaluate(str(self._checkpoint(step)), "" if data is None else str(data),
                               batches)
 
@@ -386,19 +463,80 @@ class Run:
                                    temperature, top_k, top_p, seed, ignore_eos)
 
 
+def _check_paths(c: Config, resume: bool) -> None:
+    """NotFoundError for a path of the config that does not exist (the trainer would raise a
+    FormatError for it)."""
+    if c["data.path"]:
+        _need(c["data.path"], f"[data] {c['data.path']}: no such file or folder")
+    if not resume:  # a resumed run has its own tokenizer and weights
+        if c["data.tokenizer"] not in ("", "bytes"):
+            _need(c["data.tokenizer"], f"[tokenizer] {c['data.tokenizer']}: cannot open: "
+                                       "No such file or directory")
+        if c["train.init_from"]:
+            _need(c["train.init_from"], f"[checkpoint] {c['train.init_from']} does not exist")
+
+
+def _warn(c: Config, stacklevel: int) -> None:
+    """The warnings `normlab train` prints for this config, as NormlabWarning."""
+    for w in _core.config_warnings(c._c):
+        _warnings.warn(w, NormlabWarning, stacklevel=stacklevel + 1)
+
+
 def train(cfg: Config | Mapping[str, Any] | PathLike | None, out: PathLike,
           resume: bool = False,
-          callback: Callable[[dict[str, Any]], bool | None] | None = None) -> Run:
+          callback: Callable[[dict[str, Any]], bool | None] | None = None, *,
+          progress: bool | None = None, rewind: bool = False) -> Run:
     """Trains as ``normlab train --out OUT`` (``resume=True``: ``--resume OUT``, with the run's
     saved config when ``cfg`` is None, else ``cfg``, which may change only resumable keys).
 
     ``callback(record)`` gets every logged step as its metrics.jsonl dict; returning False stops
     the run after that step with a checkpoint (status "interrupted"; resume continues it).
     Ctrl-C stops after the current step, writes the checkpoint, then raises KeyboardInterrupt.
+
+    The warnings the CLI prints (a warmup longer than the run, more threads than cores) are
+    raised as ``NormlabWarning``. ``progress``: a tqdm bar over the steps, moved at each logged
+    step; by default when tqdm is installed and stderr is a terminal or this is a notebook,
+    ``False`` never, ``True`` always (then tqdm must be installed). A path that does not exist
+    (``out`` with ``resume=True``, data.path, data.tokenizer, train.init_from) raises
+    ``NotFoundError`` before anything starts.
+
+    Resuming a run directory continues from its newest intact checkpoint; each damaged one passed
+    over is a ``NormlabWarning``. Resuming from a checkpoint folder older than an intact later one
+    rewinds the run (deletes the later checkpoints and metrics records) only with ``rewind=True``,
+    as ``--rewind``; otherwise it raises ``InputError`` naming what would be deleted.
     """
     c = None if (resume and cfg is None) else _as_config(cfg)
-    result = _core.train(None if c is None else c._c, str(out), resume, callback)
-    run = Run(out)
+    start, run_dir = 0, _Path(out)
+    if resume:
+        _need(out, f"[checkpoint] {out} does not exist")
+        d, ckpt, saved, passed_over = _core.resume_point(str(out))
+        for bad, why in passed_over:
+            _warnings.warn(f"checkpoint {bad} is damaged: {why}; resuming from {ckpt}, the newest "
+                           "intact checkpoint", NormlabWarning, stacklevel=2)
+        run_dir = _Path(d)
+        start = int(_Path(ckpt).name[5:]) if _Path(ckpt).name[5:].isdigit() else 0
+        used = c if c is not None else Config._wrap(saved)
+    else:
+        used = c
+    _check_paths(used, resume)
+    _warn(used, stacklevel=2)
+    steps = used["train.steps"]
+    bar = _progress.bar(progress, total=steps, initial=min(start, steps), unit="step",
+                        desc=run_dir.name, dynamic_ncols=True)
+    hook = callback
+    if bar is not None:
+        def hook(record: dict[str, Any]) -> bool | None:
+            _progress.advance(bar, record["step"])
+            if record.get("loss") is not None:
+                bar.set_postfix(loss=f"{record['loss']:.4f}", refresh=False)
+            return None if callback is None else callback(record)
+    try:
+        result = _core.train(None if c is None else c._c, str(out), resume, hook, rewind)
+        _progress.advance(bar, result["steps"])
+    finally:
+        if bar is not None:
+            bar.close()
+    run = Run(run_dir)
     run.result = result
     return run
 
@@ -410,7 +548,8 @@ def doctor(run: "Run | PathLike") -> dict[str, Any]:
     metrics.jsonl and config.toml, as a dict: each instability found with its evidence, remedy and
     what to measure to confirm it, the signals that could not be checked, and the verdict."""
     path = run.path if isinstance(run, Run) else run
-    return json.loads(_core.doctor(str(path)))
+    _need(path, f"{path} does not exist (expected a run directory)")
+    return _json.loads(_core.doctor(str(path)))
 
 
 def gradflow(cfg: Config | Mapping[str, Any] | PathLike | None = None, *,
@@ -421,7 +560,7 @@ def gradflow(cfg: Config | Mapping[str, Any] | PathLike | None = None, *,
     (placement, depth, init), returned as the gradflow.json dict (written with gradflow.md to
     ``out`` when given)."""
     c = _as_config(cfg)
-    return json.loads(_core.gradflow(c._c, list(placements), [int(x) for x in layers],
+    return _json.loads(_core.gradflow(c._c, list(placements), [int(x) for x in layers],
                                      list(inits), batches, steps,
                                      "" if out is None else str(out)))
 
@@ -440,66 +579,93 @@ def _grid_spec(key: str, values: Any) -> str:
 
 
 def sweep(cfg: Config | Mapping[str, Any] | PathLike | None, grid: Mapping[str, Any], *,
-          out: PathLike = "runs/sweep", jobs: int = 1, lr_key: str = "optim.lr") -> SweepResult:
+          out: PathLike = "runs/sweep", jobs: int = 1, lr_key: str = "optim.lr",
+          progress: bool | None = None, seeds: int = 1) -> SweepResult:
     """As ``normlab sweep``: trains every point of ``grid`` ({key: [values] or "a:b:Nlog"}) in
     out/NAME (finished points are not redone, interrupted ones resume), ``jobs`` at a time in
     worker processes (cores divided), and returns sweep.json (runs, learning-rate sensitivity).
-    Raises Error when runs remain unfinished."""
+    Raises Error when runs remain unfinished. ``progress``: a tqdm bar over the runs, as for
+    ``train``. ``seeds``: runs per point, seed k with train.seed + k (initialisation and data
+    order) in out/NAME_seedK (seed 0: out/NAME), summarized as mean ± std (min–max) over them."""
     base = _as_config(cfg)
     specs = [_grid_spec(k, v) for k, v in grid.items()]
-    points = _core.sweep_points(specs)
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+        raise ConfigError(f"seeds = {seeds!r} must be an integer >= 1",
+                          [f"seeds = {seeds!r} must be an integer >= 1"])
+    points = _core.sweep_seed_points(specs, seeds)
     threads = max(1, _core.available_cores() // jobs) if jobs > 1 else 0
     cfgs, problems = [], []
-    for name, overrides in points:  # every point's config checked before any run starts
+    for name, overrides, seed in points:  # every point's config checked before any run starts
         sets = {k: v for k, v in overrides}
         if threads:
             sets["train.threads"] = threads
         try:
-            cfgs.append(base.copy().update(sets))
+            c = base.copy().update(sets)
+            if seed:
+                c.set("train.seed", c["train.seed"] + seed)
+            cfgs.append(c)
         except ConfigError as e:
             problems += [f"{name}: {p}" for p in e.problems]
     if problems:
         raise ConfigError("invalid configuration:" + "".join("\n  " + p for p in problems),
                           problems)
-    outp = Path(out)
+    outp = _Path(out)
     outp.mkdir(parents=True, exist_ok=True)
-    todo = [(name, c) for (name, _), c in zip(points, cfgs)
+    todo = [(name, c) for (name, _, _), c in zip(points, cfgs)
             if not _core.sweep_point_finished(str(outp / name))]
-    if jobs <= 1:
-        for name, c in todo:
-            _core.sweep_point(c._c, str(outp / name))
-    else:
-        _run_workers(todo, outp, jobs)
-    s = _core.sweep_summary(str(outp), specs, lr_key)
+    bar = _progress.bar(progress, total=len(points), initial=len(points) - len(todo), unit="run",
+                        desc=outp.name, dynamic_ncols=True)
+    try:
+        if jobs <= 1:
+            for name, c in todo:
+                if bar is not None:
+                    bar.set_postfix_str(name)
+                _core.sweep_point(c._c, str(outp / name))
+                if bar is not None:
+                    bar.update(1)
+        else:
+            _run_workers(todo, outp, jobs, None if bar is None else lambda: bar.update(1))
+    finally:
+        if bar is not None:
+            bar.close()
+    s = _core.sweep_summary(str(outp), specs, lr_key, seeds)
     if s["unfinished"]:
         raise Error(f"sweep incomplete: {len(s['unfinished'])} of {len(points)} runs unfinished: "
                     f"{', '.join(s['unfinished'])}; call sweep() again to continue them")
-    result = SweepResult(json.loads(s["json"]))
+    result = SweepResult(_json.loads(s["json"]))
     result.table = s["table"]
     result.runs_table = s["runs_table"]
     return result
 
 
-def _run_workers(todo: list[tuple[str, Config]], out: Path, jobs: int) -> None:
-    """Each point in its own process (python -m normlab._sweep_worker), ``jobs`` at a time."""
-    running: list[subprocess.Popen] = []
+def _run_workers(todo: list[tuple[str, Config]], out: Path, jobs: int,
+                 finished: Callable[[], None] | None) -> None:
+    """Each point in its own process (python -m normlab._sweep_worker), ``jobs`` at a time;
+    ``finished()`` after each process ends."""
+    running: list[_subprocess.Popen] = []
     # The workers import this very package (a build tree's too: abspath keeps its symlinks).
-    env = dict(os.environ)
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
+    env = dict(_os.environ)
+    here = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
+    env["PYTHONPATH"] = _os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
     try:
         for name, c in todo:
             while len(running) >= jobs:
-                running = [p for p in running if p.poll() is None]
-                time.sleep(0.05)
+                still = [p for p in running if p.poll() is None]
+                for _ in range(len(running) - len(still)):
+                    if finished is not None:
+                        finished()
+                running = still
+                _time.sleep(0.05)
             d = out / name
             d.mkdir(parents=True, exist_ok=True)
             c.save(d / "requested.toml")
-            running.append(subprocess.Popen(
-                [sys.executable, "-m", "normlab._sweep_worker", str(d / "requested.toml"), str(d)],
+            running.append(_subprocess.Popen(
+                [_sys.executable, "-m", "normlab._sweep_worker", str(d / "requested.toml"), str(d)],
                 env=env))
         for p in running:
             p.wait()
+            if finished is not None:
+                finished()
     except KeyboardInterrupt:
         for p in running:  # each worker checkpoints its point and exits
             if p.poll() is None:
@@ -513,9 +679,10 @@ def report(runs: PathLike | Iterable[PathLike], out: PathLike = "report.html", *
            title: str = "normlab report", smoothing: float = 0.9) -> dict[str, Any]:
     """As ``normlab report``: one HTML page (and an SVG file per figure) of run, sweep and
     gradflow directories. Returns {"html", "figures_dir", "figures", "not_shown", "notes"}."""
-    dirs = [runs] if isinstance(runs, (str, os.PathLike)) else list(runs)
+    dirs = [runs] if isinstance(runs, (str, _os.PathLike)) else list(runs)
     for d in dirs:
-        if not Path(d).is_dir():
+        _need(d, f"report: {d} does not exist")
+        if not _Path(d).is_dir():
             raise InputError(f"report: {d} is not a directory")
     return _core.report([str(d) for d in dirs], str(out), title, smoothing)
 
@@ -528,3 +695,6 @@ def set_num_threads(n: int) -> int:
 
 def get_num_threads() -> int:
     return _core.get_num_threads()
+
+
+del annotations  # the __future__ import's name: not part of the API

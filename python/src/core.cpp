@@ -35,6 +35,8 @@
 #include "report/report.h"
 #include "tensor/threading.h"
 #include "train/checkpoint.h"
+#include "train/config_warnings.h"
+#include "train/divergence.h"
 #include "train/run_tokenizer.h"
 
 namespace nb = nanobind;
@@ -161,7 +163,7 @@ nb::dict result_dict(const TrainResult& r) {
 // Trains as `normlab train --out DIR` (or --resume DIR): the GIL is released while the trainer
 // runs and taken back for each logged step (callback) and between steps (signals).
 nb::dict train(const std::optional<Config>& cfg_in, const std::string& dir, bool resume,
-               nb::object callback) {
+               nb::object callback, bool rewind) {
   PyHooks py;
   py.callback = std::move(callback);
   TrainResult res;
@@ -178,12 +180,12 @@ nb::dict train(const std::optional<Config>& cfg_in, const std::string& dir, bool
       cfg = *cfg_in;
     }
     const std::string run_dir = resume ? from->run_dir : dir;
-    Trainer trainer(cfg, run_dir, resume, resume ? ResumeOptions{from->checkpoint, cfg} : ResumeOptions{});
+    Trainer trainer(cfg, run_dir, resume, resume ? ResumeOptions{from->checkpoint, cfg, rewind} : ResumeOptions{});
     if (resume && trainer.step() >= cfg.train.steps) {
       already_complete = true;
       res.steps = trainer.step();
     } else {
-      res = trainer.run(py.hooks());
+      res = trainer.run(with_divergence_rule(py.hooks(), trainer, run_dir));  // as `normlab train`
     }
   }
   py.rethrow();
@@ -303,6 +305,15 @@ NB_MODULE(_core, m) {
   m.def("checkpoint_config", [](const std::string& path) {
     return checkpoint_config(resolve_checkpoint(path));
   });
+  m.def("config_warnings", [](const Config& c) { return config_warnings(c); });
+  // Where `train --resume PATH` continues: (run directory, checkpoint folder, the config it uses,
+  // the damaged checkpoints passed over as (folder, what is wrong)).
+  m.def("resume_point", [](const std::string& path) {
+    const ResumePoint p = resume_point(path);
+    std::vector<std::pair<std::string, std::string>> passed;
+    for (const auto& d : p.passed_over) passed.emplace_back(d.checkpoint, d.damage);
+    return std::make_tuple(p.run_dir, p.checkpoint, resume_config(p), passed);
+  });
 
   nb::class_<Model>(m, "Model")
       .def("__init__", [](Model* self, const Config& cfg, std::uint64_t seed, int max_batch) {
@@ -365,7 +376,8 @@ NB_MODULE(_core, m) {
         return m.generate(prompt, {max_new_tokens, temperature, top_k, top_p, seed});
       });
 
-  m.def("train", &train, "cfg"_a.none(), "out"_a, "resume"_a, "callback"_a.none());
+  m.def("train", &train, "cfg"_a.none(), "out"_a, "resume"_a, "callback"_a.none(),
+        "rewind"_a = false);
   m.def("evaluate", [](const std::string& checkpoint, const std::string& data, int batches) {
     EvalResult r;
     {
@@ -378,6 +390,10 @@ NB_MODULE(_core, m) {
     d["bits_per_byte"] = r.bits_per_byte;
     d["bytes_per_token"] = r.bytes_per_token;
     d["tokens"] = r.tokens;
+    d["exact"] = r.exact;  // every token once (else a sample: "sample" says what was measured)
+    d["data_tokens"] = r.data_tokens;
+    d["distinct_tokens"] = r.distinct_tokens;
+    d["sample"] = r.sample;
     d["tokenizer"] = r.tokenizer;
     d["data"] = r.data_name;
     return d;
@@ -401,13 +417,20 @@ NB_MODULE(_core, m) {
     for (const auto& p : expand_grid(axes_of(specs))) out.emplace_back(p.name, p.overrides);
     return out;
   });
+  // (name, overrides, seed index) per run of a sweep with `seeds` seeds per point.
+  m.def("sweep_seed_points", [](const std::vector<std::string>& specs, int seeds) {
+    std::vector<std::tuple<std::string, std::vector<std::pair<std::string, std::string>>, int>> out;
+    for (const auto& p : expand_seeds(expand_grid(axes_of(specs)), seeds))
+      out.emplace_back(p.name, p.overrides, p.seed);
+    return out;
+  });
   m.def("sweep_point", &sweep_point);
   m.def("sweep_point_finished", &sweep_point_finished);
   m.def("sweep_summary", [](const std::string& out, const std::vector<std::string>& specs,
-                            const std::string& lr_key) {
+                            const std::string& lr_key, int seeds) {
     const auto axes = axes_of(specs);
-    return summary_dict(summarize_sweep(out, axes, expand_grid(axes), lr_key));
-  });
+    return summary_dict(summarize_sweep(out, axes, expand_seeds(expand_grid(axes), seeds), lr_key));
+  }, "out"_a, "specs"_a, "lr_key"_a, "seeds"_a = 1);
   m.def("report", [](const std::vector<std::string>& dirs, const std::string& out,
                      const std::string& title, double smoothing) {
     if (!(smoothing >= 0 && smoothing < 1))

@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/status.h"
+#include "cli/summary_header.h"
 #include "doctor/doctor.h"
 #include "lab/compare.h"
 #include "normlab/checkpoint.h"
@@ -22,6 +23,7 @@ void add_compare(CLI::App& app, Action& action) {
     ConfigOptions cfg;
     std::string out = "runs/compare";
     std::vector<std::string> placements = {"post", "pre", "peri"};
+    int seeds = 1;
   };
   auto o = std::make_shared<Opts>();
   o->cfg.add_to(cmd);
@@ -29,48 +31,83 @@ void add_compare(CLI::App& app, Action& action) {
   cmd->add_option("--placements", o->placements, "Placements to compare")
       ->delimiter(',')
       ->check(one_of<Placement>());
+  cmd->add_option("--seeds", o->seeds,
+                  "Runs per placement: seed k trains with train.seed + k (initialisation and data "
+                  "order) in OUT/PLACEMENT_seedK (seed 0: OUT/PLACEMENT); the table gives mean ± std "
+                  "(min–max) over them")
+      ->check(integer_option(1))
+      ->capture_default_str();
   cmd->callback([&action, o] {
     action = [o] {
       const Config cfg = o->cfg.load();
       const std::vector<Placement> ps = parse_enums<Placement>(o->placements);
       install_stop_signals();
-      StatusLine status(stdout);
+      // Progress per run and for the grid: every run, in the order run_comparison trains them
+      // (placements, then seeds), from the step its checkpoint holds.
+      const auto checkpoint_step = [](const std::string& dir) -> long {
+        if (!std::filesystem::exists(std::filesystem::path(dir) / "checkpoints" / "latest")) return 0;
+        return std::stol(std::filesystem::path(latest_checkpoint(dir)).filename().string().substr(5));
+      };
+      GridProgress progress(stdout, ps.size() * static_cast<std::size_t>(o->seeds));
+      std::size_t planned = 0;
+      for (Placement p : ps)
+        for (int k = 0; k < o->seeds; ++k) {
+          const std::string dir = compare_run_dir(o->out, p, k);
+          progress.plan(planned++, std::filesystem::path(dir).filename().string(),
+                        checkpoint_step(dir), cfg.train.steps);
+        }
+      std::size_t started = 0, current = 0;  // runs begun so far; the one training
       TrainHooks hooks;
-      hooks.on_log = [&](const StepRecord& r) { status.update(r); };
+      hooks.on_log = [&](const StepRecord& r) { progress.update(current, r); };
       hooks.stop_requested = [] { return stop_signal_received(); };
-      const auto rows = run_comparison(cfg, ps, o->out, hooks, [&](Placement p) {
-        status.finish();
-        const std::string dir = (std::filesystem::path(o->out) / to_string(p)).string();
+      const auto rows = run_comparison(cfg, ps, o->out, hooks, o->seeds,
+                                       [&](Placement p, int seed, const std::string& dir) {
+        if (started > 0) progress.end(current);
+        current = started++;
         // A rerun says what it continues: step_NNNNNNNN is the latest checkpoint's step.
         const long at = std::filesystem::exists(std::filesystem::path(dir) / "checkpoints" / "latest")
                             ? std::stol(std::filesystem::path(latest_checkpoint(dir)).filename().string().substr(5))
                             : 0;
-        fmt::print("== {} ({} layers, d_model {}, {} steps, lr {}, warmup {}) -> {}{}\n",
-                   to_string(p), cfg.model.n_layer, cfg.model.d_model, cfg.train.steps,
+        progress.note(fmt::format("== {}{} ({} layers, d_model {}, {} steps, lr {}, warmup {}) -> {}{}",
+                   to_string(p),
+                   o->seeds > 1 ? fmt::format(" seed {} ({} of {})", cfg.train.seed + seed, seed + 1,
+                                              o->seeds)
+                                : std::string(),
+                   cfg.model.n_layer, cfg.model.d_model, cfg.train.steps,
                    cfg.optim.lr, cfg.optim.warmup_steps, dir,
                    at >= cfg.train.steps ? std::string(", already finished")
                    : at > 0             ? fmt::format(", resuming at step {}", at)
-                                        : std::string());
-        std::fflush(stdout);
+                                        : std::string()));
       });
-      status.finish();
+      if (started > 0) progress.end(current, rows.empty() || rows.back().status() != "interrupted");
+      progress.close();
+      // doctor's one-line verdict per run (an interrupted one says so and on how many steps).
+      const auto print_verdicts = [&] {
+        fmt::print("\ndoctor (normlab doctor {}/PLACEMENT for the details):\n", o->out);
+        for (const auto& r : rows) {
+          std::string v;
+          try {
+            v = diagnose_run(r.run_dir).verdict();
+          } catch (const std::exception& e) {
+            v = std::string("not diagnosed: ") + e.what();
+          }
+          fmt::print("  {}: {}\n", std::filesystem::path(r.run_dir).filename().string(), v);
+        }
+      };
       if (!rows.empty() && rows.back().status() == "interrupted") {
-        fmt::print("\n{}\ncompare incomplete: {} interrupted at step {}; no summary written. Rerun "
-                   "the same command to continue.\n", comparison_table(rows),
-                   to_string(rows.back().placement), rows.back().result.steps);
+        fmt::print("\n{}", comparison_table(rows));
+        print_verdicts();
+        fmt::print("\ncompare incomplete: {} interrupted at step {}; no summary written. Rerun "
+                   "the same command to continue.\n",
+                   std::filesystem::path(rows.back().run_dir).filename().string(),
+                   rows.back().result.steps);
         return kExitInterrupted;
       }
+      // How the summary was made: command line, version, date, CPU, config.
+      prepend_to_file((std::filesystem::path(o->out) / "summary.md").string(),
+                      summary_header("normlab compare", o->cfg, cfg, cfg.train.threads));
       fmt::print("\n{}\nwritten: {}/summary.md, {}/summary.json\n", comparison_table(rows), o->out, o->out);
-      fmt::print("\ndoctor (normlab doctor {}/PLACEMENT for the details):\n", o->out);
-      for (const auto& r : rows) {
-        std::string v;
-        try {
-          v = diagnose_run(r.run_dir).verdict();
-        } catch (const std::exception& e) {
-          v = std::string("not diagnosed: ") + e.what();
-        }
-        fmt::print("  {}: {}\n", to_string(r.placement), v);
-      }
+      print_verdicts();
       // The same figures as `normlab report OUT`: loss curves, gradient norms, residual RMS, ...
       std::vector<std::string> dirs;
       for (const auto& r : rows) dirs.push_back(r.run_dir);

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/checkpoint_hint.h"
 #include "cli/commands.h"
 #include "model/generate.h"
 #include "normlab/checkpoint.h"
@@ -31,7 +32,15 @@ void add_generate(CLI::App& app, Action& action) {
       ->required();
   auto* text = cmd->add_option("--prompt", o->prompt,
                                "Text to continue, encoded with the run's tokenizer (and its BOS); "
-                               "the continuation is decoded and streamed");
+                               "the continuation is decoded and streamed")
+                   // `--prompt ""` (an unset shell variable): said at once, not "needs --prompt".
+                   ->check(CLI::Validator(
+                       [](const std::string& s) -> std::string {
+                         return s.empty() ? "the prompt is empty: give the text to continue "
+                                            "(or --prompt-ids IDS)"
+                                          : "";
+                       },
+                       ""));
   auto* ids = cmd->add_option("--prompt-ids", o->prompt_ids,
                               "Token ids to continue, comma-separated (any vocabulary); prints ids")
                   ->delimiter(',')
@@ -54,7 +63,8 @@ void add_generate(CLI::App& app, Action& action) {
       ->check(integer_option(0, std::numeric_limits<long long>::max()));
   cmd->callback([&action, o] {
     action = [o] {
-      const std::string dir = resolve_checkpoint(o->checkpoint);
+      const std::string dir = with_checkpoint_hint(
+          "normlab generate --checkpoint", [&] { return resolve_checkpoint(o->checkpoint); });
       const Config cfg = checkpoint_config(dir);
       Transformer<float> model(cfg.model, 1, cfg.model.seq_len);
       load_checkpoint(dir, model, nullptr, nullptr);

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "normlab/data.h"
 #include "train/run_tokenizer.h"
 #include "model/memory.h"
 #include "model/summary.h"
@@ -18,7 +19,14 @@ void add_info(CLI::App& app, Action& action) {
   opts->add_to(cmd);
   cmd->callback([&action, opts] {
     action = [opts] {
-      const Config cfg = opts->load();
+      Config cfg = opts->load();
+      // As train resolves them: the tokenizer (data.tokenizer, or the one a token file records)
+      // and model.vocab_size left at its default.
+      const bool named = cfg.data.tokenizer != "bytes" &&
+                         (!cfg.data.tokenizer.empty() || token_file_info(cfg.data.path));
+      const RunTokenizer t = named ? resolve_tokenizer(cfg, std::string())
+                                   : RunTokenizer{std::make_unique<ByteTokenizer>(), {}};
+      resolve_vocab_size(cfg.model, t);
       const ModelSummary s = summarize(cfg.model, cfg.train.batch_size);
       const auto& m = cfg.model;
       fmt::print("model: {} layers, d_model {}, {} heads (head_dim {}), d_ff {}, vocab {}, seq_len {}\n",
@@ -48,8 +56,7 @@ void add_info(CLI::App& app, Action& action) {
       if (!m.bias && (m.attn_qkv_bias || m.attn_out_bias || m.mlp_bias))
         fmt::print("biases: q/k/v {}, attention output {}, MLP {}\n", m.has_qkv_bias(),
                    m.has_out_bias(), m.has_mlp_bias());
-      if (!cfg.data.tokenizer.empty() && cfg.data.tokenizer != "bytes") {
-        const RunTokenizer t = resolve_tokenizer(cfg, std::string());
+      if (!t.file.empty()) {
         fmt::print("tokenizer: {} ({}){}\n", t.tok->describe(), t.file,
                    t.tok->vocab_size() > m.vocab_size
                        ? fmt::format(": more tokens than model.vocab_size = {}, train refuses this",

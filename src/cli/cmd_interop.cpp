@@ -1,5 +1,6 @@
 // `normlab import --from hf DIR --out RUN_DIR` and `normlab export --to hf RUN_DIR --out DIR`:
 // exact conversion between Hugging Face transformers checkpoints and normlab runs (src/interop/hf.h).
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -43,8 +44,8 @@ void add_import(CLI::App& app, Action& action) {
   cmd->add_option("--out,-o", o->out, "Run directory to create (config.toml, checkpoints/)")
       ->required();
   cmd->add_option("--max-seq-len", o->max_seq_len,
-                  "Cap on model.seq_len for RoPE models (default 4096; GPT-2's learned positions "
-                  "fix it to n_positions)")
+                  "Cap on model.seq_len for RoPE models (GPT-2's learned positions fix it to "
+                  "n_positions)")
       ->check(integer_option(1));
   o->cfg.add_to(cmd);  // training sections (optim, train, data, diag); the model comes from DIR
   cmd->callback([&action, o] {
@@ -123,7 +124,18 @@ void add_export(CLI::App& app, Action& action) {
     action = [o] {
       const std::string dir = resolve_checkpoint(o->checkpoint);
       const Config cfg = checkpoint_config(dir);
-      hf_family_for(cfg.model);  // refuse before loading anything
+      // Refuse before loading anything. The config is a valid normlab one: what is refused is
+      // the export, so the message says so (exit status 2, one line per option, as for a config).
+      try {
+        hf_family_for(cfg.model);
+      } catch (const ConfigError& e) {
+        std::string msg = "normlab: cannot export:";
+        if (e.problems.size() == 1) msg += " " + e.problems[0];
+        else
+          for (const auto& p : e.problems) msg += "\n  " + p;
+        std::fprintf(stderr, "%s\n", msg.c_str());
+        return kExitUsage;
+      }
       Transformer<float> model(cfg.model, 1, 1);
       load_checkpoint(dir, model, nullptr, nullptr);
       const HfFamily f = export_hf(cfg.model, model.table(), model.params().data(), o->out);

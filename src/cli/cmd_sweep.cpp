@@ -5,21 +5,26 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <thread>
 
 #include <fmt/format.h>
 
 #include "cli/commands.h"
 #include "cli/status.h"
+#include "cli/summary_header.h"
 #include "doctor/doctor.h"
-#include "lab/divergence.h"
 #include "lab/sweep.h"
 #include "normlab/checkpoint.h"
 #include "normlab/config_file.h"
 #include "normlab/errors.h"
+#include "normlab/metrics.h"
 #include "tensor/threading.h"
+#include "train/divergence.h"
 
 extern char** environ;
 namespace fs = std::filesystem;
@@ -38,7 +43,9 @@ Config point_config(const ConfigOptions& base, const SweepPoint& p, int threads)
   std::vector<std::string> ov = base.overrides;
   for (const auto& [k, v] : p.overrides) ov.push_back(k + "=" + v);
   if (threads > 0) ov.push_back("train.threads=" + std::to_string(threads));
-  return load_config(base.config_path, ov);
+  Config cfg = load_config(base.config_path, ov);
+  apply_seed(cfg, p);
+  return cfg;
 }
 
 struct SweepOptions {
@@ -46,6 +53,7 @@ struct SweepOptions {
   std::vector<std::string> grid;
   std::string out = "runs/sweep", lr_key = "optim.lr";
   int jobs = 1;
+  int seeds = 1;
 };
 
 // The config of every point, validated before any run starts (every problem at once).
@@ -89,6 +97,43 @@ std::string resume_note(const std::string& dir) {
                      digits == std::string::npos ? std::string("0") : ckpt.substr(digits));
 }
 
+// The step of the latest checkpoint in dir (0: none).
+long checkpoint_step(const std::string& dir) {
+  if (!fs::exists(fs::path(dir) / "checkpoints" / "latest")) return 0;
+  const std::string ckpt = fs::path(latest_checkpoint(dir)).filename().string();  // step_NNNNNNNN
+  const auto digits = ckpt.find_first_of("123456789");
+  return digits == std::string::npos ? 0 : std::stol(ckpt.substr(digits));
+}
+
+// The step records a worker appended to its run's metrics.jsonl since byte `pos`, whole lines
+// only (a line being written is read next time); a file rewritten shorter (a resume that drops
+// records past its checkpoint) is read again from its start.
+std::vector<StepRecord> new_step_records(const fs::path& path, std::uintmax_t& pos) {
+  std::vector<StepRecord> out;
+  std::error_code ec;
+  const std::uintmax_t size = fs::file_size(path, ec);
+  if (ec || size == pos) return out;
+  if (size < pos) pos = 0;
+  std::ifstream f(path, std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(pos));
+  std::string line;
+  while (std::getline(f, line) && !f.eof()) {
+    pos += line.size() + 1;
+    try {
+      const auto j = nlohmann::json::parse(line);
+      if (j.is_object() && !j.contains(metric::event) && j.contains(metric::step))
+        out.push_back(step_record_from_json(j));
+    } catch (const std::exception&) {
+      // not a record (a torn line after a crash): skipped
+    }
+  }
+  return out;
+}
+
+double seconds_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 // A finished point's status with its stop step and reason ("diverged at step 40: ...").
 std::string point_outcome(const std::string& dir, const SweepPoint& p, const std::string& status) {
   if (status == "interrupted") return "interrupted";
@@ -103,45 +148,88 @@ std::string point_outcome(const std::string& dir, const SweepPoint& p, const std
 }
 
 // Trains every point not yet finished: in this process with one job, else in up to `jobs`
-// worker processes at a time. Stops starting points once a stop signal arrives.
+// worker processes at a time. Stops starting points once a stop signal arrives. Shows each
+// run's progress and the grid's (GridProgress); a worker's steps are read from its run's
+// metrics.jsonl as it writes them.
 void run_points(const SweepOptions& o, const std::vector<SweepPoint>& points,
                 const std::vector<Config>& cfgs) {
-  std::map<pid_t, std::size_t> running;
+  GridProgress progress(stdout, points.size());
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const std::string dir = (fs::path(o.out) / points[i].name).string();
+    progress.plan(i, points[i].name, checkpoint_step(dir), cfgs[i].train.steps,
+                  sweep_point_finished(dir));
+  }
+  struct Worker {
+    std::size_t i;
+    std::uintmax_t pos;  // how far its metrics.jsonl is read
+    double t0;           // when it started (seconds_now)
+  };
+  std::map<pid_t, Worker> running;
+  const auto poll_progress = [&] {
+    for (auto& [pid, w] : running)
+      for (StepRecord r :
+           new_step_records(fs::path(o.out) / points[w.i].name / "metrics.jsonl", w.pos)) {
+        r.total_steps = cfgs[w.i].train.steps;
+        r.elapsed_s = seconds_now() - w.t0;
+        progress.update(w.i, r);
+      }
+  };
+  const auto ended = [&](std::size_t i, const std::string& outcome) {
+    progress.note(fmt::format("[{}] {}", points[i].name, outcome));
+    progress.end(i, outcome != "failed" && outcome != "interrupted");
+  };
+  // Waits for a worker to end, showing the progress of all meanwhile.
   auto reap_one = [&] {
-    int st = 0;
-    const pid_t pid = ::wait(&st);
-    if (pid > 0 && running.count(pid)) {
-      const auto& p = points[running[pid]];
-      const std::string dir = (fs::path(o.out) / p.name).string();
-      fmt::print("[{}] {}\n", p.name,
-                 WIFEXITED(st) && (WEXITSTATUS(st) == 0) ? point_outcome(dir, p, "")
-                                                          : std::string("failed"));
-      running.erase(pid);
+    for (;;) {
+      int st = 0;
+      const pid_t pid = ::waitpid(-1, &st, WNOHANG);
+      if (pid > 0 && running.count(pid)) {
+        poll_progress();  // its last steps
+        const std::size_t i = running[pid].i;
+        const std::string dir = (fs::path(o.out) / points[i].name).string();
+        running.erase(pid);
+        ended(i, WIFEXITED(st) && (WEXITSTATUS(st) == 0) ? point_outcome(dir, points[i], "")
+                                                        : std::string("failed"));
+        return;
+      }
+      if (pid < 0 && errno == ECHILD) {  // no child left: none of ours can be waited for
+        for (const auto& [p, w] : running) ended(w.i, "failed");
+        running.clear();
+        return;
+      }
+      if (pid == 0) {
+        poll_progress();
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
     }
   };
   for (std::size_t i = 0; i < points.size(); ++i) {
     if (stop_signal_received()) break;
     const std::string dir = (fs::path(o.out) / points[i].name).string();
     if (sweep_point_finished(dir)) {
-      fmt::print("[{}] already finished ({}), skipped\n", points[i].name,
-                 read_sweep_run(dir, points[i]).status);
+      progress.note(fmt::format("[{}] already finished ({}), skipped", points[i].name,
+                                read_sweep_run(dir, points[i]).status));
       continue;
     }
     const std::string what = resume_note(dir);
     if (o.jobs == 1) {
-      fmt::print("[{}] {}\n", points[i].name, what);
-      std::fflush(stdout);
-      const std::string st = run_sweep_point(cfgs[i], dir, stop_hooks());
-      fmt::print("[{}] {}\n", points[i].name, point_outcome(dir, points[i], st));
+      progress.note(fmt::format("[{}] {}", points[i].name, what));
+      TrainHooks hooks = stop_hooks();
+      hooks.on_log = [&](const StepRecord& r) { progress.update(i, r); };
+      const std::string st = run_sweep_point(cfgs[i], dir, hooks);
+      ended(i, point_outcome(dir, points[i], st));
       continue;
     }
     while (static_cast<int>(running.size()) >= o.jobs) reap_one();
+    // Progress starts after the metrics it holds already (a resumed run's).
+    std::error_code ec;
+    const std::uintmax_t size = fs::file_size(fs::path(dir) / "metrics.jsonl", ec);
     const pid_t pid = spawn_point(cfgs[i], dir);
-    running[pid] = i;
-    fmt::print("[{}] {} (pid {})\n", points[i].name, what, pid);
-    std::fflush(stdout);
+    running[pid] = Worker{i, ec ? 0 : size, seconds_now()};
+    progress.note(fmt::format("[{}] {} (pid {})", points[i].name, what, pid));
   }
   while (!running.empty()) reap_one();
+  progress.close();
 }
 
 // One line per run: `normlab doctor`'s verdict on it (docs/doctor.md).
@@ -175,6 +263,13 @@ void write_summary(const SweepOptions& o, const std::vector<GridAxis>& axes,
                "same command to continue them.\n", s.unfinished.size(), s.runs.size(), list);
     return;
   }
+  // How the summary was made: command line, version, date, CPU, config (the grid's base).
+  const Config base = o.cfg.load();
+  prepend_to_file((fs::path(o.out) / "sensitivity.md").string(),
+                  summary_header("normlab sweep", o.cfg, base,
+                                 o.jobs > 1 ? std::max(1, available_cores() / o.jobs)
+                                            : base.train.threads,
+                                 o.jobs));
   fmt::print("\n{}\nwritten: {}/sweep.json, {}/sensitivity.md\n", s.table, o.out, o.out);
 }
 
@@ -196,7 +291,7 @@ void announce_resume(const SweepOptions& o, const std::vector<SweepPoint>& point
 int run_sweep(const SweepOptions& o) {
   std::vector<GridAxis> axes;
   for (const auto& g : o.grid) axes.push_back(parse_grid_axis(g));
-  const auto points = expand_grid(axes);
+  const auto points = expand_seeds(expand_grid(axes), o.seeds);
   const int threads = o.jobs > 1 ? std::max(1, available_cores() / o.jobs) : 0;
   const std::vector<Config> cfgs = point_configs(o, points, threads);
   fs::create_directories(o.out);
@@ -240,6 +335,12 @@ void add_sweep(CLI::App& app, Action& action) {
   cmd->add_option("--out,-o", o->out, "Sweep directory (one run per grid point, sweep.json)")->capture_default_str();
   cmd->add_option("--jobs,-j", o->jobs, "Runs in parallel (separate processes; cores are divided)")
       ->check(integer_option(1))->capture_default_str();
+  cmd->add_option("--seeds", o->seeds,
+                  "Runs per grid point: seed k trains with train.seed + k (initialisation and data "
+                  "order) in OUT/NAME_seedK (seed 0: OUT/NAME); the tables give mean ± std "
+                  "(min–max) over them")
+      ->check(integer_option(1))
+      ->capture_default_str();
   cmd->add_option("--lr-key", o->lr_key, "Grid key that holds the learning rate")->capture_default_str();
   cmd->callback([&action, o] { action = [o] { return run_sweep(*o); }; });
   add_sweep_point(app, action);

@@ -4,18 +4,23 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 
+#include "cli/checkpoint_hint.h"
 #include "cli/commands.h"
 #include "cli/status.h"
 #include "normlab/checkpoint.h"
 #include "normlab/communicator.h"
 #include "normlab/config_file.h"
 #include "normlab/errors.h"
+#include "normlab/evaluate.h"
 #include "normlab/trainer.h"
 #include "tensor/gemm_bf16.h"
 #include "tensor/threading.h"
 #include "train/checkpoint.h"
+#include "train/config_warnings.h"
+#include "train/divergence.h"
 
 namespace normlab::cli {
 
@@ -31,20 +36,10 @@ std::string grouped(long n) {
   return n < 0 ? "-" + out : out;
 }
 
-// Settings that are valid but probably not what the user meant: warnings, not errors.
+// Settings that are valid but probably not what the user meant: warnings, not errors (the list
+// is the library's, which the Python package raises as NormlabWarning).
 void warn_about(const Config& c) {
-  if (c.optim.warmup_steps > c.train.steps)
-    fmt::print(stderr,
-               "normlab: warning: optim.warmup_steps = {} is greater than train.steps = {}: the "
-               "warmup never ends, the learning rate peaks at {:.3g} instead of optim.lr = "
-               "{:.3g}\n",
-               c.optim.warmup_steps, c.train.steps,
-               c.optim.lr * static_cast<double>(c.train.steps) / c.optim.warmup_steps, c.optim.lr);
-  if (const int cores = available_cores(); c.train.threads > cores)
-    fmt::print(stderr,
-               "normlab: warning: train.threads = {} is more than the {} cores available to this "
-               "process: the threads will share cores, which slows training down\n",
-               c.train.threads, cores);
+  for (const auto& w : config_warnings(c)) fmt::print(stderr, "normlab: warning: {}\n", w);
 }
 
 // The config of `train --init-from SOURCE`: SOURCE's model section changed by --set model.*, the
@@ -64,6 +59,45 @@ Config init_from_config(const ConfigOptions& o, const std::string& source) {
   return parse_config(dump_config_toml(cfg), fmt::format("the model of {}", source), model_sets);
 }
 
+// What `train` says when its run diverged: the step, whether it was stopped early, the rule's
+// reason, and where to look next.
+std::string diverged_line(const TrainResult& res, long steps, const std::string& dir) {
+  std::string why = res.stop_reason;
+  if (why.rfind("diverged: ", 0) == 0) why = why.substr(10);  // the guards' reason says it already
+  const long at = res.stop_step > 0 ? res.stop_step : res.steps;
+  return fmt::format("normlab: diverged at step {} of {}{}: {}\n`normlab doctor {}` says what to "
+                     "change",
+                     at, steps, at < steps ? " (stopped early)" : "", why, dir);
+}
+
+// The config of `train --resume`, resume_config(); a refused change of the model (--set
+// model.qk_norm=rmsnorm) gets the way to make it: a new run from the trained weights.
+Config resume_config_or_retrofit(const ResumePoint& from, const ConfigOptions& o,
+                                 const std::string& source) {
+  try {
+    return resume_config(from, o.overrides);
+  } catch (const ConfigError& e) {
+    std::vector<std::string> refused;  // the --set model.* that resuming refused
+    for (const auto& s : o.overrides) {
+      const std::string key = s.substr(0, s.find('='));
+      if (key.rfind("model.", 0) != 0) continue;
+      for (const auto& p : e.problems)
+        if (p.find(key + " cannot change on resume") != std::string::npos) {
+          refused.push_back(s);
+          break;
+        }
+    }
+    if (refused.empty()) throw;
+    std::vector<std::string> problems = e.problems;
+    problems.push_back(fmt::format(
+        "to retrofit {} onto the trained weights, start a new run with --init-from {} --set {} "
+        "--out NEW_RUN (matching parameters are copied, new ones initialised, the optimizer "
+        "starts afresh)",
+        refused.size() == 1 ? "it" : "them", source, fmt::join(refused, " --set ")));
+    throw ConfigError(std::move(problems));
+  }
+}
+
 }  // namespace
 
 void add_train(CLI::App& app, Action& action) {
@@ -71,16 +105,20 @@ void add_train(CLI::App& app, Action& action) {
   struct Opts {
     ConfigOptions cfg;
     std::string out, resume, init_from;
-    bool dump = false;
+    bool dump = false, rewind = false;
   };
   auto o = std::make_shared<Opts>();
   o->cfg.add_to(cmd);
   cmd->add_option("--out,-o", o->out, "Run directory: config.toml, metrics.jsonl/.csv, checkpoints/");
   cmd->add_option("--resume", o->resume,
-                  "Continue the run RUN from its latest checkpoint, or from one of its checkpoint "
-                  "folders RUN/checkpoints/step_N (this rewinds the run: the later checkpoints and "
-                  "the metrics records after step N are removed). With the run's saved config; "
-                  "--set may change the keys listed below");
+                  "Continue the run RUN from its newest intact checkpoint (passing over damaged "
+                  "ones, which are moved aside), or from one of its checkpoint folders "
+                  "RUN/checkpoints/step_N (an older one needs --rewind). With the run's saved "
+                  "config; --set may change the keys listed below");
+  cmd->add_flag("--rewind", o->rewind,
+                "With --resume RUN/checkpoints/step_N older than the run's newest checkpoint: "
+                "rewind the run to it, deleting the later checkpoints and the metrics records "
+                "after step N");
   cmd->add_option("--init-from", o->init_from,
                   "Start a new run from the weights of SOURCE (a run directory, a checkpoint folder "
                   "or an imported model) with a fresh optimizer: its model config, changed by "
@@ -94,8 +132,10 @@ void add_train(CLI::App& app, Action& action) {
   cmd->footer(fmt::format(
       "Keys --resume RUN --set may change (they change no shapes, model, data or batches; e.g. "
       "extend a finished run with --set train.steps=N):\n  {}\nWith a schedule that depends on "
-      "train.steps (cosine, linear), an extended run follows the new schedule from its step on.",
-      fmt::join(resumable_keys(), ", ")));
+      "train.steps (cosine, linear), an extended run follows the new schedule from its step on.\n"
+      "Divergence (the rule of sweep and compare): {}\nExit status: 0 done, 2 bad command line or "
+      "config, 3 unreadable input, 4 other failure, 5 diverged, 130 interrupted (resumable).",
+      fmt::join(resumable_keys(), ", "), DivergenceRule::describe()));
   cmd->callback([&action, o] {
     action = [o] {
       const bool resume = !o->resume.empty();
@@ -103,10 +143,14 @@ void add_train(CLI::App& app, Action& action) {
         throw ConfigError({"--resume continues a run with its saved config: drop --config (--set "
                            "may change the keys `normlab train --help` lists)"});
       const std::optional<ResumePoint> from =
-          resume ? std::optional(resume_point(o->resume)) : std::nullopt;
+          resume ? std::optional(with_checkpoint_hint(
+                       "normlab train --resume", [&] { return resume_point(o->resume); }))
+                 : std::nullopt;
+      if (o->rewind && !resume)
+        throw ConfigError({"--rewind goes with --resume RUN/checkpoints/step_N"});
       if (resume && !o->init_from.empty())
         throw ConfigError({"--resume continues a run from its own checkpoint: drop --init-from"});
-      const Config cfg = resume                    ? resume_config(*from, o->cfg.overrides)
+      const Config cfg = resume ? resume_config_or_retrofit(*from, o->cfg, o->resume)
                          : !o->init_from.empty() ? init_from_config(o->cfg, o->init_from)
                                                  : o->cfg.load();
       if (o->dump) {
@@ -121,8 +165,17 @@ void add_train(CLI::App& app, Action& action) {
       const bool root = comm.is_root();
       if (root) warn_about(cfg);
       const bool rewind = resume && !is_latest_checkpoint(dir, from->checkpoint);
+      if (root && resume)
+        for (const auto& d : from->passed_over)
+          fmt::print(stderr,
+                     "normlab: checkpoint {} is damaged: {}; resuming from {}, the newest intact "
+                     "checkpoint{}\n",
+                     d.checkpoint, d.damage, from->checkpoint,
+                     std::filesystem::exists(d.checkpoint)
+                         ? fmt::format(" (the damaged one is kept as {}.damaged)", d.checkpoint)
+                         : "");
       Trainer trainer(cfg, dir, resume,
-                      resume ? ResumeOptions{from->checkpoint, cfg} : ResumeOptions{});
+                      resume ? ResumeOptions{from->checkpoint, cfg, o->rewind} : ResumeOptions{});
       install_stop_signals(root);
       if (resume && trainer.step() >= cfg.train.steps) {
         if (root)
@@ -171,12 +224,16 @@ void add_train(CLI::App& app, Action& action) {
                      rewind ? fmt::format(" (rewound to {}: later checkpoints and metrics records "
                                           "removed)", from->checkpoint)
                             : "");
+        // The sample training's validation loss is measured on (the banner's last line).
+        fmt::print("{}\n",
+                   describe_validation(trainer.config(), trainer.val_tokens(), comm.world()));
       }
       StatusLine status(stdout, trainer.step());
       TrainHooks hooks;
       hooks.on_log = [&](const StepRecord& r) { status.update(r); };
       hooks.stop_requested = [] { return stop_signal_received(); };
-      const TrainResult res = trainer.run(hooks);
+      // The verdict of sweep and compare (train/divergence.h), early stop included.
+      const TrainResult res = trainer.run(with_divergence_rule(hooks, trainer, dir));
       status.finish();
       if (!root) return res.diverged ? kExitDiverged : res.stop_reason == "interrupted" ? kExitInterrupted : kExitOk;
       if (res.stop_reason == "interrupted") {
@@ -185,7 +242,7 @@ void add_train(CLI::App& app, Action& action) {
         return kExitInterrupted;
       }
       if (res.diverged) {
-        fmt::print(stderr, "normlab: {}\n", res.stop_reason);
+        fmt::print(stderr, "{}\n", diverged_line(res, cfg.train.steps, dir));
         return kExitDiverged;
       }
       fmt::print("done: {} steps, train loss (last {} steps) {:.4f}{}, {:.0f} tokens/s (run average), "

@@ -322,7 +322,7 @@ std::vector<std::string> validation_errors(const Config& c) {
     k.add(fmt::format("train.seed = {} must be <= {} (the largest TOML integer)", c.train.seed,
                       max_seed));
   k.at_least(KEY(train.z_loss), 0.0);
-  k.at_least(KEY(train.steps), 0);
+  k.at_least(KEY(train.steps), 1);  // 0 would "finish" with no step, no end event, no checkpoint
   k.greater_than(KEY(train.batch_size), 0);
   k.greater_than(KEY(train.grad_accum), 0);
   k.at_least(KEY(train.eval_interval), 0);

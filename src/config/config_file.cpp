@@ -7,9 +7,12 @@
 #include "normlab/config_file.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <system_error>
@@ -31,10 +34,17 @@ namespace {
 
 // ---- Reading ----------------------------------------------------------------------------------
 
-// Accumulates a config and every problem met while reading it.
+// Accumulates a config and every problem met while reading it, and where each key got its value
+// (`cfg.toml:3: `, `--set 'model.n_layer=0': `), so that validation's messages, which name keys,
+// say where the offending value came from as the type errors do.
 struct Reader {
   Config cfg;
   std::vector<std::string> problems;
+  struct Origin {
+    std::string where;
+    int order;  // later sets win: overrides come after the file
+  };
+  std::map<std::string, Origin, std::less<>> set_at;
 
   void problem(std::string_view where, std::string message) {
     problems.push_back(fmt::format("{}{}", where, message));
@@ -44,24 +54,47 @@ struct Reader {
             fmt::format("unknown section '{}'{}", name, did_you_mean(nearest_section(name))));
   }
   void unknown_key(std::string_view where, std::string_view section, std::string_view name) {
-    const std::string full =
-        section.empty() ? std::string(name) : fmt::format("{}.{}", section, name);
-    problem(where,
-            fmt::format("unknown key '{}'{}", full, did_you_mean(nearest_key(section, name))));
+    problem(where, unknown_key_message(section, name));
   }
   // `v` empty: the value is not a scalar, `got` says what it is instead.
   void set(std::string_view where, const KeySpec& k, const std::optional<Scalar>& v,
            std::string_view got = {}) {
     if (!v) return problem(where, fmt::format("{}: expected {}, got {}", k.full, expected(k), got));
-    if (const auto err = k.set(cfg, *v)) problem(where, fmt::format("{}: {}", k.full, *err));
+    if (const auto err = k.set(cfg, *v)) return problem(where, fmt::format("{}: {}", k.full, *err));
+    set_at[k.full] = {std::string(where), next_order++};
+  }
+  // Where the value a validation message is about was set: of the keys the message names, the
+  // one set last (`model.d_model = 130 is not divisible by model.n_head = 4` after `--set
+  // model.n_head=4` points there); nothing when all of them kept their defaults.
+  std::string_view origin_of(std::string_view message) const {
+    const Origin* best = nullptr;
+    const auto word = [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+    };
+    for (const auto& k : key_table()) {
+      const auto it = set_at.find(k.full);
+      if (it == set_at.end() || (best != nullptr && it->second.order <= best->order)) continue;
+      for (std::size_t at = message.find(k.full); at != std::string_view::npos;
+           at = message.find(k.full, at + 1)) {
+        const std::size_t end = at + k.full.size();
+        const bool starts = at == 0 || !(word(message[at - 1]) || message[at - 1] == '.');
+        if (starts && (end == message.size() || !word(message[end]))) {
+          best = &it->second;
+          break;
+        }
+      }
+    }
+    return best != nullptr ? std::string_view(best->where) : std::string_view();
   }
   // Adds the validation errors of what was read and throws if anything at all went wrong.
   Config finish() {
-    auto invalid = validation_errors(cfg);
-    problems.insert(problems.end(), invalid.begin(), invalid.end());
+    for (const auto& m : validation_errors(cfg)) problem(origin_of(m), m);
     if (!problems.empty()) throw ConfigError(std::move(problems));
     return std::move(cfg);
   }
+
+ private:
+  int next_order = 0;
 };
 
 std::optional<Scalar> scalar_from_toml(const toml::node& n) {
@@ -159,7 +192,8 @@ Scalar scalar_from_override(const KeySpec& k, std::string_view text) {
 }
 
 void read_override(Reader& r, std::string_view text) {
-  const std::string where = fmt::format("override '{}': ", text);
+  // `--set` is where overrides come from (the CLI; Python's Config.set/update reads the same).
+  const std::string where = fmt::format("--set '{}': ", text);
   const auto eq = text.find('=');
   if (eq == std::string_view::npos)
     return r.problem(where, "expected section.key=value (no '=')");

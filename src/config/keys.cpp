@@ -1,7 +1,8 @@
 // The table of configuration keys and what every front end needs from it: each key bound to its
 // Config field once (its section and name are the stringified member names, so they cannot drift),
-// conversions between fields and neutral Scalars with type checks, the TOML text of a value, and
-// the "did you mean" suggestions for unknown names.
+// conversions between fields and neutral Scalars with type checks, the TOML text of a value, the
+// "did you mean" suggestions for unknown names, and the table of other trainers' names (nanoGPT,
+// Hugging Face, OLMo) with the normlab key or what normlab does instead.
 #include "config/keys.h"
 
 #include <algorithm>
@@ -348,30 +349,223 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
   return row(n)[m];
 }
 
+// A third of the name, at least two edits; one for names of up to three letters, of which two
+// edits would leave one ("eps" is not "pos").
 bool close_enough(std::size_t distance, std::string_view query) {
-  return distance <= std::max<std::size_t>(2, query.size() / 3);
+  return distance <= (query.size() <= 3 ? 1 : std::max<std::size_t>(2, query.size() / 3));
 }
 
 std::string did_you_mean(const std::optional<std::string>& s) {
   return s ? fmt::format(" (did you mean '{}'?)", *s) : std::string();
 }
 
-// Nearest valid key to `section.name`. A key spelled right but filed under the wrong section (or
-// under none) counts as one edit away, so `train.lr` suggests `optim.lr`.
-std::optional<std::string> nearest_key(std::string_view section, std::string_view name) {
-  const std::string query =
-      section.empty() ? std::string(name) : fmt::format("{}.{}", section, name);
-  const KeySpec* best = nullptr;
-  std::size_t best_d = std::numeric_limits<std::size_t>::max();
-  for (const auto& k : key_table()) {
-    const std::size_t d = std::min(edit_distance(query, k.full),
-                                   edit_distance(name, k.name) + (k.section == section ? 0 : 1));
-    if (d < best_d) best_d = d, best = &k;
-  }
-  if (best == nullptr || !close_enough(best_d, name)) return std::nullopt;
-  return best->full;
+std::string did_you_mean(const std::vector<std::string>& keys) {
+  if (keys.empty()) return {};
+  std::string list = fmt::format("'{}'", keys[0]);
+  for (std::size_t i = 1; i < keys.size(); ++i)
+    list += fmt::format("{}'{}'", i + 1 == keys.size() ? " or " : ", ", keys[i]);
+  return fmt::format(" (did you mean {}?)", list);
 }
 
+namespace {
+
+// Whether `part` occurs in `whole` as whole words of a snake_case name ("warmup" in
+// "warmup_steps", "window" in "sliding_window", not "pos" in "position").
+bool contains_words(std::string_view whole, std::string_view part) {
+  for (std::size_t at = whole.find(part); at != std::string_view::npos;
+       at = whole.find(part, at + 1)) {
+    const std::size_t end = at + part.size();
+    if ((at == 0 || whole[at - 1] == '_') && (end == whole.size() || whole[end] == '_'))
+      return true;
+  }
+  return false;
+}
+
+// How near the unknown name comes to key name `key`, as (kind, distance), smaller being nearer;
+// nothing when it is not near at all. Kinds: 0 the same name, 1 a few edits away (close_enough),
+// 2 a prefix of the key's name (`warmup` -> `warmup_steps`), 3 whole words of the key's name or
+// the key's name among the words typed (`window` -> `sliding_window`, `adam_eps` -> `eps`). The
+// distance orders kinds 0 and 1 only: every prefix or word match is as near as any other.
+using Nearness = std::pair<int, std::size_t>;
+std::optional<Nearness> nearness(std::string_view key, std::string_view name) {
+  if (name == key) return Nearness{0, 0};
+  const std::size_t d = edit_distance(name, key);
+  if (close_enough(d, name)) return Nearness{1, d};
+  if (name.size() >= 2 && key.starts_with(name)) return Nearness{2, 0};
+  if ((name.size() >= 2 && contains_words(key, name)) ||
+      (key.size() >= 3 && contains_words(name, key)))
+    return Nearness{3, 0};
+  return std::nullopt;
+}
+
+}  // namespace
+
+// The nearest valid keys to `section.name`. The nearest ones of the same section (of every
+// section when none is given), up to three that tie (`optim.beta` -> beta1, beta2); a key of the
+// very same name in another section (`train.lr` -> `optim.lr`), before them unless they are a few
+// edits away (`model.eps` -> `optim.eps`, `model.norm_eps`); and only when neither exists, the
+// nearest ones of the other sections (`train.warmup` -> `optim.warmup_steps`).
+std::vector<std::string> nearest_keys(std::string_view section, std::string_view name) {
+  struct Best {
+    std::optional<Nearness> n;
+    std::vector<std::string> keys;
+    void offer(const Nearness& x, const std::string& key) {
+      if (!n || x < *n) n = x, keys = {key};
+      else if (x == *n && keys.size() < 3) keys.push_back(key);
+    }
+  } same, other;
+  std::vector<std::string> same_name;  // in another section
+  for (const auto& k : key_table()) {
+    const bool here = section.empty() || k.section == section;
+    std::optional<Nearness> n = nearness(k.name, name);
+    if (section.empty()) {  // "model_n_layer": against the full name too
+      const std::size_t d = edit_distance(name, k.full);
+      if (close_enough(d, name) && (!n || Nearness{1, d} < *n)) n = Nearness{1, d};
+    }
+    if (!n) continue;
+    if (!here && n->first == 0) same_name.push_back(k.full);
+    else (here ? same : other).offer(*n, k.full);
+  }
+  if (same_name.empty()) return !same.keys.empty() ? same.keys : other.keys;
+  std::vector<std::string> out = same.n && same.n->first <= 1 ? same.keys : same_name;
+  const auto& rest = same.n && same.n->first <= 1 ? same_name : same.keys;
+  out.insert(out.end(), rest.begin(), rest.end());
+  return out;
+}
+
+// ---- Names from other trainers ----------------------------------------------------------------
+
+// The names a nanoGPT, Hugging Face or OLMo user types (nanoGPT's train.py and GPTConfig, HF's
+// config.json and TrainingArguments, OLMo's model and trainer configs, Llama's params.json), in
+// whatever section they are put: each with the normlab key that does the same, or none and what
+// normlab does instead. Names the nearness rule finds need no row (`n_heads` -> `n_head`,
+// `warmup` -> `warmup_steps`); a row never bears the name of a normlab key, and names one that
+// exists (a test checks both).
+namespace {
+constexpr std::string_view no_dropout =
+    "normlab has no dropout layers (training and evaluation run without, as with nanoGPT's "
+    "pre-training default dropout = 0.0)";
+constexpr std::string_view logs =
+    "normlab writes RUN/metrics.jsonl and metrics.csv (normlab report draws them)";
+constexpr ForeignKey foreign_table[] = {
+    // nanoGPT
+    {"n_embd", "model.d_model", ""},
+    {"block_size", "model.seq_len", ""},
+    {"dropout", "", no_dropout},
+    {"learning_rate", "optim.lr", ""},
+    {"max_iters", "train.steps", ""},
+    {"iters", "train.steps", ""},
+    {"warmup_iters", "optim.warmup_steps", ""},
+    {"lr_decay_iters", "",
+     "the decay runs to the end of the run, train.steps (optim.schedule = cosine, linear or "
+     "constant)"},
+    {"min_lr", "optim.min_lr_ratio", "a fraction of optim.lr, not a learning rate"},
+    {"decay_lr", "optim.schedule", "\"constant\" for no decay"},
+    {"eval_iters", "train.eval_batches", ""},
+    {"gradient_accumulation_steps", "train.grad_accum", "micro-batches per step on each rank"},
+    {"always_save_checkpoint", "train.checkpoint_interval",
+     "a checkpoint every N steps and at the end of the run"},
+    {"eval_only", "", "evaluate a checkpoint with normlab eval --checkpoint RUN"},
+    {"out_dir", "", "the run directory is the command line's --out RUN"},
+    {"dataset", "data.path", "a text file, a folder of them or a token file"},
+    {"wandb_log", "", logs},
+    {"wandb_project", "", logs},
+    {"wandb_run_name", "", logs},
+    {"device", "", "normlab trains on the CPU (train.threads; several processes: mpirun)"},
+    {"backend", "", "data-parallel runs start with mpirun -np N (dist.deterministic, "
+                    "dist.bucket_size)"},
+    {"compile", "", "normlab is compiled C++: there is no graph to compile"},
+    {"dtype", "train.matmul_precision",
+     "float32 or bf16 matrix products; parameters and optimizer state stay float32"},
+    // Hugging Face config.json
+    {"hidden_size", "model.d_model", ""},
+    {"dim", "model.d_model", ""},
+    {"num_hidden_layers", "model.n_layer", ""},
+    {"num_layers", "model.n_layer", ""},
+    {"layers", "model.n_layer", ""},
+    {"depth", "model.n_layer", ""},
+    {"heads", "model.n_head", ""},
+    {"norm_type", "model.norm", ""},
+    {"num_attention_heads", "model.n_head", ""},
+    {"num_heads", "model.n_head", ""},
+    {"num_key_value_heads", "model.n_kv_head", ""},
+    {"intermediate_size", "model.d_ff", ""},
+    {"n_inner", "model.d_ff", ""},
+    {"mlp_hidden_size", "model.d_ff", ""},
+    {"max_position_embeddings", "model.seq_len", ""},
+    {"n_positions", "model.seq_len", ""},
+    {"n_ctx", "model.seq_len", ""},
+    {"context_length", "model.seq_len", ""},
+    {"max_sequence_length", "model.seq_len", ""},
+    {"max_seq_len", "model.seq_len", ""},
+    {"rms_norm_eps", "model.norm_eps", ""},
+    {"layer_norm_eps", "model.norm_eps", ""},
+    {"layer_norm_epsilon", "model.norm_eps", ""},
+    {"layer_norm_type", "model.norm", ""},
+    {"tie_word_embeddings", "model.tie_embeddings", ""},
+    {"weight_tying", "model.tie_embeddings", ""},
+    {"hidden_act", "model.mlp", "gelu, gelu_tanh, swiglu or geglu"},
+    {"activation_function", "model.mlp", "gelu, gelu_tanh, swiglu or geglu"},
+    {"initializer_range", "model.init_std", ""},
+    {"attn_logit_softcapping", "model.attn_softcap", ""},
+    {"final_logit_softcapping", "model.final_softcap", ""},
+    {"attention_bias", "model.attn_qkv_bias", "with model.attn_out_bias for the output projection"},
+    {"attention_layer_norm", "model.qk_norm", ""},
+    {"clip_qkv", "", "normlab does not clip q, k and v; model.qk_norm normalises them"},
+    {"multiple_of", "", "set model.d_ff itself"},
+    {"attention_dropout", "", no_dropout},
+    {"attn_pdrop", "", no_dropout},
+    {"resid_pdrop", "", no_dropout},
+    {"embd_pdrop", "", no_dropout},
+    {"hidden_dropout", "", no_dropout},
+    {"residual_dropout", "", no_dropout},
+    {"embedding_dropout", "", no_dropout},
+    // Hugging Face TrainingArguments, OLMo's trainer
+    {"max_steps", "train.steps", ""},
+    {"max_duration", "train.steps", ""},
+    {"num_train_epochs", "", "a run is train.steps steps of train.batch_size sequences"},
+    {"epochs", "", "a run is train.steps steps of train.batch_size sequences"},
+    {"per_device_train_batch_size", "train.batch_size", "sequences per rank and micro-batch"},
+    {"micro_batch_size", "train.batch_size", "sequences per rank and micro-batch"},
+    {"warmup_ratio", "", "the warmup is optim.warmup_steps, in steps"},
+    {"t_warmup", "optim.warmup_steps", ""},
+    {"lr_scheduler_type", "optim.schedule", ""},
+    {"scheduler", "optim.schedule", ""},
+    {"max_grad_norm", "optim.grad_clip", ""},
+    {"clip_grad_norm", "optim.grad_clip", ""},
+    {"adam_beta1", "optim.beta1", ""},
+    {"adam_beta2", "optim.beta2", ""},
+    {"adam_epsilon", "optim.eps", ""},
+    {"logging_steps", "train.log_interval", ""},
+    {"eval_steps", "train.eval_interval", ""},
+    {"save_steps", "train.checkpoint_interval", ""},
+    {"save_total_limit", "train.keep_checkpoints", ""},
+    {"label_smoothing_factor", "", "normlab trains on plain cross-entropy (train.z_loss adds a "
+                                   "z-loss)"},
+};
+}  // namespace
+
+std::span<const ForeignKey> foreign_keys() { return foreign_table; }
+
+const ForeignKey* find_foreign_key(std::string_view name) {
+  for (const ForeignKey& f : foreign_table)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+std::string unknown_key_message(std::string_view section, std::string_view name) {
+  const std::string full =
+      section.empty() ? std::string(name) : fmt::format("{}.{}", section, name);
+  if (const ForeignKey* f = find_foreign_key(name)) {
+    if (f->normlab.empty()) return fmt::format("key '{}' is not supported: {}", full, f->note);
+    return fmt::format("unknown key '{}': normlab calls it '{}'{}", full, f->normlab,
+                       f->note.empty() ? std::string() : fmt::format(" ({})", f->note));
+  }
+  return fmt::format("unknown key '{}'{}", full, did_you_mean(nearest_keys(section, name)));
+}
+
+// The nearest section: a few edits away, else one that begins the name or that the name begins
+// (`[training]` -> train, `[optimizer]` -> optim, `[opt]` -> optim).
 std::optional<std::string> nearest_section(std::string_view name) {
   std::optional<std::string> best;
   std::size_t best_d = std::numeric_limits<std::size_t>::max();
@@ -379,7 +573,10 @@ std::optional<std::string> nearest_section(std::string_view name) {
     const std::size_t d = edit_distance(name, s);
     if (d < best_d) best_d = d, best = std::string(s);
   }
-  return close_enough(best_d, name) ? best : std::nullopt;
+  if (close_enough(best_d, name)) return best;
+  for (const auto s : section_names())
+    if ((name.size() >= 3 && s.starts_with(name)) || name.starts_with(s)) return std::string(s);
+  return std::nullopt;
 }
 
 }  // namespace normlab::keytab

@@ -1,6 +1,6 @@
 // The configuration's key table (private to src/config): one entry per `section.key`, bound to its
 // field of Config, with the conversions the TOML, JSON and override front ends share, and the
-// suggestions for unknown names. See keys.cpp.
+// messages for unknown names (nearest keys, other trainers' names). See keys.cpp.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -46,11 +46,29 @@ bool is_section(std::string_view name);
 const KeySpec* find_key(std::string_view section, std::string_view name);
 
 // Suggestions: optimal string alignment distance, whether it is close enough to suggest, and
-// " (did you mean 'x'?)" or nothing.
+// " (did you mean 'x'?)" (or " (did you mean 'x' or 'y'?)") or nothing.
 std::size_t edit_distance(std::string_view a, std::string_view b);
 bool close_enough(std::size_t distance, std::string_view query);
 std::string did_you_mean(const std::optional<std::string>& s);
-std::optional<std::string> nearest_key(std::string_view section, std::string_view name);
+std::string did_you_mean(const std::vector<std::string>& keys);
+// The valid keys nearest to the unknown `section.name` (section empty: a bare name), nearest
+// first, the same section before the others: a few edits away, a prefix of a key's name, whole
+// words of one, or the same name in another section (see keys.cpp). Empty when nothing is near.
+std::vector<std::string> nearest_keys(std::string_view section, std::string_view name);
+
+// A name another trainer uses (nanoGPT, Hugging Face, OLMo): the normlab key that does the same,
+// or none (empty) and, in `note`, what normlab does instead.
+struct ForeignKey {
+  std::string_view name;     // "n_embd", in whatever section it is put
+  std::string_view normlab;  // "model.d_model"; empty: normlab has nothing like it
+  std::string_view note;     // what to know; required when `normlab` is empty
+};
+std::span<const ForeignKey> foreign_keys();
+const ForeignKey* find_foreign_key(std::string_view name);
+// The message for an unknown key: "unknown key 'model.n_embd': normlab calls it 'model.d_model'",
+// "key 'model.dropout' is not supported: normlab has no dropout ...", or "unknown key
+// 'optim.warmup_step' (did you mean 'optim.warmup_steps'?)".
+std::string unknown_key_message(std::string_view section, std::string_view name);
 std::optional<std::string> nearest_section(std::string_view name);
 
 }  // namespace normlab::keytab

@@ -220,7 +220,7 @@ TokenCorpus TokenCorpus::from_documents(const std::vector<TextDocument>& docs, s
   std::vector<std::string_view> texts;
   for (const TextDocument& d : docs) texts.push_back(d.text);
   const std::vector<std::vector<int>> ids = tok.encode_batch(texts);
-  const std::vector<int> sep = docs.size() > 1 ? tok.encode("\n") : std::vector<int>();
+  const std::vector<int> sep = docs.size() > 1 ? document_separator(tok) : std::vector<int>();
   long n = 0;
   for (const auto& v : ids) n += static_cast<long>(v.size());
   n += static_cast<long>(sep.size()) * static_cast<long>(ids.size() - 1);
@@ -246,6 +246,16 @@ TokenCorpus TokenCorpus::from_documents(const std::vector<TextDocument>& docs, s
   store->data = out;
   store->count = n;
   return TokenCorpus(std::move(store));
+}
+
+std::vector<int> document_separator(const Tokenizer& tok) {
+  const int V = tok.vocab_size();
+  if (const std::optional<int> eos = tok.special().eos; eos && *eos >= 0 && *eos < V) return {*eos};
+  // Tokenizers without an EOS of their own (GPT-2's tokenizer.json, Llama 3's template has only
+  // its BOS) still end documents with a special token of one of these names.
+  for (const char* name : {"<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>"})
+    if (const std::optional<int> id = tok.token_to_id(name); id && tok.is_special(*id)) return {*id};
+  return tok.encode("\n");
 }
 
 TokenCorpus TokenCorpus::embedded() {

@@ -115,8 +115,17 @@ void check_spikes(const Run& r, std::vector<DoctorFinding>& out) {
                         "largest first: {}",
                         at->value(metric::step, 0L), top));
     }
-    f.remedies.push_back(fmt::format("lower the learning rate: --set optim.lr={} (now {})",
-                                     g(c.optim.lr / 3), lr_text(c)));
+    // When the run diverged, the divergence finding (first in the table) has chosen the learning
+    // rate from evidence; one number, not two.
+    const auto div = std::find_if(out.begin(), out.end(),
+                                  [](const DoctorFinding& d) { return d.kind == "diverged"; });
+    if (div != out.end() && div->values.value("suggested_lr", json()).is_number())
+      f.remedies.push_back(fmt::format(
+          "lower the learning rate: --set optim.lr={:g} (now {}; as the divergence finding says)",
+          div->values["suggested_lr"].get<double>(), lr_text(c)));
+    else
+      f.remedies.push_back(fmt::format("lower the learning rate: --set optim.lr={} (now {})",
+                                       g(c.optim.lr / 3), lr_text(c)));
     if (c.optim.warmup_steps < std::max(1, c.train.steps / 20))
       f.remedies.push_back(fmt::format(
           "longer warmup: --set optim.warmup_steps={} (now {}; about 5-10% of train.steps)",

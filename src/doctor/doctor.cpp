@@ -40,6 +40,7 @@ struct Check {
   CheckFn run;
 };
 const Check kChecks[] = {
+    {"divergence", check_diverged},
     {"attention-logit growth", check_attention},
     {"output-logit divergence", check_output_logits},
     {"loss and gradient-norm spikes", check_spikes},
@@ -55,10 +56,28 @@ long Diagnosis::problems() const {
                        [](const DoctorFinding& f) { return f.severity == "problem"; });
 }
 
+bool Diagnosis::finished() const {
+  if (end_reason == "done" || end_reason == "diverged") return true;
+  return end_reason.empty() && has_config && steps >= config.train.steps;
+}
+
 std::string Diagnosis::verdict() const {
   std::string s;
-  if (end_reason == "diverged") s = "diverged; ";
-  if (healthy()) {
+  if (!finished()) {
+    const std::string planned = has_config ? fmt::format(" of {}", config.train.steps) : "";
+    s = end_reason == "interrupted"
+            ? fmt::format("interrupted at step {}{}", steps, planned)
+            : fmt::format("no end event (still running, or killed) at step {}{}", steps, planned);
+    if (steps < DoctorThresholds::kMinJudgedSteps && problems() == 0)
+      return s + fmt::format(": not judged (only {} step{}; doctor judges a run from {} steps on)",
+                             steps, steps == 1 ? "" : "s", DoctorThresholds::kMinJudgedSteps);
+    s += fmt::format(": judged on {} steps: ", steps);
+    if (problems() == 0) {
+      s += "no instability found so far";
+      if (diag_records == 0) s += " (diagnostics off, some signals unchecked)";
+      return s;
+    }
+  } else if (healthy()) {
     s += "healthy (no instability found";
     const long notes = static_cast<long>(findings.size());
     if (notes) s += fmt::format("; {} note{}", notes, notes == 1 ? "" : "s");
@@ -79,8 +98,9 @@ std::string Diagnosis::verdict() const {
 }
 
 Diagnosis diagnose_records(const std::vector<json>& records, const Config& cfg, bool has_config,
-                           std::optional<double> unigram_entropy) {
+                           std::optional<double> unigram_entropy, const std::string& run_dir) {
   Diagnosis d;
+  d.run_dir = run_dir;
   d.config = cfg;
   d.has_config = has_config;
   d.unigram_entropy = unigram_entropy;
@@ -102,6 +122,7 @@ Diagnosis diagnose_records(const std::vector<json>& records, const Config& cfg, 
     d.end_reason = end->reason;
     d.end_detail = end->detail;
     d.final_loss = end->train_loss;
+    r.final_val_loss = end->val_loss;
   }
   for (const json* j : r.steps)
     if (j->value(metric::step, 0L) == 1 && std::isfinite(doctor_detail::num(*j, metric::loss)))
@@ -112,6 +133,8 @@ Diagnosis diagnose_records(const std::vector<json>& records, const Config& cfg, 
   r.unigram_entropy = d.unigram_entropy;
   r.end_reason = d.end_reason;
   r.end_detail = d.end_detail;
+  r.end_step = d.steps;
+  r.run_dir = run_dir;
 
   for (const auto& check : doctor_detail::kChecks) check.run(r, d.findings);
   // Problems first, in the table's order; notes after.
@@ -214,9 +237,7 @@ Diagnosis diagnose_run(const std::string& run_dir) {
     }
   }
   try {
-    Diagnosis d = diagnose_records(records, cfg, has_config, h);
-    d.run_dir = run_dir;
-    return d;
+    return diagnose_records(records, cfg, has_config, h, run_dir);
   } catch (const FormatError& e) {
     throw FormatError(fmt::format("{}: {}", mpath.string(), e.what()));
   }
@@ -243,6 +264,7 @@ nlohmann::json to_json(const Diagnosis& d) {
           {"healthy", d.healthy()},
           {"problems", d.problems()},
           {"steps", d.steps},
+          {"finished", d.finished()},
           {"planned_steps", d.has_config ? json(c.train.steps) : json(nullptr)},
           {"end_reason", d.end_reason},
           {"end_detail", d.end_detail},

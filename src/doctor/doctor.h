@@ -42,11 +42,14 @@ struct DoctorThresholds {
   static constexpr double kPlateauBelow = 0.2;
   static constexpr double kPlateauAbove = 0.3;
   static constexpr double kPlateauDrop = 1.0;
+  // An unfinished run (interrupted, or no end event) is judged on the steps it reached, from
+  // this many on; with fewer its verdict is "not judged".
+  static constexpr long kMinJudgedSteps = 10;
 };
 
 // One thing doctor found.
 struct DoctorFinding {
-  // Stable identifiers: attention_logit_growth, output_logit_divergence, loss_spikes,
+  // Stable identifiers: diverged, attention_logit_growth, output_logit_divergence, loss_spikes,
   // residual_growth, unigram_plateau, nonfinite_steps, guard_events, gradient_spikes.
   std::string kind;
   // "problem": an instability to act on; "note": worth knowing, not an instability by itself.
@@ -75,8 +78,13 @@ struct Diagnosis {
   std::string enable;
 
   long problems() const;
-  bool healthy() const { return problems() == 0; }
-  // One line: "healthy (no instability found)" or the problems' titles.
+  // The run reached its end: an end event "done" or "diverged" (or, for a run written before end
+  // events, its last step line at train.steps).
+  bool finished() const;
+  // No problem found in a finished run; an unfinished one is never given a clean bill.
+  bool healthy() const { return problems() == 0 && finished(); }
+  // One line: "healthy (no instability found)" or the problems' kinds; for an unfinished run
+  // first "interrupted at step 55 of 150: judged on 55 steps" (or "... : not judged (...)").
   std::string verdict() const;
 };
 
@@ -86,8 +94,10 @@ struct Diagnosis {
 Diagnosis diagnose_run(const std::string& run_dir);
 
 // The analysis on records already read (tests): `unigram_entropy` none skips the plateau check.
+// `run_dir` (optional) lets the divergence check look for the run's sweep (its parent folder).
 Diagnosis diagnose_records(const std::vector<nlohmann::json>& records, const Config& cfg,
-                           bool has_config, std::optional<double> unigram_entropy);
+                           bool has_config, std::optional<double> unigram_entropy,
+                           const std::string& run_dir = {});
 
 // Entropy (nats) of the token frequencies of the run's training split: the data and tokenizer
 // resolved as `normlab train` does (data.path, data.tokenizer or the run's copy, val_fraction).

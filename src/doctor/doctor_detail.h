@@ -69,6 +69,11 @@ struct Run {
   std::optional<double> initial_loss = {}, final_loss = {};
   std::optional<double> unigram_entropy = {};
   std::string end_reason = {}, end_detail = {};
+  // The end's val loss and step (the step the run reached); the run directory ("" when the
+  // records were given without one).
+  std::optional<double> final_val_loss = {};
+  long end_step = 0;
+  std::string run_dir = {};
 };
 
 inline std::string lr_text(const Config& c) { return g(c.optim.lr); }
@@ -77,6 +82,7 @@ inline std::string lr_text(const Config& c) { return g(c.optim.lr); }
 using CheckFn = void (*)(const Run& r, std::vector<DoctorFinding>& out);
 
 // The checks, one file each (check_<name>.cpp); doctor.cpp's table runs them in order.
+void check_diverged(const Run& r, std::vector<DoctorFinding>& out);
 void check_attention(const Run& r, std::vector<DoctorFinding>& out);
 void check_output_logits(const Run& r, std::vector<DoctorFinding>& out);
 void check_spikes(const Run& r, std::vector<DoctorFinding>& out);

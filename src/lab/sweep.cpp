@@ -9,9 +9,10 @@
 #include <fmt/format.h>
 
 #include "io/metrics.h"
-#include "lab/divergence.h"
+#include "lab/seeds.h"
 #include "normlab/errors.h"
 #include "normlab/metrics.h"
+#include "train/divergence.h"
 
 namespace fs = std::filesystem;
 
@@ -77,6 +78,23 @@ std::vector<SweepPoint> expand_grid(const std::vector<GridAxis>& axes) {
   return pts;
 }
 
+std::vector<SweepPoint> expand_seeds(const std::vector<SweepPoint>& points, int seeds) {
+  if (seeds < 1) throw ConfigError({fmt::format("seeds = {} must be >= 1", seeds)});
+  std::vector<SweepPoint> out;
+  for (const auto& p : points)
+    for (int k = 0; k < seeds; ++k) {
+      SweepPoint q = p;
+      q.seed = k;
+      q.name = seed_dir_name(p.name, k);
+      out.push_back(std::move(q));
+    }
+  return out;
+}
+
+void apply_seed(Config& cfg, const SweepPoint& p) {
+  cfg.train.seed += static_cast<std::uint64_t>(p.seed);
+}
+
 bool sweep_status_unfinished(const std::string& status) {
   return status == "interrupted" || status == "not started";
 }
@@ -105,15 +123,7 @@ double initial_loss_of(const std::vector<nlohmann::json>& m) {
 std::string run_sweep_point(const Config& cfg, const std::string& dir, const TrainHooks& hooks) {
   const bool resume = fs::exists(fs::path(dir) / "checkpoints" / "latest");
   Trainer trainer(cfg, dir, resume);
-  DivergenceRule rule(trainer.config().train.steps);
-  if (resume) rule.set_initial_loss(initial_loss_of(read_metrics(dir)));
-  TrainHooks h = hooks;
-  h.check_divergence = [&](const StepRecord& r) { return rule.observe(r); };
-  h.judge_end = [&](const TrainResult& r) {
-    return rule.judge_end(r.val_loss, r.train_loss_steps > 0 ? std::optional<double>(r.train_loss)
-                                                             : std::nullopt);
-  };
-  const TrainResult res = trainer.run(h);
+  const TrainResult res = trainer.run(with_divergence_rule(hooks, trainer, dir));
   if (res.stop_reason == "interrupted") return "interrupted";
   const std::string status = res.diverged ? "diverged" : "done";
   const fs::path tmp = fs::path(dir) / "sweep_status.json.tmp";
@@ -169,8 +179,72 @@ SweepRun read_sweep_run(const std::string& dir, const SweepPoint& p) {
   return r;
 }
 
+namespace {
+// The sensitivity, best loss and best lr of one seed's runs (s.lrs, s.final_losses filled).
+void finish_sensitivity(Sensitivity& s) {
+  const std::vector<double>& init = s.initial_losses;
+  s.best_loss = INFINITY;
+  for (std::size_t i = 0; i < s.lrs.size(); ++i)
+    if (std::isfinite(s.final_losses[i]) && s.final_losses[i] < s.best_loss) {
+      s.best_loss = s.final_losses[i];
+      s.best_lr = s.lrs[i];
+    }
+  if (std::isfinite(s.best_loss)) {
+    double acc = 0;
+    for (std::size_t i = 0; i < s.lrs.size(); ++i) {
+      const double fl = std::isfinite(s.final_losses[i]) ? s.final_losses[i] : INFINITY;
+      acc += std::fmin(fl, init[i]) - s.best_loss;
+    }
+    s.sensitivity = acc / s.lrs.size();
+  }
+}
+
+// One variant over several seeds (per_seed[k]: seed k's runs, finished): the means, and the band.
+Sensitivity combine_seeds(const std::vector<Sensitivity>& per_seed) {
+  Sensitivity s = per_seed[0];
+  s.seeds = static_cast<int>(per_seed.size());
+  s.diverged = 0;
+  for (const auto& k : per_seed) {
+    s.seed_sensitivity.push_back(k.sensitivity);
+    s.seed_best_loss.push_back(k.best_loss);
+    s.seed_best_lr.push_back(k.best_lr);
+    s.diverged += k.diverged;
+  }
+  s.sensitivity = seed_stats(s.seed_sensitivity).mean;
+  s.best_loss = seed_stats(s.seed_best_loss).mean;
+  s.final_losses.assign(s.lrs.size(), NAN);
+  s.final_loss_min.assign(s.lrs.size(), NAN);
+  s.final_loss_max.assign(s.lrs.size(), NAN);
+  s.best_lr = NAN;
+  double best_mean = INFINITY;
+  for (std::size_t i = 0; i < s.lrs.size(); ++i) {
+    std::vector<double> at, init;
+    for (const auto& k : per_seed) {
+      // The same lr in every seed (the grid is the same); matched by value all the same.
+      for (std::size_t j = 0; j < k.lrs.size(); ++j)
+        if (k.lrs[j] == s.lrs[i]) {
+          at.push_back(k.final_losses[j]);
+          init.push_back(k.initial_losses[j]);
+          break;
+        }
+    }
+    const SeedStats st = seed_stats(at);
+    s.final_losses[i] = st.mean;
+    s.final_loss_min[i] = st.min;
+    s.final_loss_max[i] = st.max;
+    s.initial_losses[i] = seed_stats(init).mean;
+    if (std::isfinite(st.mean) && st.mean < best_mean) {
+      best_mean = st.mean;
+      s.best_lr = s.lrs[i];
+    }
+  }
+  return s;
+}
+}  // namespace
+
 std::vector<Sensitivity> lr_sensitivity(const std::vector<SweepRun>& runs, const std::string& lr_key) {
-  std::map<std::string, Sensitivity> by;
+  // label -> seed index -> that seed's runs
+  std::map<std::string, std::map<int, Sensitivity>> by;
   std::vector<std::string> order;
   for (const auto& r : runs) {
     Sensitivity key;
@@ -185,12 +259,12 @@ std::vector<Sensitivity> lr_sensitivity(const std::vector<SweepRun>& runs, const
       label += (label.empty() ? "" : ", ") + k.substr(k.find('.') + 1) + "=" + v;
     }
     if (label.empty()) label = "all";
-    if (!by.count(label)) {
-      order.push_back(label);
+    if (!by.count(label)) order.push_back(label);
+    if (!by[label].count(r.point.seed)) {
       key.label = label;
-      by[label] = key;
+      by[label][r.point.seed] = key;
     }
-    Sensitivity& s = by[label];
+    Sensitivity& s = by[label][r.point.seed];
     s.lrs.push_back(lr);
     s.final_losses.push_back(r.status == "done" && r.final_loss ? *r.final_loss : NAN);
     if (r.status != "done") ++s.diverged;
@@ -198,23 +272,12 @@ std::vector<Sensitivity> lr_sensitivity(const std::vector<SweepRun>& runs, const
   }
   std::vector<Sensitivity> out;
   for (const auto& label : order) {
-    Sensitivity s = by[label];
-    const std::vector<double>& init = s.initial_losses;
-    s.best_loss = INFINITY;
-    for (std::size_t i = 0; i < s.lrs.size(); ++i)
-      if (std::isfinite(s.final_losses[i]) && s.final_losses[i] < s.best_loss) {
-        s.best_loss = s.final_losses[i];
-        s.best_lr = s.lrs[i];
-      }
-    if (std::isfinite(s.best_loss)) {
-      double acc = 0;
-      for (std::size_t i = 0; i < s.lrs.size(); ++i) {
-        const double fl = std::isfinite(s.final_losses[i]) ? s.final_losses[i] : INFINITY;
-        acc += std::fmin(fl, init[i]) - s.best_loss;
-      }
-      s.sensitivity = acc / s.lrs.size();
+    std::vector<Sensitivity> per_seed;
+    for (auto& [k, s] : by[label]) {
+      finish_sensitivity(s);
+      per_seed.push_back(s);
     }
-    out.push_back(s);
+    out.push_back(per_seed.size() == 1 ? per_seed[0] : combine_seeds(per_seed));
   }
   return out;
 }
@@ -225,6 +288,9 @@ nlohmann::json sweep_json(const std::vector<GridAxis>& axes, const std::vector<S
   nlohmann::json j;
   j["lr_key"] = lr_key;
   for (const auto& a : axes) j["grid"][a.key] = a.values;
+  int seeds = 1;
+  for (const auto& r : runs) seeds = std::max(seeds, r.point.seed + 1);
+  if (seeds > 1) j["seeds"] = seeds;
   j["runs"] = nlohmann::json::array();
   for (const auto& r : runs) {
     nlohmann::json o;
@@ -235,20 +301,76 @@ nlohmann::json sweep_json(const std::vector<GridAxis>& axes, const std::vector<S
                          {"final_loss", num(r.final_loss)}, {"final_val_loss", num(r.final_val_loss)},
                          {"train_loss", num(r.train_loss)},
                          {"max_attn_logit", num(r.max_attn_logit)}});
+    if (seeds > 1) j["runs"].back()["seed"] = r.point.seed;
   }
   j["sensitivity"] = nlohmann::json::array();
+  auto nums = [&](const std::vector<double>& xs) {
+    nlohmann::json a = nlohmann::json::array();
+    for (double x : xs) a.push_back(num(x));
+    return a;
+  };
   for (const auto& s : sens) {
-    nlohmann::json fl = nlohmann::json::array();
-    for (double x : s.final_losses) fl.push_back(num(x));
     j["sensitivity"].push_back({{"variant", s.variant}, {"label", s.label},
                                 {"sensitivity", num(s.sensitivity)}, {"best_loss", num(s.best_loss)},
-                                {"best_lr", num(s.best_lr)}, {"lrs", s.lrs}, {"final_losses", fl},
+                                {"best_lr", num(s.best_lr)}, {"lrs", s.lrs},
+                                {"final_losses", nums(s.final_losses)},
                                 {"diverged", s.diverged}});
+    if (s.seeds > 1) {
+      nlohmann::json& e = j["sensitivity"].back();
+      e["seeds"] = s.seeds;
+      e["sensitivity_stats"] = seed_stats_json(seed_stats(s.seed_sensitivity));
+      e["best_loss_stats"] = seed_stats_json(seed_stats(s.seed_best_loss));
+      e["seed_sensitivity"] = nums(s.seed_sensitivity);
+      e["seed_best_loss"] = nums(s.seed_best_loss);
+      e["seed_best_lr"] = nums(s.seed_best_lr);
+      e["final_loss_min"] = nums(s.final_loss_min);
+      e["final_loss_max"] = nums(s.final_loss_max);
+    }
   }
+  if (seeds > 1) j["notes"] = sensitivity_notes(sens);
   return j;
 }
 
+std::vector<std::string> sensitivity_notes(const std::vector<Sensitivity>& sens) {
+  std::vector<std::pair<std::string, SeedStats>> by_sens, by_best;
+  for (const auto& s : sens) {
+    if (s.seeds < 2) continue;
+    by_sens.emplace_back(s.label, seed_stats(s.seed_sensitivity));
+    by_best.emplace_back(s.label, seed_stats(s.seed_best_loss));
+  }
+  auto notes = seed_spread_notes(by_sens, "LR sensitivity");
+  for (auto& n : seed_spread_notes(by_best, "best final loss")) notes.push_back(std::move(n));
+  return notes;
+}
+
 std::string sensitivity_table(const std::vector<Sensitivity>& sens) {
+  if (std::any_of(sens.begin(), sens.end(), [](const Sensitivity& s) { return s.seeds > 1; })) {
+    std::string t =
+        "| variant | seeds | LR sensitivity (final val loss) | best final val loss | best lr (per "
+        "seed) | diverged |\n"
+        "|---|---|---|---|---|---|\n";
+    auto lr_text = [](double v) { return std::isfinite(v) ? fmt::format("{:.3g}", v) : std::string("-"); };
+    for (const auto& s : sens) {
+      std::string per_seed;
+      for (double lr : s.seed_best_lr) per_seed += (per_seed.empty() ? "" : ", ") + lr_text(lr);
+      t += fmt::format("| {} | {} | {} | {} | {} ({}) | {}/{} |\n", s.label, s.seeds,
+                       format_spread(seed_stats(s.seed_sensitivity)),
+                       format_spread(seed_stats(s.seed_best_loss)), lr_text(s.best_lr), per_seed,
+                       s.diverged, s.lrs.size() * s.seeds);
+    }
+    t += "\nmean ± sample standard deviation (min–max) over the seeds, each seed's sensitivity "
+         "computed over its own runs; best lr: the lr of the lowest final val loss averaged over "
+         "the seeds, then each seed's own. Seed k trains with train.seed + k (initialisation and "
+         "data order).\n";
+    const auto notes = sensitivity_notes(sens);
+    for (const auto& n : notes) t += "\n" + n + ".";
+    if (!notes.empty()) t += "\n";
+    t += "\nFinal val loss: the mean validation cross-entropy over train.eval_batches batches at "
+         "the end of each run (the train loss, last 20 steps, for runs without evaluation). LR "
+         "sensitivity (Wortsman et al. 2023): the mean over the lr grid of min(final val loss, "
+         "initial loss) - best final val loss; a diverged run counts with its initial loss.\n";
+    return t;
+  }
   std::string t =
       "| variant | LR sensitivity (final val loss) | best final val loss | best lr | diverged |\n"
       "|---|---|---|---|---|\n";

@@ -3,7 +3,7 @@
 // for large-scale Transformer training instabilities"):
 //   sensitivity = mean over the lr grid of [ min(final_loss(lr), initial_loss) - min_lr final_loss(lr) ]
 // computed per variant (every other grid key fixed), where final_loss is the final val loss (the
-// train loss for runs without evaluation). A diverged run (lab/divergence.h) counts with its
+// train loss for runs without evaluation). A diverged run (train/divergence.h) counts with its
 // initial loss.
 #pragma once
 #include <functional>
@@ -31,9 +31,17 @@ GridAxis parse_grid_axis(const std::string& spec);
 struct SweepPoint {
   std::string name;                                       // directory name
   std::vector<std::pair<std::string, std::string>> overrides;
+  int seed = 0;  // seed index k (lab/seeds.h): the point trains with train.seed + k
 };
 
 std::vector<SweepPoint> expand_grid(const std::vector<GridAxis>& axes);
+
+// Each point `seeds` times, seeds adjacent: seed 0 keeps the point's name (the single-seed
+// layout), seed k >= 1 is NAME_seedK. seeds = 1 returns the points unchanged.
+std::vector<SweepPoint> expand_seeds(const std::vector<SweepPoint>& points, int seeds);
+
+// A point's config from the base config: train.seed + point.seed.
+void apply_seed(Config& cfg, const SweepPoint& p);
 
 struct SweepRun {
   SweepPoint point;
@@ -62,13 +70,22 @@ std::string run_sweep_point(const Config& cfg, const std::string& dir, const Tra
 // Reads a run directory (sweep_status.json and the end of metrics.jsonl).
 SweepRun read_sweep_run(const std::string& dir, const SweepPoint& p);
 
+// With several seeds per point, the sensitivity, best loss and best lr are computed per seed
+// (over that seed's runs), and `sensitivity` and `best_loss` are their means over the seeds;
+// final_losses is the mean over the seeds at each lr (of the runs with a final loss) with the
+// min-max band beside it, and best_lr the lr of the lowest mean final loss.
 struct Sensitivity {
   std::map<std::string, std::string> variant;
   std::string label;
   double sensitivity = NAN, best_loss = NAN, best_lr = NAN;
   std::vector<double> lrs, final_losses;  // final_losses: NaN for diverged
   std::vector<double> initial_losses;     // each run's step-1 loss, in the order of lrs
-  int diverged = 0;
+  int diverged = 0;                       // runs without a final loss, over all seeds
+  int seeds = 1;
+  // One per seed (seeds > 1 only): that seed's sensitivity, best final loss and best lr.
+  std::vector<double> seed_sensitivity, seed_best_loss, seed_best_lr;
+  // Per lr (seeds > 1 only): the lowest and highest final loss over the seeds.
+  std::vector<double> final_loss_min, final_loss_max;
 };
 
 std::vector<Sensitivity> lr_sensitivity(const std::vector<SweepRun>& runs, const std::string& lr_key);
@@ -76,8 +93,12 @@ std::vector<Sensitivity> lr_sensitivity(const std::vector<SweepRun>& runs, const
 nlohmann::json sweep_json(const std::vector<GridAxis>& axes, const std::vector<SweepRun>& runs,
                           const std::vector<Sensitivity>& sens, const std::string& lr_key);
 
-// Markdown: the sensitivity per variant, and the legend saying which loss it uses.
+// Markdown: the sensitivity per variant, and the legend saying which loss it uses. With several
+// seeds: mean ± std (min–max) over the seeds, the best lr per seed, and sensitivity_notes().
 std::string sensitivity_table(const std::vector<Sensitivity>& sens);
+// With several seeds: the pairs of variants whose LR sensitivity or best final loss differ by no
+// more than the seed spread (lab/seeds.h); empty otherwise.
+std::vector<std::string> sensitivity_notes(const std::vector<Sensitivity>& sens);
 // Markdown: every run with its status, the step it reached and why it stopped.
 std::string runs_table(const std::vector<SweepRun>& runs);
 

@@ -77,6 +77,7 @@ struct LrGroup {
   std::vector<std::pair<double, double>> points;          // (lr, final loss); NaN = none
   std::vector<std::pair<double, std::string>> failures;   // (lr, status)
   double sensitivity = kNaN, best_loss = kNaN;
+  std::map<double, std::pair<double, double>> band;       // lr -> (min, max) over seeds; empty: one seed
 };
 
 // Whether a run's grid overrides hold every key of a sweep variant with its value.

@@ -59,6 +59,11 @@ struct LrFigures : Builder {
       for (const auto& [lr, l] : g.points) {
         s.x.push_back(lr);
         s.y.push_back(l);
+        if (!g.band.empty()) {
+          const auto b = g.band.find(lr);
+          s.band_lo.push_back(b == g.band.end() ? kNaN : b->second.first);
+          s.band_hi.push_back(b == g.band.end() ? kNaN : b->second.second);
+        }
         if (std::isfinite(l) && !(l >= best)) {
           best = l;
           best_lr = lr;
@@ -78,6 +83,8 @@ struct LrFigures : Builder {
       f.chart.series.push_back(std::move(s));
     }
     f.chart.subtitle = "one line per variant; \u00d7 at the top: a run that diverged or failed";
+    const bool banded = std::any_of(groups.begin(), groups.end(), [](const LrGroup& g) { return !g.band.empty(); });
+    if (banded) f.chart.subtitle += "; line: mean over seeds, band: min\u2013max";
     f.caption = "The " + loss_name +
                 (loss_name == "final val loss"
                      ? " (mean validation cross-entropy over train.eval_batches batches at the end of the run)"

@@ -38,6 +38,8 @@ std::vector<LrGroup> sweep_lr_groups(const SweepInput& sw) {
       g.sensitivity = row.sensitivity;
       g.best_loss = row.best_loss;
       for (std::size_t i = 0; i < row.lrs.size(); ++i) g.points.emplace_back(row.lrs[i], row.final_losses[i]);
+      for (std::size_t i = 0; i < row.final_loss_min.size(); ++i)
+        g.band[row.lrs[i]] = {row.final_loss_min[i], row.final_loss_max[i]};
       groups.push_back(std::move(g));
       variants.push_back(row.variant);
     }

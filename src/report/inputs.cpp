@@ -182,6 +182,12 @@ void load_sweep(const fs::path& dir, ReportInputs& in) {
       row.lrs = numbers(e, "lrs");
       row.final_losses = numbers(e, "final_losses");
       row.final_losses.resize(row.lrs.size(), kNaN);
+      if (e.contains("final_loss_min") && e.contains("final_loss_max")) {
+        row.final_loss_min = numbers(e, "final_loss_min");
+        row.final_loss_max = numbers(e, "final_loss_max");
+        row.final_loss_min.resize(row.lrs.size(), kNaN);
+        row.final_loss_max.resize(row.lrs.size(), kNaN);
+      }
       s.sensitivity.push_back(std::move(row));
     }
   } catch (const json::exception& e) {

@@ -42,6 +42,9 @@ struct SensitivityRow {
   std::string label;
   double sensitivity = 0, best_loss = 0;  // NaN = null
   std::vector<double> lrs, final_losses;  // same length; NaN = no final loss (diverged)
+  // A sweep with several seeds: final_losses is the mean over the seeds, and these the lowest and
+  // highest final loss at each lr (same length as lrs); empty for one seed.
+  std::vector<double> final_loss_min, final_loss_max;
 };
 
 struct SweepInput {

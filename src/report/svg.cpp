@@ -327,6 +327,12 @@ std::pair<Scale, Scale> chart_scales(const LineChart& c) {
       xs.push_back(m.x);
       ys.push_back(m.y);  // a NaN (pinned to the top) is dropped by make_scale
     }
+    const std::size_t nb = std::min({s.x.size(), s.band_lo.size(), s.band_hi.size()});
+    for (std::size_t i = 0; i < nb; ++i)
+      if (drawable(s.x[i], c.x.log) && drawable(s.band_lo[i], c.y.log) && drawable(s.band_hi[i], c.y.log)) {
+        ys.push_back(s.band_lo[i]);
+        ys.push_back(s.band_hi[i]);
+      }
   }
   return {make_scale(c.x, xs), make_scale(c.y, ys)};
 }
@@ -478,13 +484,41 @@ std::string render_marks(const LineChart& c, const Layout& l, const Series& s,
   return o;
 }
 
-// One series: its line (one sub-path per run of drawable points), dots (lone points, or every
-// point with `markers`) and marks.
+// A series' band: one closed path per run of points whose x and both ends are drawable (along the
+// top forward, back along the bottom), filled faintly in the series' color.
+std::string render_band(const LineChart& c, const Layout& l, const Series& s, const std::string& color) {
+  const std::size_t n = std::min({s.x.size(), s.band_lo.size(), s.band_hi.size()});
+  std::vector<std::vector<std::size_t>> pieces(1);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (drawable(s.x[i], c.x.log) && drawable(s.band_lo[i], c.y.log) && drawable(s.band_hi[i], c.y.log))
+      pieces.back().push_back(i);
+    else if (!pieces.back().empty())
+      pieces.emplace_back();
+  }
+  std::string d;
+  for (const auto& p : pieces) {
+    if (p.size() < 2) continue;
+    for (std::size_t j = 0; j < p.size(); ++j)
+      d += fmt::format("{}{} {}", j == 0 ? (d.empty() ? "M" : " M") : " L", fixed(l.sx.px(s.x[p[j]])),
+                       fixed(l.sy.px(s.band_hi[p[j]])));
+    for (std::size_t j = p.size(); j-- > 0;)
+      d += fmt::format(" L{} {}", fixed(l.sx.px(s.x[p[j]])), fixed(l.sy.px(s.band_lo[p[j]])));
+    d += " Z";
+  }
+  if (d.empty()) return "";
+  return fmt::format("<path class=\"band\" d=\"{}\" fill=\"{}\" fill-opacity=\"0.18\" stroke=\"none\">"
+                     "<title>{} (min\u2013max over seeds)</title></path>\n",
+                     d, escape(color), escape(s.label));
+}
+
+// One series: its band, its line (one sub-path per run of drawable points), dots (lone points,
+// or every point with `markers`) and marks.
 std::string render_series(const LineChart& c, const Layout& l, std::size_t si) {
   const Series& s = c.series[si];
   const std::string color = s.color.empty() ? palette(si) : s.color;
   const std::string dash = stroke_dash(s, si);
   std::string o = fmt::format("<g class=\"series\" data-label=\"{}\">\n", escape(s.label));
+  o += render_band(c, l, s, color);
   const auto pieces = pixel_pieces(c, l, s);
   std::string d;
   std::vector<std::pair<double, double>> dots;

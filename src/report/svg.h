@@ -41,6 +41,9 @@ struct Series {
   bool markers = false;      // a dot at every point (sparse data such as a learning-rate sweep)
   bool in_legend = true;
   std::vector<Mark> marks;
+  // A filled band under the line (the min-max over seeds): same length as x, or empty for none; a
+  // point where either end is not drawable breaks the band.
+  std::vector<double> band_lo, band_hi;
 };
 
 struct LineChart {

@@ -19,10 +19,16 @@ std::string save_checkpoint(const std::string& run_dir, const Config& cfg,
 // Whether `ckpt_dir` is the run's latest complete checkpoint.
 bool is_latest_checkpoint(const std::string& run_dir, const std::string& ckpt_dir);
 
-// Rewinds a run to its checkpoint `ckpt_dir`: moves `latest` to it, then deletes the checkpoint
-// folders of later steps (renamed away first, as pruning does). Returns the folders deleted.
+// Rewinds a run to its checkpoint `ckpt_dir`: moves `latest` to it, then deletes the intact
+// checkpoint folders of later steps (renamed away first, as pruning does) and moves the damaged
+// ones aside to step_N.damaged. Returns the folders deleted.
 std::vector<std::string> rewind_checkpoints(const std::string& run_dir,
                                             const std::string& ckpt_dir);
+
+// The intact checkpoint folders of steps after `ckpt_dir`'s, oldest first: what rewinding to it
+// would delete.
+std::vector<std::string> later_intact_checkpoints(const std::string& run_dir,
+                                                  const std::string& ckpt_dir);
 
 // Loads weights (and, when given, moments and state) from a checkpoint folder. All-or-nothing:
 // throws FormatError naming the tensor or field that does not match, leaving the model as it was.

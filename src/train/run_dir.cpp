@@ -16,20 +16,44 @@ namespace fs = std::filesystem;
 
 namespace normlab {
 
+namespace {
+
+// The step of checkpoint folder step_NNNNNNNN, as its name says.
+std::string checkpoint_step(const std::string& ckpt) {
+  const std::string name = fs::path(ckpt).filename().string();
+  const auto digits = name.find_first_not_of('0', 5);
+  return digits == std::string::npos ? "0" : name.substr(digits);
+}
+
+}  // namespace
+
 std::string resume_checkpoint(const std::string& dir, const ResumeOptions& from) {
-  if (from.checkpoint.empty()) return latest_checkpoint(dir);
+  if (from.checkpoint.empty()) return resume_point(dir).checkpoint;
   fs::path ck = fs::path(from.checkpoint).lexically_normal();
   if (!ck.has_filename()) ck = ck.parent_path();
   const fs::path root = fs::path(dir) / "checkpoints";
-  if (!fs::exists(ck / "model.safetensors") || !fs::exists(ck / "state.safetensors") ||
-      !fs::exists(root) || !fs::equivalent(fs::absolute(ck).parent_path(), root))
+  if (!fs::exists(ck) || !fs::exists(root) ||
+      !fs::equivalent(fs::absolute(ck).parent_path(), root))
     throw InputError(
-        fmt::format("{} is not a complete checkpoint of the run {}", from.checkpoint, dir));
+        fmt::format("{} is not a checkpoint of the run {}", from.checkpoint, dir));
+  resume_point(ck.string());  // DamagedCheckpointError when it is damaged
+  // Rewinding deletes what the run wrote after this checkpoint: only when asked to. Later damaged
+  // checkpoints hold nothing to lose (they are moved aside).
+  if (const auto later = later_intact_checkpoints(dir, ck.string()); !later.empty() && !from.rewind) {
+    std::string names;
+    for (const auto& l : later) names += (names.empty() ? "" : ", ") + fs::path(l).filename().string();
+    throw InputError(fmt::format(
+        "resuming from {} would rewind the run {}: it would delete the later checkpoint{} {} and "
+        "the metrics records after step {}. To rewind, pass --rewind (Python: rewind=True; copy "
+        "the run directory first to keep them); to continue from the newest checkpoint, --resume {}",
+        from.checkpoint, dir, later.size() == 1 ? "" : "s", names,
+        checkpoint_step(ck.string()), dir));
+  }
   return ck.string();
 }
 
 Config resumed_config(const std::string& dir, const std::string& ckpt, const ResumeOptions& from) {
-  if (!from.config) return resume_config({dir, ckpt});
+  if (!from.config) return resume_config(ResumePoint{dir, ckpt, {}});
   check_resume_config(checkpoint_config(ckpt), *from.config);
   return *from.config;
 }

@@ -15,8 +15,10 @@
 
 namespace normlab {
 
-// The checkpoint folder `from` names (it must be one of run_dir's complete checkpoints), or the
-// run's latest.
+// The checkpoint folder `from` names, or the run's newest intact one (resume_point()). A named
+// one must be one of run_dir's checkpoints (InputError), intact (DamagedCheckpointError) and, unless
+// from.rewind, not older than an intact checkpoint of the run (InputError naming the checkpoints
+// and the metrics records rewinding would delete).
 std::string resume_checkpoint(const std::string& run_dir, const ResumeOptions& from);
 
 // The config a resumed run continues with: `from.config`, which may differ from the checkpoint's
@@ -38,7 +40,7 @@ struct OpenRun {
 OpenRun start_run_dir(const std::string& run_dir, const Config& cfg, std::string* tokenizer_file);
 
 // A resumed run (rank 0) at checkpoint `ckpt` of step `step`: rewinds the run when `ckpt` is not its
-// latest, writes the (possibly changed) config as config.toml, and continues the metrics after
+// latest (rewind_checkpoints: later intact checkpoints deleted, damaged ones moved aside), writes the (possibly changed) config as config.toml, and continues the metrics after
 // `step` (the old end events are dropped).
 OpenRun continue_run_dir(const std::string& run_dir, const std::string& ckpt, const Config& cfg,
                          long step);

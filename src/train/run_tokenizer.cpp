@@ -9,6 +9,7 @@
 
 #include "io/atomic_file.h"
 #include "normlab/checkpoint.h"
+#include "normlab/data.h"
 #include "normlab/errors.h"
 
 namespace fs = std::filesystem;
@@ -36,17 +37,65 @@ std::string run_tokenizer_file(const std::string& run_dir) {
 namespace {
 
 RunTokenizer load(const std::string& file) { return {load_tokenizer(file), file}; }
+RunTokenizer bytes() { return {std::make_unique<ByteTokenizer>(), {}}; }
 
-RunTokenizer resolve(const Config& cfg, const std::string& run_dir, int depth) {
+std::string name_of(const RunTokenizer& t) { return t.file.empty() ? "bytes" : t.file; }
+
+// "tok.json (tokenizer.json BPE, byte-level, 1024 tokens, fnv1a64:...)"
+std::string show(const TokenizerRecord& r) {
+  return fmt::format("{} ({}, {})", r.path, r.describe, r.hash);
+}
+
+// The tokenizer a token file's record names, from its recorded path; refused when that file is
+// gone or is no longer the one that made the token file.
+RunTokenizer recorded(const std::string& data_path, const TokenizerRecord& r) {
+  if (r.is_bytes()) return bytes();
+  std::error_code ec;
+  if (!fs::is_regular_file(r.path, ec))
+    throw InputError(fmt::format(
+        "data.path = {} was tokenized with {}, which is gone: put that tokenizer back, or set "
+        "data.tokenizer to a copy of it",
+        data_path, show(r)));
+  const std::string now = tokenizer_hash(r.path);
+  if (now != r.hash)
+    throw InputError(fmt::format(
+        "data.path = {} was tokenized with {}, but that file has changed since (its hash is now "
+        "{}): set data.tokenizer to the tokenizer that made the token file, or re-run normlab "
+        "tokenize with {}",
+        data_path, show(r), now, r.path));
+  return load(r.path);
+}
+
+struct Resolved {
+  RunTokenizer tok;
+  std::string chosen_by;  // for messages; empty: the run's own copy, not checked again
+};
+
+Resolved resolve(const Config& cfg, const std::string& run_dir, int depth) {
   const std::string& spec = cfg.data.tokenizer;
-  if (spec == "bytes") return {std::make_unique<ByteTokenizer>(), {}};
-  if (const std::string own = run_tokenizer_file(run_dir); !own.empty()) return load(own);
-  if (!spec.empty()) return load(spec);
-  if (!cfg.train.init_from.empty() && depth < 8) {
+  if (spec == "bytes") return {bytes(), "data.tokenizer = bytes"};
+  if (const std::string own = run_tokenizer_file(run_dir); !own.empty()) return {load(own), {}};
+  if (!spec.empty()) return {load(spec), "data.tokenizer = " + spec};
+  const auto from_init = [&] {
     const std::string ckpt = resolve_checkpoint(cfg.train.init_from);
-    return resolve(checkpoint_config(ckpt), run_dir_of(ckpt), depth + 1);
-  }
-  return {std::make_unique<ByteTokenizer>(), {}};
+    Resolved r = resolve(checkpoint_config(ckpt), run_dir_of(ckpt), depth + 1);
+    const std::string chosen = fmt::format("the tokenizer of train.init_from = {}, {}",
+                                           cfg.train.init_from, name_of(r.tok));
+    return Resolved{std::move(r.tok), chosen};
+  };
+  const bool init = !cfg.train.init_from.empty() && depth < 8;
+  if (!cfg.data.path.empty())
+    if (const auto info = token_file_info(cfg.data.path); info && info->tokenizer) {
+      // The token file and train.init_from's source both name a tokenizer: they must agree, or
+      // data.tokenizer says which (a new vocabulary for the source's weights is then intended).
+      if (init) {
+        const Resolved src = from_init();
+        check_token_file_tokenizer(cfg.data.path, src.tok, src.chosen_by);
+      }
+      return {recorded(cfg.data.path, *info->tokenizer), "the token file's record"};
+    }
+  if (init) return from_init();
+  return {bytes(), "the byte tokenizer (data.tokenizer is empty)"};
 }
 
 bool is_json(const std::string& file) {
@@ -60,7 +109,47 @@ bool is_json(const std::string& file) {
 }  // namespace
 
 RunTokenizer resolve_tokenizer(const Config& cfg, const std::string& run_dir) {
-  return resolve(cfg, run_dir, 0);
+  Resolved r = resolve(cfg, run_dir, 0);
+  if (!r.chosen_by.empty()) check_token_file_tokenizer(cfg.data.path, r.tok, r.chosen_by);
+  return std::move(r.tok);
+}
+
+void check_token_file_tokenizer(const std::string& data_path, const RunTokenizer& t,
+                                const std::string& chosen_by) {
+  if (data_path.empty()) return;
+  const std::optional<TokenFileInfo> info = token_file_info(data_path);
+  if (!info) return;
+  const int V = t.tok->vocab_size();
+  if (info->tokenizer) {
+    const TokenizerRecord& r = *info->tokenizer;
+    const std::string hash = tokenizer_hash(t.file);
+    if (hash != r.hash)
+      throw InputError(fmt::format(
+          "{} ({}, {}) is not the tokenizer that made the token file data.path = {}: {}; {}"
+          "re-run normlab tokenize with {}",
+          chosen_by, t.tok->describe(), hash, data_path, show(r),
+          chosen_by.starts_with("data.tokenizer")
+              ? "leave data.tokenizer empty to use the recorded one, or "
+          : chosen_by.find("train.init_from") != std::string::npos
+              ? "set data.tokenizer to the one to train with, or "
+              : "",
+          name_of(t)));
+    return;
+  }
+  const bool bytes_cover = t.file.empty() && info->vocab_size <= V;
+  if (info->vocab_size != V && !bytes_cover)
+    throw InputError(fmt::format(
+        "data.path = {} is a version 1 token file, which does not record its tokenizer, and its "
+        "vocabulary ({} tokens) is not that of {} ({} tokens); set data.tokenizer to the "
+        "tokenizer that made it, or re-run normlab tokenize (which records the tokenizer)",
+        data_path, info->vocab_size, chosen_by, V));
+}
+
+bool resolve_vocab_size(ModelConfig& m, const RunTokenizer& t) {
+  const int V = t.tok->vocab_size();
+  if (m.vocab_size != ModelConfig{}.vocab_size || V <= m.vocab_size) return false;
+  m.vocab_size = V;
+  return true;
 }
 
 std::string save_run_tokenizer(const std::string& run_dir, const std::string& file) {

@@ -23,8 +23,24 @@ std::string run_dir_of(const std::string& ckpt_or_run);
 std::string run_tokenizer_file(const std::string& run_dir);
 
 // data.tokenizer "bytes" -> bytes; else the run's copy (when run_dir has one); else the file
-// data.tokenizer names; else, with train.init_from, the tokenizer of that source; else bytes.
+// data.tokenizer names; else, when data.path is a token file that records its tokenizer, that
+// one (from the recorded path); else, with train.init_from, the tokenizer of that source; else
+// bytes. Unless it is the run's own copy (a run already checked), the result is held to the
+// token file data.path names (check_token_file_tokenizer).
 RunTokenizer resolve_tokenizer(const Config& cfg, const std::string& run_dir);
+
+// Refuses (InputError naming both) a tokenizer that did not make the token file `data_path`:
+// one whose hash is not the recorded one; for a token file of version 1, which records none, one
+// whose vocabulary is not the file's (the byte tokenizer also takes a file of fewer ids). Nothing
+// when data_path is not a token file. `chosen_by` says where `t` came from, for the message
+// ("data.tokenizer = x.json").
+void check_token_file_tokenizer(const std::string& data_path, const RunTokenizer& t,
+                                const std::string& chosen_by);
+
+// model.vocab_size left at its default, 256 (the byte tokenizer's), becomes the tokenizer's
+// vocabulary when that is larger; any other value is kept (check_vocab holds it to the
+// tokenizer). Returns whether it changed.
+bool resolve_vocab_size(ModelConfig& m, const RunTokenizer& t);
 
 // Copies `file` into run_dir as tokenizer.json (JSON content) or tokenizer.model, atomically;
 // nothing when it already is that file. Returns the copy's path.

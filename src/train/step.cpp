@@ -5,6 +5,7 @@
 
 #include "normlab/communicator.h"
 #include "normlab/data.h"
+#include "normlab/errors.h"
 #include "train/optimizer.h"
 
 namespace normlab {
@@ -84,6 +85,24 @@ double mean_loss(Transformer<float>& model, EvalBatches& batches, Communicator* 
   const int world = comm ? comm->world() : 1;
   if (comm) comm->allreduce_sum(&sum, 1);
   return sum / (static_cast<double>(batches.num_batches()) * world);
+}
+
+double mean_loss(Transformer<float>& model, ExactEvalBatches& batches) {
+  std::vector<int> idx(static_cast<long>(batches.max_rows()) * batches.seq_len()), tgt(idx.size());
+  // Each block's mean times its rows * len is its sum of nats: a short last window or a block of
+  // fewer than B rows weighs by the tokens it holds, not as a full batch.
+  double sum = 0;
+  long tokens = 0;
+  EvalBlock b;
+  batches.reset();
+  while (batches.next(b, idx.data(), tgt.data())) {
+    const long n = static_cast<long>(b.rows) * b.len;
+    sum += model.forward(idx.data(), tgt.data(), b.rows, b.len, 0.0, false).ce * n;
+    tokens += n;
+  }
+  NL_CHECK(tokens == batches.num_targets(), "exact eval scored {} of {} targets", tokens,
+           batches.num_targets());
+  return sum / static_cast<double>(tokens);
 }
 
 }  // namespace normlab

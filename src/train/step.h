@@ -18,6 +18,7 @@ namespace normlab {
 
 class Communicator;
 class EvalBatches;
+class ExactEvalBatches;
 
 // Fills idx and targets, each (B, T), with the next micro-batch.
 using NextBatch = std::function<void(int* idx, int* targets)>;
@@ -73,5 +74,9 @@ class TrainStep {
 // Mean cross-entropy of `model` over every batch of `batches` (no gradients), averaged over the
 // ranks of `comm` when given (each rank evaluates its slice of every batch).
 double mean_loss(Transformer<float>& model, EvalBatches& batches, Communicator* comm = nullptr);
+
+// Mean cross-entropy of `model` over every target of `batches`, each scored once: the sum of
+// nats over all blocks divided by num_targets() (one process; `normlab eval`'s exact mode).
+double mean_loss(Transformer<float>& model, ExactEvalBatches& batches);
 
 }  // namespace normlab

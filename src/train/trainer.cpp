@@ -33,6 +33,19 @@ namespace fs = std::filesystem;
 
 namespace normlab {
 
+namespace {
+
+// A new run: model.vocab_size left at its default becomes the tokenizer's (resolve_vocab_size),
+// and a token file's tokenizer, when data.tokenizer left it to the file, is written into the
+// run's config, so that eval and generate of the run (and its config.toml) name it.
+void settle_tokenizer(Config& cfg, const RunTokenizer& t) {
+  resolve_vocab_size(cfg.model, t);
+  if (cfg.data.tokenizer.empty() && token_file_info(cfg.data.path))
+    cfg.data.tokenizer = t.file.empty() ? std::string("bytes") : t.file;
+}
+
+}  // namespace
+
 struct Trainer::Impl {
   Communicator& comm;
   std::string resume_ckpt;  // the checkpoint a resumed run continues from (empty for a new run)
@@ -64,7 +77,8 @@ struct Trainer::Impl {
         run_dir(dir),
         // A resumed run uses its own copy of the tokenizer; a new one copies it in below.
         tokenizer(resolve_tokenizer(cfg, resume ? dir : std::string())),
-        corpus((check_vocab(cfg.model, tokenizer),
+        corpus((resume ? void() : settle_tokenizer(cfg, tokenizer),
+                check_vocab(cfg.model, tokenizer),
                 TokenCorpus::from_path(cfg.data.path, *tokenizer.tok))),
         split(corpus.split(cfg.data.val_fraction, cfg.model.seq_len)),
         // Refuses, before anything is allocated, a run that cannot fit in memory (model/memory.h).

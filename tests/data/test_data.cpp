@@ -315,8 +315,8 @@ TEST(Data, BadTokenFilesNameTheProblem) {
                             {"long.tok", "token count does not match file size"});
   expect_error<FormatError>(load("magic.tok", token_header(1, 1, 5, 10, "NLTOKEN!") + five_tokens),
                             {"magic.tok", "magic", "NLTOKEN!"});
-  expect_error<FormatError>(load("version.tok", token_header(2, 1, 5, 10) + five_tokens),
-                            {"version.tok", "version 2"});
+  expect_error<FormatError>(load("version.tok", token_header(3, 1, 5, 10) + five_tokens),
+                            {"version.tok", "version 3", "reads versions 1 and 2"});
   expect_error<FormatError>(load("width.tok", token_header(1, 3, 5, 10) + five_tokens),
                             {"width.tok", "bytes per token is 3"});
   expect_error<FormatError>(load("vocab0.tok", token_header(1, 1, 5, 0) + five_tokens),

@@ -3,8 +3,10 @@
 // The input is written to a file (an in-memory one, memfd, reached through /proc/self/fd: a
 // regular file that mmap accepts, without disk traffic per execution) and opened with
 // TokenCorpus::from_token_file. Properties: it either throws normlab::Error or accepts a file whose
-// size is exactly 32 + count * width with a width of 1, 2 or 4; every token then reads back (by
-// token() and by copy()) as the little-endian integer at its offset, below the vocab size.
+// size is exactly 32 + R + count * width with a width of 1, 2 or 4 (R = 0 in version 1, the
+// tokenizer record's size in version 2, which token_file_info then reads as the same record);
+// every token then reads back (by token() and by copy()) as the little-endian integer at its
+// offset, below the vocab size.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -49,18 +51,28 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!accepts([&] { corpus.emplace(TokenCorpus::from_token_file(path)); })) return 0;
 
   FUZZ_CHECK(size >= 32 && std::memcmp(data, "NLTOKENS", 8) == 0);
-  std::uint32_t width, vocab;
+  std::uint32_t version, width, vocab, field28;
+  std::memcpy(&version, data + 8, 4);
   std::memcpy(&width, data + 12, 4);
   std::memcpy(&vocab, data + 24, 4);
+  std::memcpy(&field28, data + 28, 4);
+  FUZZ_CHECK(version == 1 || version == 2);
   FUZZ_CHECK(width == 1 || width == 2 || width == 4);
+  const std::size_t R = version == 2 ? field28 : 0;
+  FUZZ_CHECK(version == 2 ? R >= 8 && R % 8 == 0 : field28 == 0);
   const long n = corpus->size();
-  FUZZ_CHECK(n > 0 && static_cast<std::size_t>(n) * width + 32 == size);
+  FUZZ_CHECK(n > 0 && static_cast<std::size_t>(n) * width + 32 + R == size);
+  std::optional<TokenFileInfo> info;
+  FUZZ_CHECK(accepts([&] { info = token_file_info(path); }));
+  FUZZ_CHECK(info && info->version == static_cast<int>(version) && info->count == n);
+  FUZZ_CHECK(info->tokenizer.has_value() == (version == 2));
+  if (info->tokenizer) FUZZ_CHECK(info->tokenizer->vocab_size == static_cast<int>(vocab));
   FUZZ_CHECK(static_cast<std::uint32_t>(corpus->vocab_size()) == vocab);
 
   std::vector<int> tokens(static_cast<std::size_t>(n));
   corpus->copy(0, n, tokens.data());
   for (long i = 0; i < n; ++i) {
-    const std::uint32_t expected = load_le(data + 32 + i * width, static_cast<int>(width));
+    const std::uint32_t expected = load_le(data + 32 + R + i * width, static_cast<int>(width));
     FUZZ_CHECK(expected < vocab);
     FUZZ_CHECK(tokens[static_cast<std::size_t>(i)] == static_cast<int>(expected));
     FUZZ_CHECK(corpus->token(i) == static_cast<int>(expected));

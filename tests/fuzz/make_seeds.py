@@ -78,7 +78,21 @@ def token_file(tokens, vocab, width=None):
     return head + struct.pack("<" + fmt * len(tokens), *tokens)
 
 
+def token_file_v2(tokens, vocab, record):
+    """Version 2: the tokenizer record (JSON, padded with spaces to a multiple of 8) after the
+    header."""
+    width = 1 if vocab <= 256 else 2 if vocab <= 65536 else 4
+    fmt = {1: "B", 2: "H", 4: "I"}[width]
+    record = record.encode()
+    record += b" " * (-len(record) % 8)
+    head = b"NLTOKENS" + struct.pack("<IIQII", 2, width, len(tokens), vocab, len(record))
+    return head + record + struct.pack("<" + fmt * len(tokens), *tokens)
+
+
 def token_seeds():
+    write("token_file", "v2_record", token_file_v2(
+        [0, 299, 7], 300, '{"describe":"tokenizer.json BPE, 300 tokens","hash":'
+        '"fnv1a64:0123456789abcdef","path":"/data/tok.json","vocab_size":300}'))
     write("token_file", "w1_v256", token_file(list(range(0, 256, 7)), 256))
     write("token_file", "w1_v10", token_file([0, 9, 3, 3, 1], 10))
     write("token_file", "w2_v50257", token_file([0, 50256, 1234, 40000], 50257))

@@ -94,9 +94,9 @@ TEST(ConfigFile, BadOverridesAreReported) {
   const auto p = parse_problems("", {"model.n_layer", "=3", "model.n_layer=", "model.n_layer=abc",
                                      "model.d_ff=2.5", "n_layer=2", "modle.n_layer=2",
                                      "model.norm_bias=yes", "model.placement=sideways"});
-  EXPECT_TRUE(has_problem(p, "override 'model.n_layer': expected section.key=value (no '=')"));
-  EXPECT_TRUE(has_problem(p, "override '=3': expected section.key=value (empty key)"));
-  EXPECT_TRUE(has_problem(p, "override 'model.n_layer=': model.n_layer: missing value"));
+  EXPECT_TRUE(has_problem(p, "--set 'model.n_layer': expected section.key=value (no '=')"));
+  EXPECT_TRUE(has_problem(p, "--set '=3': expected section.key=value (empty key)"));
+  EXPECT_TRUE(has_problem(p, "--set 'model.n_layer=': model.n_layer: missing value"));
   EXPECT_TRUE(has_problem(p, "model.n_layer: expected an integer, got \"abc\" (a string)"));
   EXPECT_TRUE(has_problem(p, "model.d_ff: expected an integer, got 2.5 (a float)"));
   EXPECT_TRUE(has_problem(p, "unknown key 'n_layer' (did you mean 'model.n_layer'?)"));

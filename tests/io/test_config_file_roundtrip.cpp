@@ -82,7 +82,7 @@ Config every_key_changed() {
   TrainConfig& t = c.train;
   t.seed = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
   t.z_loss = 1e-4;
-  t.steps = 0;
+  t.steps = 1;
   t.batch_size = 3;
   t.grad_accum = 4;
   t.eval_interval = 0;

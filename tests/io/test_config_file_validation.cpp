@@ -1,6 +1,6 @@
 // Tests of the config's validation (src/config/config.cpp): every invalid value reported at once,
-// each rule triggered on its own, the boundary values accepted, and NaN and infinity from TOML
-// refused.
+// each with where its value came from (the file's line, the `--set`, JSON), each rule triggered on
+// its own, the boundary values accepted, and NaN and infinity from TOML refused.
 #include "normlab/config_file.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +13,8 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <nlohmann/json.hpp>
 
 #include "config_file_fixtures.h"
 #include "normlab/config.h"
@@ -47,6 +49,48 @@ beta2 = 1.0
   EXPECT_TRUE(has_problem(p, "train.batch_size = 0 must be > 0"));
   EXPECT_TRUE(has_problem(p, "data.val_fraction = 1 must be in [0, 1)"));
   EXPECT_EQ(p.size(), 9u);
+}
+
+// Range errors say where the value came from, as type errors do: the file's line, or the `--set`
+// that gave it (an override wins over the file); a rule about two keys points at the one set
+// last; every problem is still reported at once.
+TEST(ConfigFile, RangeErrorsNameTheLineOrTheSet) {
+  const auto p = parse_problems(R"([model]
+n_layer = 0
+d_model = 130
+norm_eps = 0.0
+norm = "rmsnorm"
+n_kv_head = 3
+[optim]
+lr = -1.0
+beta2 = 2
+)",
+                                {"train.batch_size=0", "optim.beta2=1.0"});
+  EXPECT_TRUE(has_problem(p, "cfg.toml:2: model.n_layer = 0 must be > 0"));
+  EXPECT_TRUE(has_problem(p, "cfg.toml:3: model.d_model = 130 is not divisible by model.n_head"));
+  // "model.norm" (line 5) is no match inside "model.norm_eps".
+  EXPECT_TRUE(has_problem(p, "cfg.toml:4: model.norm_eps = 0 must be > 0"));
+  // n_head kept its default: the line is n_kv_head's.
+  EXPECT_TRUE(has_problem(p, "cfg.toml:6: model.n_head = 4 is not divisible by model.n_kv_head"));
+  EXPECT_TRUE(has_problem(p, "cfg.toml:8: optim.lr = -1 must be > 0"));
+  EXPECT_TRUE(has_problem(p, "--set 'train.batch_size=0': train.batch_size = 0 must be > 0"));
+  EXPECT_TRUE(has_problem(p, "--set 'optim.beta2=1.0': optim.beta2 = 1 must be in [0, 1)"));
+  EXPECT_EQ(p.size(), 7u);
+
+  // A rule about two keys: the override that broke it.
+  const auto two = parse_problems("[model]\nd_model = 128\n", {"model.n_head=3"});
+  ASSERT_EQ(two.size(), 1u);
+  EXPECT_EQ(two[0], "--set 'model.n_head=3': model.d_model = 128 is not divisible by "
+                    "model.n_head = 3 (or set model.head_dim)");
+  // From JSON, and from a file read by load_config (named by its path).
+  EXPECT_TRUE(has_problem(
+      test::problems_of([] { config_from_json(nlohmann::json{{"optim", {{"lr", -1}}}}); }),
+      "json: optim.lr = -1 must be > 0"));
+  // Keys that kept their defaults have no place to point at.
+  EXPECT_TRUE(has_problem(parse_problems("[train]\neval_interval = 0\n", {"train.eval_batches=0",
+                                                                         "train.eval_interval=5"}),
+                          "--set 'train.eval_interval=5': train.eval_batches = 0 must be > 0 when "
+                          "train.eval_interval = 5 > 0"));
 }
 
 struct Rule {
@@ -134,7 +178,8 @@ TEST(ConfigFile, EachValidationRuleTriggers) {
       {"optim.min_lr_ratio = 1.1 must be in [0, 1]", [](Config& c) { c.optim.min_lr_ratio = 1.1; }},
       {"optim.min_lr_ratio = -0.1 must be in [0, 1]",
        [](Config& c) { c.optim.min_lr_ratio = -0.1; }},
-      {"train.steps = -1 must be >= 0", [](Config& c) { c.train.steps = -1; }},
+      {"train.steps = -1 must be >= 1", [](Config& c) { c.train.steps = -1; }},
+      {"train.steps = 0 must be >= 1", [](Config& c) { c.train.steps = 0; }},
       {"train.batch_size = 0 must be > 0", [](Config& c) { c.train.batch_size = 0; }},
       {"train.grad_accum = 0 must be > 0", [](Config& c) { c.train.grad_accum = 0; }},
       {"train.eval_interval = -1 must be >= 0", [](Config& c) { c.train.eval_interval = -1; }},
@@ -169,7 +214,7 @@ TEST(ConfigFile, EachValidationRuleTriggers) {
 
 TEST(ConfigFile, BoundaryValuesAreValid) {
   Config c;
-  c.train.steps = 0;
+  c.train.steps = 1;
   c.optim.min_lr_ratio = 1.0;
   c.optim.beta1 = 0.0;
   c.optim.warmup_steps = 0;

@@ -199,7 +199,14 @@ def test_truncated_weights(run, tmp_path):
     w.write_bytes(data[: len(data) // 2])
     p = normlab("eval", "--checkpoint", d)
     assert p.returncode == 3
-    one_line_error(p, "[safetensors]")
+    # Named as a damaged checkpoint, then what the run has instead
+    # (tests/py/test_checkpoint_recovery.py).
+    assert p.stderr.strip().splitlines() == [
+        f"normlab: checkpoint {w.parent} is damaged: model.safetensors is truncated (expected "
+        f"{len(data)} bytes, found {len(data) // 2})",
+        f"intact checkpoints of the run {d} (newest first): step_00000005",
+        f"use the newest intact one: normlab eval --checkpoint {w.parent.parent / 'step_00000005'}"
+    ], p.stderr
 
 
 def test_prompt_longer_than_context(run):
@@ -214,7 +221,8 @@ def test_tokenize_and_train_on_token_file(tmp_path):
     tok = tmp_path / "t.bin"
     normlab("tokenize", "--input", text, "--out", tok, check=0)
     data = tok.read_bytes()
-    assert data[:8] == b"NLTOKENS" and len(data) == 32 + len(text.read_bytes())
+    record = int.from_bytes(data[28:32], "little")  # the tokenizer record (version 2), then bytes
+    assert data[:8] == b"NLTOKENS" and len(data) == 32 + record + len(text.read_bytes())
     normlab("train", "--out", tmp_path / "r", *TINY, "--set", "train.steps=3",
             "--set", f"data.path={tok}", check=0)
 

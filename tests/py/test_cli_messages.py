@@ -128,3 +128,81 @@ def test_info_prints_the_memory_estimate():
     for part in ["parameters", "gradients", "AdamW moments", "activations", "available"]:
         assert re.search(rf"^  {part} +\d", out, re.M), (part, out)
     assert "does NOT fit, train refuses this run" in out
+
+
+# ---- issue 42: messages and the command line -------------------------------------------------
+
+def test_generate_with_an_empty_prompt_says_so(run):
+    p = normlab("generate", "--checkpoint", run, "--prompt", "")
+    usage_error(p, "--prompt: the prompt is empty")
+    assert "needs --prompt" not in p.stderr and p.stdout == ""
+
+
+# Every option with a default shows it, once, at the end of its description ("[default: 200]"),
+# not glued to its type as CLI11 does ("INT:an integer >= 0=200", "=[]"); one whose description
+# says its default in words (eval --batches) keeps only those.
+@pytest.mark.parametrize("command,needles,absent", [
+    ("train", ["every key with its default: normlab train --dump-config"], []),
+    ("eval", ["(default:"], ["[default:"]),
+    ("generate", ["Tokens to generate, all of them (past seq_len with a sliding window) [default: 200]",
+                  "Softmax temperature (0 = greedy) [default: 1]",
+                  "Keep the k most likely tokens (0 = all) [default: 0]", "Sampling seed [default: 1]"],
+     [">= 0=", "=[]"]),
+    ("sweep", ["[default: runs/sweep]", "cores are divided) [default: 1]", "[default: optim.lr]"],
+     ["integer=1", "=[]"]),
+])
+def test_help_shows_every_default(command, needles, absent):
+    text = " ".join(normlab(command, "--help", check=0).stdout.split())
+    for n in needles:
+        assert n in text, (n, text)
+    for n in absent:
+        assert n not in text, (n, text)
+
+
+def test_export_refusal_says_cannot_export(tmp_path):
+    d = tmp_path / "post"
+    normlab("train", "--out", d, *TINY, "--set", "model.placement=post", "--set", "train.steps=1",
+            check=0)
+    p = normlab("export", "--to", "hf", d, "--out", tmp_path / "hf")
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.startswith("normlab: cannot export: model.placement = post: no supported "
+                               "transformers family has it"), p.stderr
+    assert "invalid configuration" not in p.stderr
+    assert not (tmp_path / "hf").exists()
+
+
+# What a nanoGPT / Hugging Face user types, through --set: the normlab key or "not supported".
+@pytest.mark.parametrize("setting,answer", [
+    ("model.n_embd=64", "unknown key 'model.n_embd': normlab calls it 'model.d_model'"),
+    ("model.n_heads=4", "unknown key 'model.n_heads' (did you mean 'model.n_head'?)"),
+    ("model.block_size=64", "normlab calls it 'model.seq_len'"),
+    ("model.context_length=64", "normlab calls it 'model.seq_len'"),
+    ("train.lr=1e-3", "unknown key 'train.lr' (did you mean 'optim.lr'?)"),
+    ("train.learning_rate=1e-3", "normlab calls it 'optim.lr'"),
+    ("optim.warmup=10", "unknown key 'optim.warmup' (did you mean 'optim.warmup_steps'?)"),
+    ("train.max_steps=10", "normlab calls it 'train.steps'"),
+    ("train.max_iters=10", "normlab calls it 'train.steps'"),
+    ("train.iters=10", "normlab calls it 'train.steps'"),
+    ("train.gradient_accumulation_steps=4", "normlab calls it 'train.grad_accum'"),
+    ("train.eval_iters=20", "normlab calls it 'train.eval_batches'"),
+    ("train.weight_decay=0.1", "(did you mean 'optim.weight_decay'?)"),
+    ("model.dropout=0.1", "key 'model.dropout' is not supported: normlab has no dropout"),
+    ("train.dropout=0.0", "key 'train.dropout' is not supported: normlab has no dropout"),
+    ("train.compile=true", "key 'train.compile' is not supported"),
+])
+def test_names_from_other_trainers_through_set(setting, answer):
+    p = normlab("train", "--dump-config", "--set", setting)
+    assert p.returncode == 2 and p.stdout == "", p.stderr
+    assert f"--set '{setting}': " in p.stderr and answer in p.stderr, p.stderr
+
+
+def test_range_errors_name_the_line_and_the_set(tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[model]\nn_layer = 0\n\n[optim]\nlr = -1.0\n")
+    p = normlab("train", "--dump-config", "--config", cfg, "--set", "train.batch_size=0",
+                "--set", "model.dropout=0.1")
+    assert p.returncode == 2, p.stderr
+    for line in [f"{cfg}:2: model.n_layer = 0 must be > 0", f"{cfg}:5: optim.lr = -1 must be > 0",
+                 "--set 'train.batch_size=0': train.batch_size = 0 must be > 0",
+                 "--set 'model.dropout=0.1': key 'model.dropout' is not supported"]:
+        assert f"\n  {line}" in p.stderr, p.stderr

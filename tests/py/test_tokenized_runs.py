@@ -196,11 +196,12 @@ def test_train_with_a_tokenizer_keeps_it_and_reports_bits_per_byte(tmp_path):
     tok.save(str(tok_file))
     write_corpus(tmp_path / "text")
     run_dir = tmp_path / "run"
-    # A model vocabulary below the tokenizer's is refused before anything is trained.
+    # A model vocabulary below the tokenizer's is refused before anything is trained (the
+    # default, 256, would become the tokenizer's: an explicit other value is kept and checked).
     p = normlab("train", *small_run_args(run_dir), "--set", f"data.path={tmp_path / 'text'}",
-                "--set", f"data.tokenizer={tok_file}", "--set", "model.vocab_size=256")
+                "--set", f"data.tokenizer={tok_file}", "--set", "model.vocab_size=288")
     assert p.returncode != 0
-    assert "model.vocab_size = 256 is smaller than the vocabulary of the tokenizer" in p.stderr, p.stderr
+    assert "model.vocab_size = 288 is smaller than the vocabulary of the tokenizer" in p.stderr, p.stderr
     assert f"({VOCAB} tokens)" in p.stderr
     normlab("train", *small_run_args(run_dir), "--set", f"data.path={tmp_path / 'text'}",
             "--set", f"data.tokenizer={tok_file}", "--set", f"model.vocab_size={VOCAB}", check=0)
@@ -212,11 +213,12 @@ def test_train_with_a_tokenizer_keeps_it_and_reports_bits_per_byte(tmp_path):
     bpb = float(line.split("bits/byte")[1].split()[0])
     bytes_per_token = float(line.split("(")[1].split()[0])
     # The same number computed here from the `tokenizers` package: the folder's files encoded one
-    # by one and joined by the ids of "\n", the last 5% as validation, eval's 2 batches x 2 rows of
-    # 32 tokens evenly spaced over it, each target counted with the bytes its token stands for.
+    # by one and joined by the end-of-text token <|endoftext|>, the last 5% as validation, eval's
+    # 2 batches x 2 rows of 32 tokens evenly spaced over it, each target counted with the bytes
+    # its token stands for.
     ids = []
     for i, f in enumerate(sorted((tmp_path / "text").iterdir())):
-        ids += (tok.encode("\n").ids if i else []) + tok.encode(f.read_text(encoding="utf-8")).ids
+        ids += ([tok.token_to_id("<|endoftext|>")] if i else []) + tok.encode(f.read_text(encoding="utf-8")).ids
     val = ids[len(ids) - math.floor(len(ids) * 0.05 + 0.5):]
     T, windows = 32, 4
     offsets = [j * (len(val) - T - 1) // (windows - 1) for j in range(windows)]

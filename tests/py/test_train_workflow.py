@@ -45,7 +45,8 @@ def test_banner(tmp_path):
     assert params > 0 and train > val > 0
     n_set = TINY.count("--set") + 1
     assert lines[1] == f"run {d} | config built-in default + {n_set} --set | 1 thread", lines[1]
-    assert lines[2].startswith("step      1/2 |"), lines[2]
+    assert lines[2].startswith("validation: "), lines[2]  # its sample (test_eval_exact.py)
+    assert lines[3].startswith("step      1/2 |"), lines[3]
     assert p.stderr == "", p.stderr  # nothing to warn about
     p = normlab("train", "--out", tmp_path / "c", "--config", "../configs/tiny.toml", *TINY,
                 "--set", "train.steps=1", check=0)
@@ -124,7 +125,7 @@ def test_refused_keys_leave_the_run_alone(run10):
 def test_resume_from_an_older_checkpoint_rewinds(run10):
     final = sha(run10 / "checkpoints" / "step_00000010" / "model.safetensors")
     ck = run10 / "checkpoints" / "step_00000005"
-    p = normlab("train", "--resume", ck, check=0)
+    p = normlab("train", "--resume", ck, "--rewind", check=0)
     assert (f"resuming {run10} at step 5 of 10 (rewound to {ck}: later checkpoints and metrics "
             "records removed)") in p.stdout, p.stdout
     assert latest(run10) == "step_00000010"

@@ -162,6 +162,7 @@ TEST(Resume, FromAnOlderCheckpointRewindsTheRun) {
   EXPECT_TRUE(fs::equivalent(p.run_dir, dir));
   ResumeOptions from;
   from.checkpoint = p.checkpoint;
+  from.rewind = true;  // without it, refused (tests/train/test_checkpoint_damage.cpp)
   Trainer t(Config{}, p.run_dir, true, from);
   EXPECT_EQ(t.step(), 10);
   // Rewound: latest names step 10, the later checkpoints and metrics records are gone.

@@ -1,14 +1,18 @@
-#include "lab/divergence.h"
+#include "train/divergence.h"
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
 #include <fmt/format.h>
+
+#include "io/metrics.h"
 
 namespace normlab {
 
 DivergenceRule::DivergenceRule(long total_steps)
-    : span_(std::max(kMinSpan, static_cast<long>(std::ceil(kSpanFraction * total_steps)))),
+    : total_(total_steps),
+      span_(std::max(kMinSpan, static_cast<long>(std::ceil(kSpanFraction * total_steps)))),
       initial_(std::nan("")),
       ema_(std::nan("")) {}
 
@@ -32,9 +36,22 @@ std::optional<std::string> DivergenceRule::judge_end(std::optional<double> val_l
   const std::optional<double> fl = val_loss ? val_loss : train_loss;
   if (!fl) return std::nullopt;  // nothing to judge by
   if (!std::isfinite(*fl)) return fmt::format("final {} is not finite", which);
-  if (std::isfinite(initial_) && !(*fl < initial_))
+  if (!std::isfinite(initial_)) return std::nullopt;
+  if (total_ < kMinSpan) {
+    if (train_loss && *train_loss > kBlowUpFactor * initial_)
+      return fmt::format("final train loss {:.4g} is more than {:g} times the initial loss {:.4f} "
+                         "(a run of fewer than {} steps is judged by its train loss)",
+                         *train_loss, kBlowUpFactor, initial_, kMinSpan);
+    return std::nullopt;
+  }
+  if (!(*fl < initial_))
     return fmt::format("final {} {:.4f} is not below the initial loss {:.4f}", which, *fl, initial_);
   return std::nullopt;
+}
+
+std::optional<std::string> DivergenceRule::judge_end(const TrainResult& r) const {
+  return judge_end(r.val_loss, r.train_loss_steps > 0 ? std::optional<double>(r.train_loss)
+                                                      : std::nullopt);
 }
 
 std::string DivergenceRule::describe() {
@@ -43,8 +60,23 @@ std::string DivergenceRule::describe() {
       "it for train.max_bad_steps consecutive bad steps (or rollbacks), when its smoothed training "
       "loss (EMA, half-life {:g} steps) stays above the initial loss (step 1) for max({}, {:g}% of "
       "train.steps) steps (early stop), or when its final loss (val loss at the end; train loss "
-      "without evaluation) is not below the initial loss.",
-      kHalfLife, kMinSpan, 100 * kSpanFraction);
+      "without evaluation) is not below the initial loss (a run of fewer than {} steps: when its "
+      "final train loss is more than {:g} times the initial loss).",
+      kHalfLife, kMinSpan, 100 * kSpanFraction, kMinSpan, kBlowUpFactor);
+}
+
+TrainHooks with_divergence_rule(TrainHooks hooks, const Trainer& trainer,
+                                const std::string& run_dir) {
+  auto rule = std::make_shared<DivergenceRule>(trainer.config().train.steps);
+  if (trainer.step() > 0)
+    for (const auto& r : read_metrics(run_dir))
+      if (!r.contains(metric::event) && r.value(metric::step, 0L) == 1) {
+        rule->set_initial_loss(step_record_from_json(r).loss);
+        break;
+      }
+  hooks.check_divergence = [rule](const StepRecord& r) { return rule->observe(r); };
+  hooks.judge_end = [rule](const TrainResult& r) { return rule->judge_end(r); };
+  return hooks;
 }
 
 }  // namespace normlab

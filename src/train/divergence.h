@@ -1,5 +1,6 @@
-// The lab's divergence rule: a run is judged by how it ends (Wortsman et al. 2023, "Small-scale
-// proxies for large-scale Transformer training instabilities", compute learning-rate
+// The divergence rule: one verdict per run, the same for `train`, the Python `normlab.train`,
+// `sweep`, `compare` and `doctor`. A run is judged by how it ends (Wortsman et al. 2023,
+// "Small-scale proxies for large-scale Transformer training instabilities", compute learning-rate
 // sensitivity from the final loss of runs trained to the end). A run is *diverged* when
 //   1. a step's loss is not finite and the guards let it through, or the run ends with a
 //      non-finite final loss;
@@ -8,7 +9,11 @@
 //   3. early stop, to save time: its smoothed training loss stays above the initial loss for a
 //      sustained span of updated steps;
 //   4. its final loss (the val loss at the end; the train loss when the run has no evaluation)
-//      is not below its initial loss.
+//      is not below its initial loss. A run of fewer than kMinSpan steps is too short to have
+//      learned for sure (its final loss may sit within noise of the initial one, as with a warmup
+//      longer than the run): it is diverged at the end only when its train loss is more than
+//      kBlowUpFactor times the initial loss, i.e. far worse than the uniform prediction a fresh
+//      model starts from.
 // Initial loss: the training loss of step 1. Smoothed loss: an exponential moving average of the
 // loss of updated steps (skipped steps are the guards' business) with a half-life of
 // kHalfLife steps, s_1 = l_1, s_t = s_{t-1} + a (l_t - s_{t-1}), a = 1 - 2^(-1/kHalfLife).
@@ -20,14 +25,16 @@
 #include <string>
 
 #include "normlab/metrics.h"
+#include "normlab/trainer.h"
 
 namespace normlab {
 
 class DivergenceRule {
  public:
-  static constexpr double kHalfLife = 10;     // steps
-  static constexpr long kMinSpan = 50;        // steps
+  static constexpr double kHalfLife = 10;       // steps
+  static constexpr long kMinSpan = 50;          // steps
   static constexpr double kSpanFraction = 0.1;  // of train.steps
+  static constexpr double kBlowUpFactor = 2;    // rule 4 for runs shorter than kMinSpan steps
 
   explicit DivergenceRule(long total_steps);
 
@@ -38,23 +45,31 @@ class DivergenceRule {
     return observe(r.step, r.loss, r.skipped);
   }
   // The verdict at the end of a run that reached train.steps (rules 1 and 4): a reason when it is
-  // diverged. `val_loss` wins over `train_loss` when both are given.
+  // diverged. `val_loss` wins over `train_loss` when both are given (runs of kMinSpan steps or
+  // more; shorter runs are judged by their train loss).
   std::optional<std::string> judge_end(std::optional<double> val_loss,
                                        std::optional<double> train_loss) const;
+  // The same on a trainer's result.
+  std::optional<std::string> judge_end(const TrainResult& r) const;
 
   // A resumed run learns its initial loss from its metrics (the smoothed loss restarts).
   void set_initial_loss(double loss) { initial_ = loss; }
   double initial_loss() const { return initial_; }
   double smoothed_loss() const { return ema_; }
   long span() const { return span_; }
-  // One line for `normlab sweep --help` and the docs.
+  long total_steps() const { return total_; }
+  // One paragraph for `normlab sweep --help`, `normlab train --help` and the docs.
   static std::string describe();
 
  private:
+  long total_;
   long span_;
   double initial_;
   double ema_;
   long above_ = 0;  // consecutive updated steps with the smoothed loss above the initial loss
 };
+
+// with_divergence_rule(hooks, trainer, run_dir), declared in normlab/trainer.h, installs this
+// rule into a run's hooks.
 
 }  // namespace normlab

@@ -1,12 +1,13 @@
-// The lab's divergence rule on synthetic loss curves: a spike that recovers is not a divergence,
-// a blow-up is (stopped early, after the sustained span and not before), and so is a run that
-// ends above where it started.
+// The divergence rule (train/divergence.h) on synthetic loss curves: a spike that recovers is not
+// a divergence, a blow-up is (stopped early, after the sustained span and not before), and so is
+// a run that ends above where it started; a run too short to have learned is judged by its train
+// loss.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
-#include "lab/divergence.h"
+#include "train/divergence.h"
 
 namespace normlab {
 namespace {
@@ -117,6 +118,26 @@ TEST(DivergenceRule, AResumedRunKeepsItsInitialLoss) {
   for (long s = 41; s <= 100 && !stop; ++s)
     if (rule.observe(s, 6.0, false)) stop = s;
   EXPECT_EQ(stop, 41 + 49);  // 50 steps above from the first resumed step
+}
+
+TEST(DivergenceRule, AShortRunIsJudgedByItsTrainLossBlowingUp) {
+  // 15 steps: fewer than kMinSpan. A run whose warmup is longer than it ends within noise of its
+  // initial loss (here just above it): not diverged. One whose train loss blew up is, whatever its
+  // val loss says.
+  DivergenceRule rule(15);
+  EXPECT_FALSE(rule.observe(1, 5.534, false));
+  EXPECT_FALSE(rule.judge_end(5.547, 5.542));
+  EXPECT_FALSE(rule.judge_end(std::nullopt, 5.542));
+  EXPECT_FALSE(rule.judge_end(5.545, 2 * 5.534));  // twice the initial loss is not more than it
+  const auto why = rule.judge_end(5.545, 1.29e9);
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("final train loss 1.29e+09 is more than 2 times the initial loss 5.5340"),
+            std::string::npos) << *why;
+  EXPECT_TRUE(rule.judge_end(NAN, 5.0));  // a non-finite end is diverged at any length
+  // From kMinSpan steps on, the final loss must be below the initial loss.
+  DivergenceRule long_rule(DivergenceRule::kMinSpan);
+  EXPECT_FALSE(long_rule.observe(1, 5.534, false));
+  EXPECT_TRUE(long_rule.judge_end(5.547, 5.542));
 }
 
 }  // namespace

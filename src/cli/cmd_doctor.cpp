@@ -10,6 +10,16 @@
 namespace normlab::cli {
 
 namespace {
+// "ended diverged: REASON", without repeating the reason's own "diverged: " prefix.
+std::string ended_text(const std::string& reason, const std::string& detail) {
+  if (detail.empty()) return "ended " + reason;
+  const std::string prefix = reason + ": ";
+  return "ended " + reason + ": " +
+         (detail.rfind(prefix, 0) == 0 ? detail.substr(prefix.size()) : detail);
+}
+}  // namespace
+
+namespace {
 
 void print_list(const char* head, const std::vector<std::string>& items) {
   if (items.empty()) return;
@@ -40,9 +50,8 @@ void print_text(const Diagnosis& d) {
         placement_name(c.model.placement), c.model.n_layer, c.model.d_model,
         to_string(c.model.qk_norm), c.optim.lr, c.optim.warmup_steps, c.optim.weight_decay,
         c.train.z_loss, d.steps, c.train.steps,
-        d.end_reason.empty()
-            ? std::string("no end event (still running, or killed)")
-            : "ended " + d.end_reason + (d.end_detail.empty() ? "" : ": " + d.end_detail));
+        d.end_reason.empty() ? std::string("no end event (still running, or killed)")
+                             : ended_text(d.end_reason, d.end_detail));
   else
     fmt::print("run: no config.toml; {} steps\n", d.steps);
   fmt::print("diagnostics: {}\n", d.diag_records ? fmt::format("{} records{}", d.diag_records,

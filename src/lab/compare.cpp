@@ -67,7 +67,11 @@ std::vector<PlacementSeeds> by_placement(const std::vector<CompareRow>& rows) {
   for (const auto& r : rows) {
     auto it = std::find_if(out.begin(), out.end(),
                            [&](const PlacementSeeds& g) { return g.placement == r.placement; });
-    if (it == out.end()) it = out.insert(out.end(), PlacementSeeds{r.placement, {}, {}, {}, {}, {}, {}, {}, {}});
+    if (it == out.end()) {
+      out.emplace_back();
+      out.back().placement = r.placement;
+      it = out.end() - 1;
+    }
     it->runs.push_back(&r);
   }
   for (auto& g : out) {

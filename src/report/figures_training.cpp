@@ -1,8 +1,11 @@
 // The training-curve figures of the report: the loss of every run over training (smoothed over the
-// raw curve, the validation loss dashed, where a diverged run stopped marked with why) and the other
+// raw curve, the validation loss dashed, where a diverged run stopped marked with why; runs that
+// differ only in train.seed as their mean with a min-max band) and the other
 // metrics logged over training (the gradient norm, the max attention logit, log Z).
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -69,6 +72,57 @@ struct TrainingFigures : Builder {
     f.chart.series.push_back(std::move(sm));
   }
 
+  // Runs whose configs differ only in train.seed (`compare --seeds`, `sweep --seeds`), none of
+  // them failed: groups of indices into cr (a lone run is a group of one).
+  static std::vector<std::vector<std::size_t>> seed_groups(const ChartRuns& cr) {
+    auto without_seed = [](std::map<std::string, nlohmann::json> c) {
+      c.erase("train.seed");
+      return c;
+    };
+    std::vector<std::vector<std::size_t>> groups;
+    std::vector<bool> used(cr.runs.size(), false);
+    for (std::size_t i = 0; i < cr.runs.size(); ++i) {
+      if (used[i]) continue;
+      groups.push_back({i});
+      const RunView& a = *cr.runs[i];
+      if (a.cfg.empty() || !a.cfg.count("train.seed") || failed_status(a.run->status)) continue;
+      for (std::size_t j = i + 1; j < cr.runs.size(); ++j) {
+        const RunView& b = *cr.runs[j];
+        if (used[j] || b.cfg.empty() || failed_status(b.run->status) ||
+            without_seed(b.cfg) != without_seed(a.cfg))
+          continue;
+        groups.back().push_back(j);
+        used[j] = true;
+      }
+    }
+    return groups;
+  }
+
+  // The mean over a seed group of its curves (each smoothed as a lone run's would be), with the
+  // min-max band, at every x any of them has (over the curves that have it).
+  svg::Series seed_mean(const std::vector<Curve>& curves, bool smooth, const std::string& label,
+                        const std::string& color) const {
+    std::map<double, std::vector<double>> at;  // x -> the curves' finite values there
+    for (const Curve& c : curves) {
+      const std::vector<double> y = smooth ? ema(c.y, opt.smoothing, c.updated, c.x) : c.y;
+      for (std::size_t k = 0; k < c.x.size() && k < y.size(); ++k)
+        if (std::isfinite(c.x[k]) && std::isfinite(y[k])) at[c.x[k]].push_back(y[k]);
+    }
+    std::vector<double> x, mean, lo, hi;
+    for (const auto& [xv, ys] : at) {
+      double sum = 0;
+      for (double v : ys) sum += v;
+      x.push_back(xv);
+      mean.push_back(sum / ys.size());
+      lo.push_back(*std::min_element(ys.begin(), ys.end()));
+      hi.push_back(*std::max_element(ys.begin(), ys.end()));
+    }
+    svg::Series s = line(label, x, mean, color);
+    s.band_lo = std::move(lo);
+    s.band_hi = std::move(hi);
+    return s;
+  }
+
   std::string smoothing_text() const {
     return fmt::format("EMA, weight {} per step; raw faint", svg::compact_number(opt.smoothing));
   }
@@ -81,7 +135,45 @@ struct TrainingFigures : Builder {
     f.chart.y = axis("loss", true);
     bool val = false, marked = false, smooth = false;
     const ChartRuns cr = chart_runs(metric::loss);
+    const auto groups = seed_groups(cr);
+    const bool seeded = groups.size() < cr.runs.size();
+    std::vector<bool> grouped(cr.runs.size(), false);
+    if (seeded) {
+      // Several seeds per config: one line per config, the mean over its seeds, with the min-max
+      // band; lone runs as usual.
+      std::vector<const RunView*> reps;
+      for (const auto& g : groups) reps.push_back(cr.runs[g[0]]);
+      const std::vector<std::string> labels = chart_labels(reps, cx.keys, "train.seed");
+      for (std::size_t gi = 0; gi < groups.size(); ++gi) {
+        const auto& g = groups[gi];
+        if (g.size() < 2) continue;  // a lone run: drawn below as usual
+        for (std::size_t i : g) grouped[i] = true;
+        const RunView& v = *cr.runs[g[0]];
+        std::vector<Curve> curves, vals;
+        for (std::size_t i : g) curves.push_back(cr.curves[i]);
+        const bool sm = smoothed(curves[0]);
+        smooth = smooth || sm;
+        const std::string label = fmt::format("{} ({} seeds)", labels[gi], g.size());
+        f.chart.series.push_back(seed_mean(curves, sm, label, v.color));
+        f.chart.series.back().dash = v.dash;
+        bool all_val = true;
+        for (std::size_t i : g) {
+          vals.push_back(curve(*cr.runs[i]->run, cx.xkey, metric::val_loss));
+          all_val = all_val && any_finite(vals.back().y);
+        }
+        if (all_val) {
+          svg::Series sv = seed_mean(vals, false, label + " (validation)", v.color);
+          sv.band_lo.clear();
+          sv.band_hi.clear();
+          sv.dashed = true;
+          sv.in_legend = false;
+          f.chart.series.push_back(std::move(sv));
+          val = true;
+        }
+      }
+    }
     for (std::size_t i = 0; i < cr.runs.size(); ++i) {
+      if (grouped[i]) continue;
       const RunView& v = *cr.runs[i];
       const Curve& c = cr.curves[i];
       smooth = smooth || smoothed(c);
@@ -114,7 +206,8 @@ struct TrainingFigures : Builder {
     }
     f.chart.subtitle = "solid: training loss" + (smooth ? " (" + smoothing_text() + ")" : std::string()) +
                        (val ? "; dashed: validation loss" : "") +
-                       (marked ? "; \u00d7 where a diverged run stopped" : "");
+                       (marked ? "; \u00d7 where a diverged run stopped" : "") +
+                       (seeded ? "; several seeds: their mean, band min\u2013max" : "");
     f.caption = "Training loss (loss = cross-entropy + z-loss) of every logged step of each run" +
                 std::string(smooth ? fmt::format(", smoothed by an exponential moving average (weight {} per "
                                                  "step, so beta^k between logged steps k apart; bias-corrected; "

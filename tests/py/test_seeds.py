@@ -63,6 +63,11 @@ def test_compare_two_seeds(tmp_path):
     p3 = normlab("compare", *TINY, "--placements", "pre,peri", "--seeds", "1", "--out", one, check=0)
     assert "already finished" in p3.stdout and " ± " not in p3.stdout
     assert json.loads((one / "summary.json").read_text())[0].keys() == j1[0].keys()
+    # compare's report draws one loss line per placement (the mean over its seeds) with a band;
+    # the single-seed report has none.
+    loss = (two / "report_figures" / "loss.svg").read_text()
+    assert loss.count('class="band"') == 2 and 'data-label="pre (2 seeds)"' in loss
+    assert 'class="band"' not in (one / "report_figures" / "loss.svg").read_text()
     # A rerun with more seeds trains only the new ones.
     p4 = normlab("compare", *TINY, "--placements", "pre", "--seeds", "3", "--out", two, check=0)
     assert p4.stdout.count("already finished") == 2, p4.stdout

@@ -11,13 +11,13 @@
 namespace normlab::svg {
 namespace {
 
-std::size_t count(const std::string& s, const std::string& what) {
+std::size_t band_occurrences(const std::string& s, const std::string& what) {
   std::size_t n = 0;
   for (std::size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
   return n;
 }
 
-LineChart chart_with_band(std::vector<double> lo, std::vector<double> hi) {
+LineChart band_chart(std::vector<double> lo, std::vector<double> hi) {
   LineChart c;
   Series s;
   s.label = "pre";
@@ -30,18 +30,18 @@ LineChart chart_with_band(std::vector<double> lo, std::vector<double> hi) {
 }
 
 TEST(SvgBand, ClosedPathPerPieceAndNoneWithoutBand) {
-  const std::string one = render(chart_with_band({1.9, 1.7, 1.6, 1.5}, {2.1, 1.9, 1.8, 1.7}));
-  EXPECT_EQ(count(one, "class=\"band\""), 1u) << one;
-  EXPECT_EQ(count(one, " Z\""), 1u) << one;
+  const std::string one = render(band_chart({1.9, 1.7, 1.6, 1.5}, {2.1, 1.9, 1.8, 1.7}));
+  EXPECT_EQ(band_occurrences(one, "class=\"band\""), 1u) << one;
+  EXPECT_EQ(band_occurrences(one, " Z\""), 1u) << one;
   // A missing end at the third point splits the band into one piece of two points and a lone
   // point (not drawn as a band).
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  const std::string split = render(chart_with_band({1.9, 1.7, nan, 1.5}, {2.1, 1.9, 1.8, 1.7}));
-  EXPECT_EQ(count(split, "class=\"band\""), 1u) << split;
-  const std::string none = render(chart_with_band({}, {}));
-  EXPECT_EQ(count(none, "class=\"band\""), 0u) << none;
+  const std::string split = render(band_chart({1.9, 1.7, nan, 1.5}, {2.1, 1.9, 1.8, 1.7}));
+  EXPECT_EQ(band_occurrences(split, "class=\"band\""), 1u) << split;
+  const std::string none = render(band_chart({}, {}));
+  EXPECT_EQ(band_occurrences(none, "class=\"band\""), 0u) << none;
   // The band widens the y range: its top (2.1) lies inside the plot like the line's points.
-  LineChart wide = chart_with_band({1.0, 1.0, 1.0, 1.0}, {5.0, 5.0, 5.0, 5.0});
+  LineChart wide = band_chart({1.0, 1.0, 1.0, 1.0}, {5.0, 5.0, 5.0, 5.0});
   const std::string w = render(wide);
   EXPECT_NE(w.find(">5<"), std::string::npos) << w;  // a tick label at 5
 }

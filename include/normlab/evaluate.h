@@ -6,6 +6,7 @@
 //            the windows training's validation uses; they overlap when the data is short.
 // `automatic` is exact when it fits the budget below, sampled otherwise.
 #pragma once
+#include <functional>
 #include <string>
 
 #include "normlab/config.h"
@@ -53,9 +54,12 @@ struct EvalResult {
 // data_path empty: the validation split of the corpus the checkpoint was trained on; otherwise
 // the whole of that corpus (text file, folder or token file). batches > 0: sampled with that many
 // batches (mode must not be exact); otherwise `mode` decides, sampled using train.eval_batches.
-// Throws InputError for batches > 0 with EvalMode::exact.
+// Throws InputError for batches > 0 with EvalMode::exact. `progress`, when given, is called after
+// every batch with the targets scored so far and the total (a progress bar's position).
+using EvalProgress = std::function<void(long done, long total)>;
 EvalResult evaluate_checkpoint(const std::string& checkpoint, const std::string& data_path,
-                               int batches, EvalMode mode = EvalMode::automatic);
+                               int batches, EvalMode mode = EvalMode::automatic,
+                               const EvalProgress& progress = {});
 
 // The sample size of training's validation, for the `train` banner: "validation: 8,192 of
 // 200,000 tokens (train.eval_batches = 8 batches of 8 x 128), sampled: ...", or that it is off.

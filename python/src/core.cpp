@@ -378,11 +378,19 @@ NB_MODULE(_core, m) {
 
   m.def("train", &train, "cfg"_a.none(), "out"_a, "resume"_a, "callback"_a.none(),
         "rewind"_a = false);
-  m.def("evaluate", [](const std::string& checkpoint, const std::string& data, int batches) {
+  m.def("evaluate", [](const std::string& checkpoint, const std::string& data, int batches,
+                       nb::object progress) {
     EvalResult r;
     {
       nb::gil_scoped_release nogil;
-      r = evaluate_checkpoint(checkpoint, data, batches);
+      // progress(done, total) after every batch: the targets scored so far (a progress bar).
+      EvalProgress on_batch;
+      if (!progress.is_none())
+        on_batch = [&progress](long done, long total) {
+          nb::gil_scoped_acquire gil;
+          progress(done, total);
+        };
+      r = evaluate_checkpoint(checkpoint, data, batches, EvalMode::automatic, on_batch);
     }
     nb::dict d;
     d["loss"] = r.loss;
@@ -397,7 +405,7 @@ NB_MODULE(_core, m) {
     d["tokenizer"] = r.tokenizer;
     d["data"] = r.data_name;
     return d;
-  });
+  }, "checkpoint"_a, "data"_a, "batches"_a, "progress"_a.none() = nb::none());
   m.def("generate_text", [](const std::string& ckpt, const std::string& prompt, int max_new_tokens,
                             double temperature, int top_k, double top_p, std::uint64_t seed,
                             bool ignore_eos) {

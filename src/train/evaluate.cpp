@@ -118,7 +118,7 @@ std::string describe_validation(const Config& cfg, long val_tokens, int world) {
 }
 
 EvalResult evaluate_checkpoint(const std::string& checkpoint, const std::string& data_path,
-                               int batches, EvalMode mode) {
+                               int batches, EvalMode mode, const EvalProgress& progress) {
   if (batches > 0 && mode == EvalMode::exact)
     throw InputError(fmt::format("exact evaluation scores every token once: it takes no number "
                                  "of batches ({} given)", batches));
@@ -153,13 +153,13 @@ EvalResult evaluate_checkpoint(const std::string& checkpoint, const std::string&
   load_checkpoint(dir, model, nullptr, nullptr);
   if (r.exact) {
     ExactEvalBatches ev(view, B, T);
-    r.loss = mean_loss(model, ev);
+    r.loss = mean_loss(model, ev, progress);
     r.bytes_per_token = eval_bytes_per_token(ev, *tok.tok);
     r.tokens = r.distinct_tokens = ev.num_targets();
     r.windows = ev.num_windows();
   } else {
     EvalBatches ev(view, B, T, n);
-    r.loss = mean_loss(model, ev);
+    r.loss = mean_loss(model, ev, nullptr, progress);
     r.bytes_per_token = eval_bytes_per_token(ev, *tok.tok);
     const EvalCoverage c = eval_coverage(view.size(), B, T, n);
     r.tokens = c.targets;

@@ -74,20 +74,24 @@ StepResult TrainStep::run(const NextBatch& next_batch, bool collect_stats,
   return r;
 }
 
-double mean_loss(Transformer<float>& model, EvalBatches& batches, Communicator* comm) {
+double mean_loss(Transformer<float>& model, EvalBatches& batches, Communicator* comm,
+                 const ScoredProgress& progress) {
   const int B = batches.local_batch(), T = batches.seq_len();
   std::vector<int> idx(static_cast<long>(B) * T), tgt(idx.size());
+  const long per_batch = static_cast<long>(B) * T;
   double sum = 0;
   for (int k = 0; k < batches.num_batches(); ++k) {
     batches.fill(k, idx.data(), tgt.data());
     sum += model.forward(idx.data(), tgt.data(), B, T, 0.0, false).ce;
+    if (progress) progress((k + 1) * per_batch, batches.num_batches() * per_batch);
   }
   const int world = comm ? comm->world() : 1;
   if (comm) comm->allreduce_sum(&sum, 1);
   return sum / (static_cast<double>(batches.num_batches()) * world);
 }
 
-double mean_loss(Transformer<float>& model, ExactEvalBatches& batches) {
+double mean_loss(Transformer<float>& model, ExactEvalBatches& batches,
+                 const ScoredProgress& progress) {
   std::vector<int> idx(static_cast<long>(batches.max_rows()) * batches.seq_len()), tgt(idx.size());
   // Each block's mean times its rows * len is its sum of nats: a short last window or a block of
   // fewer than B rows weighs by the tokens it holds, not as a full batch.
@@ -99,6 +103,7 @@ double mean_loss(Transformer<float>& model, ExactEvalBatches& batches) {
     const long n = static_cast<long>(b.rows) * b.len;
     sum += model.forward(idx.data(), tgt.data(), b.rows, b.len, 0.0, false).ce * n;
     tokens += n;
+    if (progress) progress(tokens, batches.num_targets());
   }
   NL_CHECK(tokens == batches.num_targets(), "exact eval scored {} of {} targets", tokens,
            batches.num_targets());

@@ -72,11 +72,15 @@ class TrainStep {
 };
 
 // Mean cross-entropy of `model` over every batch of `batches` (no gradients), averaged over the
-// ranks of `comm` when given (each rank evaluates its slice of every batch).
-double mean_loss(Transformer<float>& model, EvalBatches& batches, Communicator* comm = nullptr);
+// ranks of `comm` when given (each rank evaluates its slice of every batch). `progress`, when
+// given, is called after every batch with the targets scored so far and their total (this rank's).
+using ScoredProgress = std::function<void(long done, long total)>;
+double mean_loss(Transformer<float>& model, EvalBatches& batches, Communicator* comm = nullptr,
+                 const ScoredProgress& progress = {});
 
 // Mean cross-entropy of `model` over every target of `batches`, each scored once: the sum of
 // nats over all blocks divided by num_targets() (one process; `normlab eval`'s exact mode).
-double mean_loss(Transformer<float>& model, ExactEvalBatches& batches);
+double mean_loss(Transformer<float>& model, ExactEvalBatches& batches,
+                 const ScoredProgress& progress = {});
 
 }  // namespace normlab

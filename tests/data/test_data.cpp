@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "data/data_fixtures.h"
 #include "data/text_check.h"
 #include "data/wordnet_glosses_stamp.h"
 #include "fixtures.h"
@@ -24,6 +25,8 @@ namespace normlab {
 namespace {
 
 namespace fs = std::filesystem;
+using test::expect_error;
+using test::fnv1a64;
 
 // A fresh folder per test, removed afterwards.
 class TempDir {
@@ -58,31 +61,10 @@ std::string read_bytes(const std::string& path) {
   return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
 }
 
-// Runs fn, expects an exception of type E whose message contains every one of `parts`.
-template <class E>
-void expect_error(const std::function<void()>& fn, std::initializer_list<std::string> parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no exception; expected one mentioning '" << *parts.begin() << "'";
-  } catch (const E& e) {
-    const std::string msg = e.what();
-    for (const auto& p : parts)
-      EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
-}
-
 std::vector<int> all_tokens(const CorpusView& v) {
   std::vector<int> out(static_cast<std::size_t>(v.size()));
   v.copy(0, v.size(), out.data());
   return out;
-}
-
-std::uint64_t fnv1a64(std::string_view s) {
-  std::uint64_t h = 0xCBF29CE484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001B3ull;
-  return h;
 }
 
 // A token file of tokens 0, 1, ..., n - 1 (vocab n): a window's tokens reveal its offset.

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "data/data_fixtures.h"
 #include "normlab/data.h"
 #include "normlab/errors.h"
 #include "normlab/tokenizer.h"
@@ -21,6 +22,7 @@
 namespace normlab::token_record_test {
 
 namespace fs = std::filesystem;
+using test::expect_error;
 
 class TempDir {
  public:
@@ -57,20 +59,6 @@ std::uint32_t u32_at(const std::string& bytes, std::size_t offset) {
   return v;
 }
 
-template <class E>
-void expect_error(const std::function<void()>& fn, std::initializer_list<std::string> parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no exception; expected one mentioning '" << *parts.begin() << "'";
-  } catch (const E& e) {
-    const std::string msg = e.what();
-    for (const auto& p : parts)
-      EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
-}
-
 std::vector<int> all_tokens(const TokenCorpus& c) {
   std::vector<int> out(static_cast<std::size_t>(c.size()));
   c.copy(0, c.size(), out.data());
@@ -78,8 +66,7 @@ std::vector<int> all_tokens(const TokenCorpus& c) {
 }
 
 std::string fnv1a64_text(std::string_view s) {
-  std::uint64_t h = 0xCBF29CE484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001B3ull;
+  const std::uint64_t h = test::fnv1a64(s);
   char buf[32];
   std::snprintf(buf, sizeof buf, "fnv1a64:%016llx", static_cast<unsigned long long>(h));
   return buf;

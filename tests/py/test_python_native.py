@@ -93,6 +93,29 @@ def test_sweep_progress_bar_counts_the_runs(tmp_path, capsys):
     assert "2/2" in capsys.readouterr().err
 
 
+def test_eval_progress_bar_counts_the_scored_targets(tmp_path, capsys, monkeypatch):
+    from normlab import _progress
+    bars = []
+    make = _progress.bar
+
+    def keep(*args, **kwargs):
+        b = make(*args, **kwargs)
+        bars.append(b)
+        return b
+
+    monkeypatch.setattr(_progress, "bar", keep)
+    run = normlab.train(TINY_RUN, out=tmp_path / "r", progress=False)
+    exact = run.eval(progress=True)
+    assert exact["exact"]
+    assert bars[-1].total == exact["tokens"] and bars[-1].n == exact["tokens"]
+    sampled = run.eval(batches=3, progress=True)
+    assert not sampled["exact"]
+    assert bars[-1].total == sampled["tokens"] and bars[-1].n == sampled["tokens"]
+    assert "eval" in capsys.readouterr().err
+    # The same numbers with and without the bar; none with progress=False.
+    assert run.eval(progress=False) == exact and bars[-1] is None
+
+
 def test_progress_without_tqdm(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "tqdm.auto", None)  # `from tqdm.auto import` fails
     with pytest.raises(ImportError, match="tqdm"):

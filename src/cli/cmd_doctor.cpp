@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "doctor/doctor.h"
+#include "train/divergence.h"
 
 namespace normlab::cli {
 
@@ -13,9 +14,7 @@ namespace {
 // "ended diverged: REASON", without repeating the reason's own "diverged: " prefix.
 std::string ended_text(const std::string& reason, const std::string& detail) {
   if (detail.empty()) return "ended " + reason;
-  const std::string prefix = reason + ": ";
-  return "ended " + reason + ": " +
-         (detail.rfind(prefix, 0) == 0 ? detail.substr(prefix.size()) : detail);
+  return "ended " + reason + ": " + divergence_reason(detail);
 }
 }  // namespace
 

@@ -139,10 +139,7 @@ std::string point_outcome(const std::string& dir, const SweepPoint& p, const std
   if (status == "interrupted") return "interrupted";
   const SweepRun r = read_sweep_run(dir, p);
   if (r.status == "diverged") {
-    const std::string_view why = r.message.starts_with("diverged: ")
-                                     ? std::string_view(r.message).substr(10)
-                                     : std::string_view(r.message);
-    return fmt::format("diverged at step {}: {}", r.steps, why);
+    return fmt::format("diverged at step {}: {}", r.steps, divergence_reason(r.message));
   }
   return r.status;
 }

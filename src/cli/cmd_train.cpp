@@ -62,8 +62,7 @@ Config init_from_config(const ConfigOptions& o, const std::string& source) {
 // What `train` says when its run diverged: the step, whether it was stopped early, the rule's
 // reason, and where to look next.
 std::string diverged_line(const TrainResult& res, long steps, const std::string& dir) {
-  std::string why = res.stop_reason;
-  if (why.rfind("diverged: ", 0) == 0) why = why.substr(10);  // the guards' reason says it already
+  const std::string why = divergence_reason(res.stop_reason);
   const long at = res.stop_step > 0 ? res.stop_step : res.steps;
   return fmt::format("normlab: diverged at step {} of {}{}: {}\n`normlab doctor {}` says what to "
                      "change",

@@ -30,9 +30,7 @@ struct Verdict {
 // The rule's verdict on the run, or none.
 std::optional<Verdict> divergence_of(const Run& r) {
   if (r.end_reason == "diverged") {
-    std::string why = r.end_detail;
-    if (why.rfind("diverged: ", 0) == 0) why = why.substr(10);
-    return Verdict{why, r.end_step, true};
+    return Verdict{divergence_reason(r.end_detail), r.end_step, true};
   }
   const long last = r.steps.empty() ? 0 : r.steps.back()->value(metric::step, 0L);
   DivergenceRule rule(r.has_config ? r.cfg.train.steps : last);

@@ -79,4 +79,10 @@ TrainHooks with_divergence_rule(TrainHooks hooks, const Trainer& trainer,
   return hooks;
 }
 
+std::string divergence_reason(std::string_view why) {
+  constexpr std::string_view prefix = "diverged: ";
+  if (why.starts_with(prefix)) why.remove_prefix(prefix.size());
+  return std::string(why);
+}
+
 }  // namespace normlab

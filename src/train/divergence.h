@@ -23,6 +23,7 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "normlab/metrics.h"
 #include "normlab/trainer.h"
@@ -68,6 +69,10 @@ class DivergenceRule {
   double ema_;
   long above_ = 0;  // consecutive updated steps with the smoothed loss above the initial loss
 };
+
+// A divergence's reason without its leading "diverged: " (the guards' stop reasons and the end
+// event's detail start with it), for messages that say "diverged" themselves.
+std::string divergence_reason(std::string_view why);
 
 // with_divergence_rule(hooks, trainer, run_dir), declared in normlab/trainer.h, installs this
 // rule into a run's hooks.

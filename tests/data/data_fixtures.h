@@ -2,7 +2,10 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdint>
+#include <filesystem>
 #include <exception>
 #include <functional>
 #include <initializer_list>
@@ -10,6 +13,30 @@
 #include <string_view>
 
 namespace normlab::test {
+
+// A fresh folder per test (PREFIX<pid>_<test name> under the temporary directory), removed
+// afterwards.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& prefix) {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = std::filesystem::temp_directory_path() /
+            (prefix + std::to_string(::getpid()) + "_" + info->name());
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
 
 // Runs fn, expects an exception of type E whose message contains every one of `parts`.
 template <class E>

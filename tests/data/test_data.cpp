@@ -29,24 +29,8 @@ using test::expect_error;
 using test::fnv1a64;
 
 // A fresh folder per test, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            ("normlab_data_" + std::to_string(::getpid()) + "_" + info->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
+struct TempDir : test::TempDir {
+  TempDir() : test::TempDir("normlab_data_") {}
 };
 
 void write_bytes(const std::string& path, std::string_view bytes) {

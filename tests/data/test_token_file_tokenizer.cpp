@@ -24,23 +24,9 @@ namespace normlab::token_record_test {
 namespace fs = std::filesystem;
 using test::expect_error;
 
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            ("normlab_tokrec_" + std::to_string(::getpid()) + "_" + info->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
+// A fresh folder per test, removed afterwards.
+struct TempDir : test::TempDir {
+  TempDir() : test::TempDir("normlab_tokrec_") {}
 };
 
 void write_bytes(const std::string& path, std::string_view bytes) {

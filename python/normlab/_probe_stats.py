@@ -1,0 +1,97 @@
+"""The statistics of normlab.torch.Probe, computed on the model's device from hooked tensors, with
+normlab's definitions (src/diag/diagnostics.h, src/model/transformer.cpp, src/ops/attention.h):
+
+- residual stream at a boundary: RMS = sqrt(sum x^2 / (B T C)), max = max |x|;
+- attention of a layer, from its queries q (B, H, T, D) and keys k (B, Hkv, T, D) after RoPE and
+  QK-Norm: scores s = scale q k^T over the keys each query sees (causal, and the sliding window),
+  max |s| before the soft-cap (per head: over the batch and rows), and the mean over batch, heads
+  and rows of the entropy of softmax(cap(s)), a row's entropy being lse - sum_j P_j cap(s)_j;
+- output logits z (raw, before the final soft-cap) and log Z = logsumexp(cap(z)) per position:
+  mean, population standard deviation and max of log Z, max |cap(z)|, max |z|.
+
+Everything stays on the device; the values land in preallocated float32 tensors, read by the host
+once per flush.
+"""
+from __future__ import annotations
+
+import torch
+
+# Scores materialised at once: heads are processed in chunks of at most this many elements of
+# (B, heads, T, T), so that a probed step needs O(B T^2) extra memory whatever the head count.
+SCORE_CHUNK = 1 << 24
+
+
+def rope_rotate_half(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Hugging Face's RoPE on x (B, H, T, D) with cos, sin (B, T, D): x cos + rotate_half(x) sin,
+    rotate_half(x) = (-x2, x1) of the two halves."""
+    cos, sin = cos.unsqueeze(1).to(x.dtype), sin.unsqueeze(1).to(x.dtype)
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+def allowed_keys(T: int, causal: bool, window: int, device: torch.device,
+                 mask: torch.Tensor | None = None) -> torch.Tensor:
+    """(T, T) bool: query i sees key j. Causal: j <= i; a sliding window of W keys:
+    i - W < j <= i (normlab's model.sliding_window). An explicit mask (bool: True = masked, or
+    additive float: -inf = masked) replaces both."""
+    if mask is not None:
+        m = mask[-T:, -T:] if mask.dim() == 2 else mask
+        return ~m if m.dtype == torch.bool else torch.isfinite(m)
+    i = torch.arange(T, device=device)
+    ok = torch.ones(T, T, dtype=torch.bool, device=device)
+    if causal:
+        ok = i[None, :] <= i[:, None]
+    if window > 0:
+        ok = ok & (i[None, :] > i[:, None] - window)
+    return ok
+
+
+@torch.no_grad()
+def attention_stats(q: torch.Tensor, k: torch.Tensor, scale: float, cap: float,
+                    ok: torch.Tensor, out_max_head: torch.Tensor,
+                    out_entropy: torch.Tensor) -> None:
+    """Writes max |s| per head into out_max_head (H,) and the mean row entropy into out_entropy
+    (0-d), for q (B, H, T, D), k (B, Hkv, T, D) and the (T, T) or (B, 1|H, T, T) mask ok."""
+    B, H, T, D = q.shape
+    G = H // k.shape[1]
+    q, k = q.float(), k.float()
+    per = max(1, SCORE_CHUNK // max(1, B * T * T))
+    ent = torch.zeros((), dtype=torch.float32, device=q.device)
+    for h0 in range(0, H, per):
+        h1 = min(H, h0 + per)
+        kh = k[:, torch.arange(h0, h1, device=k.device) // G]  # query head h reads kv head h // G
+        s = torch.matmul(q[:, h0:h1], kh.transpose(-1, -2)) * scale  # (B, h, T, T)
+        okb = ok if ok.dim() == 2 else ok[:, :1] if ok.shape[1] == 1 else ok[:, h0:h1]
+        out_max_head[h0:h1] = torch.where(okb, s.abs(), 0.0).amax(dim=(0, 2, 3))
+        if cap > 0:
+            s = cap * torch.tanh(s / cap)
+        s = torch.where(okb, s, float("-inf"))
+        lse = torch.logsumexp(s, dim=-1, keepdim=True)  # (B, h, T, 1)
+        p = torch.exp(s - lse)
+        row = lse.squeeze(-1) - torch.where(okb, p * s, 0.0).sum(dim=-1)
+        ent += row.sum()
+    out_entropy.copy_(ent / (B * H * T))
+
+
+@torch.no_grad()
+def residual_stats(x: torch.Tensor, out: torch.Tensor) -> None:
+    """out (2,) = RMS and max |x| of the residual stream x (any shape, the last dim C)."""
+    xf = x.detach().float()
+    out[0] = xf.square().mean().sqrt()
+    out[1] = xf.abs().amax()
+
+
+@torch.no_grad()
+def logit_stats(z: torch.Tensor, cap: float, out: torch.Tensor) -> None:
+    """out (5,) = log Z mean, std, max, max |cap(z)|, max |z| of the logits z (..., V)."""
+    zf = z.detach().float().reshape(-1, z.shape[-1])
+    raw = zf.abs().amax()
+    if cap > 0:
+        zf = cap * torch.tanh(zf / cap)
+    lse = torch.logsumexp(zf, dim=-1)
+    mean = lse.mean()
+    out[0] = mean
+    out[1] = (lse - mean).square().mean().sqrt()  # population std, without cancellation
+    out[2] = lse.amax()
+    out[3] = zf.abs().amax()
+    out[4] = raw

@@ -472,6 +472,15 @@ class Probe:
         if r.head is not None and getattr(r.head, "weight", None) is not None:
             emb = [m for n, m in self.model.named_modules() if n in spec.embed]
             c["model.tie_embeddings"] = any(getattr(e, "weight", None) is r.head.weight for e in emb)
+        if any(r.windows):
+            c["model.sliding_window"] = max(r.windows)
+            c["model.layer_pattern"] = ",".join("sliding" if w else "global" for w in r.windows)
+        if r.family.startswith("gemma"):  # (1 + w) norm gains, embeddings times sqrt(d_model)
+            c["model.norm_gain_offset"], c["model.embed_scale"] = 1.0, math.sqrt(r.d_model)
+        eps = getattr(cfg, "rms_norm_eps", None) or getattr(cfg, "layer_norm_epsilon", None)
+        if eps:
+            c["model.norm_eps"] = float(eps)
+        c["model.bias"] = any(n.endswith(".bias") and g != "norm" for n, _, _, _, g in r.params)
         if spec.rope and getattr(cfg, "rope_theta", None):
             c["model.rope_theta"] = float(cfg.rope_theta)
         if self._bt[0]:
@@ -486,8 +495,9 @@ class Probe:
                 c["optim.eps"] = float(g["eps"])
             c["optim.weight_decay"] = max(float(x.get("weight_decay", 0.0))
                                           for x in self.optimizer.param_groups)
-            c["optim.lr"] = float(g["lr"])
-        if self._lrs:
+            if float(g["lr"]) > 0:
+                c["optim.lr"] = float(g["lr"])
+        if self._lrs and max(self._lrs) > 0:
             peak = max(self._lrs)
             c["optim.lr"] = peak
             c["optim.warmup_steps"] = self._lrs.index(peak) if self._lrs[0] < peak else 0

@@ -22,7 +22,8 @@ def hf_model(family: str, seed: int = 0, **over) -> nn.Module:
                   tie_word_embeddings=False, rms_norm_eps=1e-5)
     if family == "gpt2":
         cfg = transformers.GPT2Config(vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_positions=T,
-                                      bos_token_id=0, eos_token_id=0, **over)
+                                      bos_token_id=0, eos_token_id=0, attn_pdrop=0.0,
+                                      resid_pdrop=0.0, embd_pdrop=0.0, **over)
         return transformers.GPT2LMHeadModel(cfg)
     kinds = {"llama": ("LlamaConfig", "LlamaForCausalLM"),
              "mistral": ("MistralConfig", "MistralForCausalLM"),
@@ -38,7 +39,8 @@ def hf_model(family: str, seed: int = 0, **over) -> nn.Module:
         common.update(query_pre_attn_scalar=8, sliding_window=8)
     if family == "olmo2":
         common.pop("rms_norm_eps")
-    common.update(bos_token_id=0, eos_token_id=0, pad_token_id=0)
+    # no pad token: nn.Embedding(padding_idx=...) would zero that row and its gradient
+    common.update(bos_token_id=0, eos_token_id=0, pad_token_id=None)
     common.update(over)
     return getattr(transformers, m)(getattr(transformers, c)(**common))
 
@@ -92,19 +94,20 @@ class GPT(nn.Module):
 class EncoderLM(nn.Module):
     """A causal LM around nn.TransformerEncoder (norm_first: Pre-Norm; else Post-Norm)."""
 
-    def __init__(self, norm_first: bool = True, n_layer: int = 2, C: int = 32, H: int = 4):
+    def __init__(self, norm_first: bool = True, n_layer: int = 2, C: int = 32, H: int = 4,
+                 vocab: int = V):
         super().__init__()
-        self.emb = nn.Embedding(V, C)
+        self.emb = nn.Embedding(vocab, C)
         layer = nn.TransformerEncoderLayer(C, H, 2 * C, dropout=0.0, batch_first=True,
                                            norm_first=norm_first, activation="gelu")
         self.encoder = nn.TransformerEncoder(layer, n_layer, enable_nested_tensor=False)
-        self.head = nn.Linear(C, V)
+        self.head = nn.Linear(C, vocab)
 
     def forward(self, idx, targets):
         mask = nn.Transformer.generate_square_subsequent_mask(idx.shape[1])
         h = self.encoder(self.emb(idx), mask=mask, is_causal=True)
         logits = self.head(h)
-        return logits, F.cross_entropy(logits.view(-1, V), targets.view(-1))
+        return logits, F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
 
 
 def markov_batches(steps: int, seed: int = 1, b: int = B, t: int = T, vocab: int = V):

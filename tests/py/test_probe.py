@@ -204,7 +204,7 @@ class Odd(nn.Module):
 def test_unmappable_models_are_refused_naming_what_is_missing():
     with pytest.raises(ValueError, match="no module map for Sequential"):
         ntorch.Probe(nn.Sequential(nn.Linear(4, 4)), None, out="/nonexistent/never")
-    with pytest.raises(ValueError, match="lacks mid, attn_params, mlp_params, embed"):
+    with pytest.raises(ValueError, match="lacks attn_params, mlp_params, mid, embed"):
         ntorch.Probe(Odd(), None, out="/nonexistent/never",
                      map={"layers": "blocks", "attn": "mix", "q": "qk"})
     with pytest.raises(ValueError, match=r"blocks\.0\.ffn\.weight"):

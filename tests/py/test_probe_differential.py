@@ -8,7 +8,11 @@ agree at float32 tolerance, step by step:
 - replay: normlab measures PyTorch's own weight trajectory (each step starts from the weights the
   probed run had): the measurement alone, rel. 1e-4 (the oracle's float32 tolerance);
 - train: normlab trains with its own AdamW from the same initial weights: measurement and the two
-  trainers' float32 round-off together, rel. 1e-3 over 30 steps.
+  trainers' float32 round-off together, at the same rel. 1e-4 over 30 steps.
+
+Measured (2026-12-04, this machine): largest error over all fields and steps, replay 1.1e-6
+(Llama-style) and 6.7e-7 (Gemma 2-style), train 7.5e-6 and 1.7e-6 (both the per-head attention
+logit).
 
 A Pre-Norm Llama-style model (SDPA: statistics from the hooked queries and keys) and a Gemma 2-style
 model (Peri-Norm, GeGLU, attention and final soft-caps that bind, a sliding window of 8 in every
@@ -25,20 +29,25 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
+import transformers
+
 import normlab_py  # noqa: F401  (imports normlab from the build tree)
 import normlab
 import normlab.torch as ntorch
 from probe_fixtures import V, adamw_like_normlab, hf_model, markov_batches, normlab_lr
 
+transformers.utils.logging.disable_progress_bar()
 STEPS, LR, WARMUP, WD, CLIP = 30, 1e-2, 5, 0.1, 1.0
-REPLAY_TOL, TRAIN_TOL = 1e-4, 1e-3
+REPLAY_TOL = TRAIN_TOL = 1e-4
+# Weights drawn with std 0.2 (initializer_range): attention scores of order 1 from step 1.
 # A value's error is measured against max(|normlab's|, FLOOR * the largest |value| of its field at
 # that step) (as tests/reference/harness.py): near-zero entries compare at their field's scale.
 FLOOR = 1e-2
 
 CASES = {
-    "llama_pre": dict(family="llama"),
-    "gemma2_caps": dict(family="gemma2", attn_logit_softcapping=2.0, final_logit_softcapping=3.0),
+    "llama_pre": dict(family="llama", initializer_range=0.2),
+    "gemma2_caps": dict(family="gemma2", initializer_range=0.2, attn_logit_softcapping=2.0,
+                        final_logit_softcapping=3.0),
 }
 
 
@@ -133,8 +142,9 @@ def _report(name: str, worst: dict) -> str:
 def test_probe_equals_normlab_diagnostics(case_id, tmp_path):
     probed, batches = _probed_run(CASES[case_id], tmp_path)
     # The model learns and the statistics move: the comparison is not of constants.
-    assert probed[-1]["loss"] < probed[0]["loss"] - 0.3
-    assert probed[-1]["attn_entropy"][0] < probed[0]["attn_entropy"][0] - 0.1
+    assert probed[-1]["loss"] < probed[0]["loss"] - 0.1
+    # attention far from uniform (the mean entropy of uniform causal rows over 16 keys: 1.917)
+    assert min(min(p["attn_entropy"]) for p in probed) < 1.8
     replay = _errors(probed, _normlab_lines(tmp_path, batches, replay=True))
     train = _errors(probed, _normlab_lines(tmp_path, batches, replay=False))
     print(f"\n{case_id}: largest relative error per field\n" + _report("replay", replay) + "\n"

@@ -88,7 +88,7 @@ class GPT(nn.Module):
         for blk in self.transformer.h:
             x = blk(x)
         logits = self.lm_head(self.transformer.ln_f(x))
-        return logits, F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
+        return logits, F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
 class EncoderLM(nn.Module):
@@ -107,7 +107,7 @@ class EncoderLM(nn.Module):
         mask = nn.Transformer.generate_square_subsequent_mask(idx.shape[1])
         h = self.encoder(self.emb(idx), mask=mask, is_causal=True)
         logits = self.head(h)
-        return logits, F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
+        return logits, F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
 def markov_batches(steps: int, seed: int = 1, b: int = B, t: int = T, vocab: int = V):

@@ -18,6 +18,7 @@ that step's forward pass. PyTorch is imported here only: ``import normlab`` does
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -92,6 +93,10 @@ class Probe:
         self.r: Resolved = resolve(model, dict(map) if map is not None else None)
         self.notes = list(self.r.notes)
         self._user_cfg = _flat(config)
+        for key in ("data.path", "data.tokenizer"):  # relative to this process's directory
+            v = self._user_cfg.get(key)
+            if isinstance(v, (str, os.PathLike)) and str(v) and os.path.exists(v):
+                self._user_cfg[key] = os.path.abspath(v)
         p0 = next((p for _, p, *_ in self.r.params), None)
         self.device = p0.device if p0 is not None else torch.device("cpu")
         self._index_params()
@@ -500,7 +505,7 @@ class Probe:
         if self._lrs and max(self._lrs) > 0:
             peak = max(self._lrs)
             c["optim.lr"] = peak
-            c["optim.warmup_steps"] = self._lrs.index(peak) if self._lrs[0] < peak else 0
+            c["optim.warmup_steps"] = self._lrs.index(peak) + 1 if self._lrs[0] < peak else 0
             c["optim.schedule"] = "constant" if min(self._lrs) == peak else "cosine"
         return c
 

@@ -8,8 +8,15 @@
 #include "normlab/errors.h"
 #include "report/inputs.h"
 #include "report/report.h"
+#include "report/tensorboard.h"
 
 namespace normlab::cli {
+
+void print_tensorboard(const report::TensorboardWritten& w, const std::string& dir) {
+  fmt::print("wrote TensorBoard event files of {} run{} to {}/ ({} steps, {} scalars; "
+             "tensorboard --logdir {})\n", w.files.size(), w.files.size() == 1 ? "" : "s", dir,
+             w.events, w.scalars, dir);
+}
 
 void add_report(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand(
@@ -20,6 +27,7 @@ void add_report(CLI::App& app, Action& action) {
     std::string out = "report.html";
     std::string title = "normlab report";
     double smoothing = report::ReportOptions{}.smoothing;
+    std::string tensorboard;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("RUN_DIR", o->dirs,
@@ -34,11 +42,19 @@ void add_report(CLI::App& app, Action& action) {
                   "EMA weight per step of the smoothed loss and gradient-norm curves (raw curves "
                   "drawn faint underneath); 0 = raw curves only")
       ->capture_default_str();
-  cmd->callback([&action, o] {
-    action = [o] {
+  cmd->add_option("--tensorboard", o->tensorboard,
+                  "Also write TensorBoard event files of every run to DIR/<run name>/ (every number "
+                  "of metrics.jsonl's step lines as a scalar); the HTML page is then written only "
+                  "when --out is given");
+  cmd->callback([&action, o, cmd] {
+    const bool html = o->tensorboard.empty() || cmd->count("--out") > 0;
+    action = [o, html] {
       if (!(o->smoothing >= 0 && o->smoothing < 1))
         throw InputError("--smoothing must be a number from 0 (off) up to but not including 1");
       const report::ReportInputs in = report::load_inputs(o->dirs);
+      if (!o->tensorboard.empty()) print_tensorboard(report::write_tensorboard(in, o->tensorboard),
+                                                     o->tensorboard);
+      if (!html) return kExitOk;
       const std::string link = std::filesystem::path(report::figures_dir_for(o->out)).filename().string();
       const report::Report rep = report::build_report(in, o->title, link, {o->smoothing});
       report::write_report(rep, o->out);

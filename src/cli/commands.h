@@ -32,6 +32,7 @@ void add_tokenize(CLI::App& app, Action& action);
 void add_tokenizer(CLI::App& app, Action& action);
 void add_interop(CLI::App& app, Action& action);
 void add_doctor(CLI::App& app, Action& action);
+void add_export_metrics(CLI::App& app, Action& action);
 
 // Shared option groups.
 struct ConfigOptions {

@@ -94,6 +94,7 @@ int main(int argc, char** argv) {
   add_tokenizer(app, action);
   add_interop(app, action);
   add_doctor(app, action);
+  add_export_metrics(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -2,11 +2,13 @@
 // processes in parallel, resumable, with the learning-rate sensitivity table.
 #include <spawn.h>
 #include <sys/wait.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -54,6 +56,7 @@ struct SweepOptions {
   std::string out = "runs/sweep", lr_key = "optim.lr";
   int jobs = 1;
   int seeds = 1;
+  std::string command;  // --command: an external trainer per point
 };
 
 // The config of every point, validated before any run starts (every problem at once).
@@ -86,6 +89,32 @@ pid_t spawn_point(const Config& cfg, const std::string& dir) {
   if (posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv.data(), environ) != 0)
     throw Error("cannot start a sweep worker process");
   return pid;
+}
+
+// Starts `sh -c LINE` for a point run by an external command, its output to DIR/command.log;
+// returns its pid.
+pid_t spawn_command(const std::string& line, const std::string& dir) {
+  fs::create_directories(dir);
+  const std::string log = (fs::path(dir) / "command.log").string();
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  std::string sh = "/bin/sh", c = "-c", cmd = line;
+  char* argv[] = {sh.data(), c.data(), cmd.data(), nullptr};
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, "/bin/sh", &fa, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) throw Error(fmt::format("cannot start /bin/sh for the command: {}", std::strerror(rc)));
+  return pid;
+}
+
+// How a command's process ended, for its run's message.
+std::string exit_note(int st, const std::string& dir) {
+  const std::string log = (fs::path(dir) / "command.log").string();
+  if (WIFEXITED(st)) return fmt::format("the command exited with status {} (output: {})", WEXITSTATUS(st), log);
+  if (WIFSIGNALED(st)) return fmt::format("the command was killed by signal {} (output: {})", WTERMSIG(st), log);
+  return "the command ended abnormally";
 }
 
 // "training", or "resuming at step S" for a point with a checkpoint.
@@ -173,7 +202,7 @@ void run_points(const SweepOptions& o, const std::vector<SweepPoint>& points,
   };
   const auto ended = [&](std::size_t i, const std::string& outcome) {
     progress.note(fmt::format("[{}] {}", points[i].name, outcome));
-    progress.end(i, outcome != "failed" && outcome != "interrupted");
+    progress.end(i, outcome.rfind("failed", 0) != 0 && outcome != "interrupted");
   };
   // Waits for a worker to end, showing the progress of all meanwhile.
   auto reap_one = [&] {
@@ -185,6 +214,13 @@ void run_points(const SweepOptions& o, const std::vector<SweepPoint>& points,
         const std::size_t i = running[pid].i;
         const std::string dir = (fs::path(o.out) / points[i].name).string();
         running.erase(pid);
+        if (!o.command.empty()) {
+          const int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+          const std::string status = judge_external_point(dir, code, exit_note(st, dir));
+          ended(i, status == "failed" ? "failed: " + read_sweep_run(dir, points[i]).message
+                                      : point_outcome(dir, points[i], status));
+          return;
+        }
         ended(i, WIFEXITED(st) && (WEXITSTATUS(st) == 0) ? point_outcome(dir, points[i], "")
                                                         : std::string("failed"));
         return;
@@ -208,8 +244,8 @@ void run_points(const SweepOptions& o, const std::vector<SweepPoint>& points,
                                 read_sweep_run(dir, points[i]).status));
       continue;
     }
-    const std::string what = resume_note(dir);
-    if (o.jobs == 1) {
+    const std::string what = o.command.empty() ? resume_note(dir) : "running the command";
+    if (o.jobs == 1 && o.command.empty()) {
       progress.note(fmt::format("[{}] {}", points[i].name, what));
       TrainHooks hooks = stop_hooks();
       hooks.on_log = [&](const StepRecord& r) { progress.update(i, r); };
@@ -221,7 +257,9 @@ void run_points(const SweepOptions& o, const std::vector<SweepPoint>& points,
     // Progress starts after the metrics it holds already (a resumed run's).
     std::error_code ec;
     const std::uintmax_t size = fs::file_size(fs::path(dir) / "metrics.jsonl", ec);
-    const pid_t pid = spawn_point(cfgs[i], dir);
+    const pid_t pid = o.command.empty()
+                          ? spawn_point(cfgs[i], dir)
+                          : spawn_command(external_command(o.command, points[i], dir), dir);
     running[pid] = Worker{i, ec ? 0 : size, seconds_now()};
     progress.note(fmt::format("[{}] {} (pid {})", points[i].name, what, pid));
   }
@@ -290,7 +328,15 @@ int run_sweep(const SweepOptions& o) {
   for (const auto& g : o.grid) axes.push_back(parse_grid_axis(g));
   const auto points = expand_seeds(expand_grid(axes), o.seeds);
   const int threads = o.jobs > 1 ? std::max(1, available_cores() / o.jobs) : 0;
-  const std::vector<Config> cfgs = point_configs(o, points, threads);
+  // An external command's grid keys are its own: only their substitution is checked; the base
+  // config gives the progress display its train.steps.
+  std::vector<Config> cfgs;
+  if (o.command.empty()) {
+    cfgs = point_configs(o, points, threads);
+  } else {
+    for (const auto& p : points) external_command(o.command, p, (fs::path(o.out) / p.name).string());
+    cfgs.assign(points.size(), o.cfg.load());
+  }
   fs::create_directories(o.out);
   install_stop_signals();
   announce_resume(o, points);
@@ -338,6 +384,12 @@ void add_sweep(CLI::App& app, Action& action) {
                   "(min–max) over them")
       ->check(integer_option(1))
       ->capture_default_str();
+  cmd->add_option("--command", o->command,
+                  "Run each point with this external trainer instead of normlab's (through "
+                  "normlab.torch.Probe): {KEY} is the point's value of grid key KEY, {out} its run "
+                  "directory, {seed} its seed index, e.g. \"python train.py --lr {optim.lr} --out "
+                  "{out}\"; run by /bin/sh, output in OUT/NAME/command.log; --set train.steps=N "
+                  "sizes the progress bars");
   cmd->add_option("--lr-key", o->lr_key, "Grid key that holds the learning rate")->capture_default_str();
   cmd->callback([&action, o] { action = [o] { return run_sweep(*o); }; });
   add_sweep_point(app, action);

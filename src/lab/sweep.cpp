@@ -4,11 +4,13 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "io/metrics.h"
+#include "normlab/config_file.h"
 #include "lab/seeds.h"
 #include "normlab/errors.h"
 #include "normlab/metrics.h"
@@ -120,18 +122,96 @@ double initial_loss_of(const std::vector<nlohmann::json>& m) {
 }
 }  // namespace
 
+namespace {
+void write_sweep_status(const std::string& dir, const std::string& status,
+                        const std::string& message, long steps, long stop_step) {
+  const fs::path tmp = fs::path(dir) / "sweep_status.json.tmp";
+  std::ofstream(tmp) << nlohmann::json{{"status", status}, {"message", message},
+                                       {"steps", steps}, {"stop_step", stop_step}}.dump()
+                     << '\n';
+  fs::rename(tmp, fs::path(dir) / "sweep_status.json");
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (const char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+}  // namespace
+
 std::string run_sweep_point(const Config& cfg, const std::string& dir, const TrainHooks& hooks) {
   const bool resume = fs::exists(fs::path(dir) / "checkpoints" / "latest");
   Trainer trainer(cfg, dir, resume);
   const TrainResult res = trainer.run(with_divergence_rule(hooks, trainer, dir));
   if (res.stop_reason == "interrupted") return "interrupted";
   const std::string status = res.diverged ? "diverged" : "done";
-  const fs::path tmp = fs::path(dir) / "sweep_status.json.tmp";
-  std::ofstream(tmp) << nlohmann::json{{"status", status}, {"message", res.stop_reason},
-                                       {"steps", res.steps}, {"stop_step", res.stop_step}}.dump()
-                     << '\n';
-  fs::rename(tmp, fs::path(dir) / "sweep_status.json");
+  write_sweep_status(dir, status, res.stop_reason, res.steps, res.stop_step);
   return status;
+}
+
+std::string external_command(const std::string& templ, const SweepPoint& p, const std::string& dir) {
+  std::map<std::string, std::string> vars{{"out", dir}, {"seed", std::to_string(p.seed)}};
+  for (const auto& [k, v] : p.overrides) vars[k] = v;
+  std::string out;
+  for (std::size_t i = 0; i < templ.size(); ++i) {
+    const std::size_t close = templ[i] == '{' ? templ.find('}', i) : std::string::npos;
+    if (close == std::string::npos) {
+      out += templ[i];
+      continue;
+    }
+    const std::string name = templ.substr(i + 1, close - i - 1);
+    const auto it = vars.find(name);
+    if (it == vars.end()) {
+      std::string known;
+      for (const auto& [k, v] : vars) known += (known.empty() ? "{" : ", {") + k + "}";
+      throw ConfigError({fmt::format("--command: {{{}}} is neither a grid key nor {{out}} or "
+                                     "{{seed}} (known here: {})", name, known)});
+    }
+    out += shell_quote(it->second);
+    i = close;
+  }
+  return out;
+}
+
+std::string judge_external_point(const std::string& dir, int exit_code, const std::string& exit_note) {
+  const fs::path mpath = fs::path(dir) / "metrics.jsonl";
+  if (exit_code != 0 || !fs::exists(mpath)) {
+    write_sweep_status(dir, "failed",
+                       exit_code != 0 ? exit_note
+                                      : fmt::format("the command wrote no {} (train through "
+                                                    "normlab.torch.Probe with out={{out}})",
+                                                    mpath.string()),
+                       0, 0);
+    return "failed";
+  }
+  const auto m = read_metrics(dir);
+  const auto end = run_end_of(m);
+  if (!end || !end->from_event) {
+    write_sweep_status(dir, "failed", "the command's run has no end event (close the probe)", 0, 0);
+    return "failed";
+  }
+  if (end->reason == "interrupted") return "interrupted";
+  long total = end->step;
+  try {
+    total = load_config((fs::path(dir) / "config.toml").string()).train.steps;
+  } catch (const Error&) {
+    // no readable config.toml: the run is judged on the steps it reached
+  }
+  DivergenceRule rule(total);
+  std::optional<std::string> why;
+  long at = end->step;
+  for (const auto& r : m) {
+    if (r.contains(metric::event) || !r.contains(metric::step)) continue;
+    const StepRecord s = step_record_from_json(r);
+    if ((why = rule.observe(s))) {
+      at = s.step;
+      break;
+    }
+  }
+  if (!why && end->reason == "diverged") why = end->detail;
+  if (!why) why = rule.judge_end(end->val_loss, end->train_loss);
+  write_sweep_status(dir, why ? "diverged" : "done", why.value_or(""), end->step, why ? at : 0);
+  return why ? "diverged" : "done";
 }
 
 SweepRun read_sweep_run(const std::string& dir, const SweepPoint& p) {

@@ -67,6 +67,20 @@ bool sweep_point_finished(const std::string& dir);
 // "interrupted").
 std::string run_sweep_point(const Config& cfg, const std::string& dir, const TrainHooks& hooks);
 
+// A point trained by an external command (`normlab sweep --command`): the command line from its
+// template, {KEY} replaced by the point's value of grid key KEY, {out} by the run directory and
+// {seed} by the seed index, each single-quoted for /bin/sh. An unknown {name} is a ConfigError
+// naming it and the names there are.
+std::string external_command(const std::string& templ, const SweepPoint& p, const std::string& dir);
+
+// Judges the run an external command wrote in dir (metrics.jsonl with its end event, config.toml
+// for train.steps: what normlab.torch.Probe writes) after the command exited: "failed" when it
+// exited non-zero (`exit_note` says how) or wrote no finished run, "interrupted" when its end event
+// says so, else "diverged" or "done" by the divergence rule (train/divergence.h) on its step lines
+// and end, as doctor judges a run. Writes dir/sweep_status.json except for "interrupted" (a rerun
+// of the sweep runs such a point again). Returns the status.
+std::string judge_external_point(const std::string& dir, int exit_code, const std::string& exit_note);
+
 // Reads a run directory (sweep_status.json and the end of metrics.jsonl).
 SweepRun read_sweep_run(const std::string& dir, const SweepPoint& p);
 

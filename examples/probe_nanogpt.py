@@ -1,6 +1,5 @@
-"""A nanoGPT-style PyTorch training loop on normlab's corpus, recorded by normlab.torch.Probe."""
-import math, sys, torch, torch.nn as nn, torch.nn.functional as F
-import normlab.torch
+# A nanoGPT-style PyTorch training loop on normlab's corpus, recorded by normlab.torch.Probe.
+import math, sys, torch, torch.nn as nn, torch.nn.functional as F, normlab.torch
 
 class Attention(nn.Module):
     def __init__(s, C, H): super().__init__(); s.H, s.c_attn, s.c_proj = H, nn.Linear(C, 3 * C), nn.Linear(C, C)

@@ -51,7 +51,9 @@ def attention_stats(q: torch.Tensor, k: torch.Tensor, scale: float, cap: float,
                     ok: torch.Tensor, out_max_head: torch.Tensor,
                     out_entropy: torch.Tensor) -> None:
     """Writes max |s| per head into out_max_head (H,) and the mean row entropy into out_entropy
-    (0-d), for q (B, H, T, D), k (B, Hkv, T, D) and the (T, T) or (B, 1|H, T, T) mask ok."""
+    (0-d), for q (B, H, T, D), k (B, Hkv, T, D) and the (T, T) or (B, 1|H, T, T) mask ok.
+    Row entropy as -sum_j P_j log P_j (= lse - sum_j P_j s_j), masked keys at P = 0; the scores
+    are edited in place so that a chunk costs one (B, h, T, T) buffer and its softmax."""
     B, H, T, D = q.shape
     G = H // k.shape[1]
     q, k = q.float(), k.float()
@@ -60,16 +62,16 @@ def attention_stats(q: torch.Tensor, k: torch.Tensor, scale: float, cap: float,
     for h0 in range(0, H, per):
         h1 = min(H, h0 + per)
         kh = k[:, torch.arange(h0, h1, device=k.device) // G]  # query head h reads kv head h // G
-        s = torch.matmul(q[:, h0:h1], kh.transpose(-1, -2)) * scale  # (B, h, T, T)
-        okb = ok if ok.dim() == 2 else ok[:, :1] if ok.shape[1] == 1 else ok[:, h0:h1]
-        out_max_head[h0:h1] = torch.where(okb, s.abs(), 0.0).amax(dim=(0, 2, 3))
+        s = torch.matmul(q[:, h0:h1] * scale, kh.transpose(-1, -2))  # (B, h, T, T)
+        notok = ~(ok if ok.dim() == 2 else ok[:, :1] if ok.shape[1] == 1 else ok[:, h0:h1])
+        s.masked_fill_(notok, 0.0)
+        lo, hi = s.amin(dim=(0, 2, 3)), s.amax(dim=(0, 2, 3))
+        out_max_head[h0:h1] = torch.maximum(-lo, hi)
         if cap > 0:
-            s = cap * torch.tanh(s / cap)
-        s = torch.where(okb, s, float("-inf"))
-        lse = torch.logsumexp(s, dim=-1, keepdim=True)  # (B, h, T, 1)
-        p = torch.exp(s - lse)
-        row = lse.squeeze(-1) - torch.where(okb, p * s, 0.0).sum(dim=-1)
-        ent += row.sum()
+            s.div_(cap).tanh_().mul_(cap)
+        s.masked_fill_(notok, float("-inf"))
+        p = torch.softmax(s, dim=-1)
+        ent -= torch.xlogy(p, p).sum()
     out_entropy.copy_(ent / (B * H * T))
 
 
@@ -77,8 +79,9 @@ def attention_stats(q: torch.Tensor, k: torch.Tensor, scale: float, cap: float,
 def residual_stats(x: torch.Tensor, out: torch.Tensor) -> None:
     """out (2,) = RMS and max |x| of the residual stream x (any shape, the last dim C)."""
     xf = x.detach().float()
-    out[0] = xf.square().mean().sqrt()
-    out[1] = xf.abs().amax()
+    out[0] = torch.linalg.vector_norm(xf) / (xf.numel() ** 0.5)
+    lo, hi = torch.aminmax(xf)
+    out[1] = torch.maximum(-lo, hi)
 
 
 @torch.no_grad()

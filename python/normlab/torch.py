@@ -169,9 +169,9 @@ class Probe:
     def _after_update(self, opt: Any, args: Any, kwargs: Any) -> None:
         if self._diag is None or self._before is None:
             return
-        after = [p.detach() for p in self._params]
-        dn = torch._foreach_norm(torch._foreach_sub(after, self._before))
         wn = torch._foreach_norm(self._before)
+        torch._foreach_sub_(self._before, [p.detach() for p in self._params])  # before - after
+        dn = torch._foreach_norm(self._before)
         self._before = None
         grp = self._grp_of.to(self.device)
         zeros = torch.zeros(len(_GROUPS), device=self.device)

@@ -12,6 +12,9 @@ from torch import nn
 from torch.nn import functional as F
 
 V, B, T = 64, 2, 16
+# Tiny models gain nothing from threads, and on a loaded machine OpenMP's waiting threads cost more
+# than the work.
+torch.set_num_threads(1)
 
 
 def hf_model(family: str, seed: int = 0, **over) -> nn.Module:

@@ -218,3 +218,22 @@ def test_unmappable_models_are_refused_naming_what_is_missing():
                           "attn_params": ["norm.", "qk.", "mix."], "mlp_params": ["ffn."],
                           "embed": ["emb"], "head": "out", "n_head": 2})
     assert not Path("/nonexistent/never").exists()
+
+
+def test_a_user_map_gives_what_the_family_record_gives(tmp_path):
+    """nanoGPT's GPT probed through its family record and through the same names given as a map
+    (docs/python.md, 'Models it knows'): the same diagnostics, value for value."""
+    user_map = {"layers": "transformer.h", "attn": "attn", "q": "attn.c_attn", "qk_layout": "fused",
+                "mid": ("ln_2", "input"), "attn_params": ["ln_1.", "attn."],
+                "mlp_params": ["ln_2.", "mlp."], "embed": ["transformer.wte", "transformer.wpe"],
+                "final_norm": "transformer.ln_f", "head": "lm_head", "n_head": 4}
+    runs = []
+    for name, m in (("family", None), ("map", user_map)):
+        torch.manual_seed(0)
+        lines = train(GPT(), tmp_path / name, steps=3, interval=2, map=m)
+        runs.append([{k: v for k, v in x.items() if k not in ("time_s", "tokens_per_s", "wall_s")}
+                     for x in lines])
+    assert runs[0] == runs[1]
+    assert "attn_entropy" in runs[1][0]
+    cfg = normlab.Config(tmp_path / "map")
+    assert (cfg["model.n_head"], cfg["model.placement"]) == (4, "pre")

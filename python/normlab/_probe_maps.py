@@ -55,6 +55,9 @@ class Family:
     mlp: str = "swiglu"
     qk_norm: str = "none"
     qk_norm_scope: str = "head"
+    # Mistral: model.config.sliding_window applies to every layer (its attention modules have no
+    # sliding_window attribute)
+    config_window: bool = False
 
 
 def _hf(name: str, classes: tuple[str, ...], **kw: Any) -> Family:
@@ -81,7 +84,7 @@ _GPT2_LIKE = dict(layers="transformer.h", attn="attn", q="attn.c_attn", k="", qk
 # One record per family (docs/python.md, "Probing a PyTorch run").
 FAMILIES: tuple[Family, ...] = (
     _hf("llama", ("LlamaForCausalLM", "LlamaModel")),
-    _hf("mistral", ("MistralForCausalLM", "MistralModel")),
+    _hf("mistral", ("MistralForCausalLM", "MistralModel"), config_window=True),
     _hf("qwen2", ("Qwen2ForCausalLM", "Qwen2Model")),
     _hf("qwen3", ("Qwen3ForCausalLM", "Qwen3Model"), q="self_attn.q_norm", k="self_attn.k_norm",
         qk_layout="bthd", qk_norm="rmsnorm"),
@@ -283,6 +286,8 @@ def resolve(model: nn.Module, user_map: dict[str, Any] | None = None) -> Resolve
         s = getattr(b.attn, "scaling", None)
         scales.append(float(s) if s is not None else 1.0 / math.sqrt(head_dim))
         windows.append(int(getattr(b.attn, "sliding_window", None) or 0))
+    if fam.config_window and getattr(cfg, "sliding_window", None):
+        windows = [int(cfg.sliding_window)] * len(blocks)
     attn_cap = float(getattr(attn0, "attn_logit_softcapping", None) or 0.0)
     final_cap = float(getattr(cfg, "final_logit_softcapping", None) or 0.0) if cfg else 0.0
     causal = bool(getattr(attn0, "is_causal", True)) if fam.qk_layout != "mha" else True

@@ -237,3 +237,35 @@ def test_a_user_map_gives_what_the_family_record_gives(tmp_path):
     assert "attn_entropy" in runs[1][0]
     cfg = normlab.Config(tmp_path / "map")
     assert (cfg["model.n_head"], cfg["model.placement"]) == (4, "pre")
+
+
+@pytest.mark.parametrize("family", ["llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3",
+                                    "olmo2", "gpt2"])
+def test_attention_entropy_equals_each_familys_eager_softmax(family, tmp_path):
+    """Every Hugging Face family with eager attention returns its softmax: the probe's entropy,
+    computed from the hooked queries and keys (q/k norms, RoPE, scale, sliding window of 4 keys
+    where the family has one, Gemma 2's attention cap of 1.5), equals the entropy of HF's own
+    attention weights, layer by layer; weights drawn with std 0.3 so that attention is far from
+    uniform."""
+    over = {"initializer_range": 0.3}
+    if family in ("mistral", "gemma2", "gemma3"):
+        over["sliding_window"] = 4
+    if family == "gemma2":
+        over["attn_logit_softcapping"] = 1.5
+    if family == "gpt2":
+        over = {"initializer_range": 0.3}
+    model = hf_model(family, attn_implementation="eager", **over)
+    model.config._attn_implementation = "eager"
+    probe = ntorch.Probe(model, None, out=tmp_path / "r", interval=1)
+    idx, _ = markov_batches(1)
+    out = model(input_ids=idx[0], output_attentions=True)
+    out.logits.sum().backward()
+    probe.step(torch.tensor(0.0), lr=1.0)
+    probe.close()
+    line = json.loads((tmp_path / "r" / "metrics.jsonl").read_text().splitlines()[0])
+    uniform = sum(math.log(i + 1) for i in range(16)) / 16
+    for l, p in enumerate(out.attentions):  # (B, H, T, T)
+        p = p.detach().double()
+        ent = -(p * torch.where(p > 0, p.log(), torch.zeros_like(p))).sum(-1).mean().item()
+        assert line["attn_entropy"][l] == pytest.approx(ent, rel=1e-5), (l, ent)
+        assert ent < uniform - 0.05  # not the uniform rows of an untrained model

@@ -78,18 +78,21 @@ class Probe:
     interval-th step are probed. ``config``: normlab config keys that override or complete what
     the probe tells of the model and optimizer (``{"optim.grad_clip": 1.0, "train.steps": 5000,
     "data.path": "my_text.txt"}``); ``per_head``: per-head attention logits; ``map``: the module
-    map of a model no family record knows (docs/python.md). A model that cannot be mapped raises
+    map of a model no family record knows (docs/python.md); ``update_ratios=False`` spares the
+    copy of the weights a probed step otherwise takes. A model that cannot be mapped raises
     ``ValueError`` naming what is missing.
     """
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer | None = None,
                  out: str = "runs/probe", interval: int = 25,
                  config: Mapping[str, Any] | None = None, *, per_head: bool = False,
+                 update_ratios: bool = True,
                  map: Mapping[str, Any] | None = None) -> None:  # noqa: A002
         if interval < 1:
             raise ValueError(f"normlab.torch.Probe: interval must be >= 1, got {interval}")
         self.model, self.optimizer = model, optimizer
         self.interval, self.per_head = int(interval), bool(per_head)
+        self.update_ratios = bool(update_ratios)
         self.r: Resolved = resolve(model, dict(map) if map is not None else None)
         self.notes = list(self.r.notes)
         self._user_cfg = _flat(config)
@@ -163,7 +166,8 @@ class Probe:
         self._lr = float(lr)
         self._grad_norms()
         if self._diag is not None:
-            self._before = [p.detach().clone() for p in self._params]
+            if self.update_ratios:  # a copy of the weights, for the probed step only
+                self._before = [p.detach().clone() for p in self._params]
 
     @torch.no_grad()
     def _after_update(self, opt: Any, args: Any, kwargs: Any) -> None:

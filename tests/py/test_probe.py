@@ -175,6 +175,11 @@ def test_attention_entropy_equals_eager_attention_weights(tmp_path):
     assert line["log_z_std"] == pytest.approx(lse.std(unbiased=False).item(), rel=1e-4)
 
 
+def test_update_ratios_off_takes_no_weight_copy(tmp_path):
+    lines = train(GPT(), tmp_path / "r", steps=2, interval=1, update_ratios=False)
+    assert "grad_norm_group" in lines[0] and "update_ratio" not in lines[0]
+
+
 def test_context_manager_marks_an_exception_interrupted(tmp_path):
     model = GPT()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)

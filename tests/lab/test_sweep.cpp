@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "fixtures.h"
 #include "io/metrics.h"
 #include "lab/sweep.h"
@@ -179,6 +181,74 @@ TEST(Sweep, TablesSayWhichLossTheyUse) {
       lr_sensitivity({run("pre", "0.01", "diverged", 5.5, std::nullopt)}, "optim.lr"));
   EXPECT_EQ(none.find("nan"), std::string::npos) << none;
   EXPECT_EQ(none.find("inf"), std::string::npos) << none;
+}
+
+// `sweep --command`: the command line of a point and the verdict on the run an external trainer
+// wrote (what normlab.torch.Probe writes: step lines, an end event, config.toml).
+TEST(SweepCommand, SubstitutesQuotedValuesAndRefusesUnknownNames) {
+  SweepPoint p;
+  p.overrides = {{"optim.lr", "0.01"}, {"data.path", "it's here"}};
+  p.seed = 2;
+  EXPECT_EQ(external_command("t --lr {optim.lr} --out {out} --seed {seed} --d {data.path}", p, "r/a b"),
+            "t --lr '0.01' --out 'r/a b' --seed '2' --d 'it'\\''s here'");
+  try {
+    external_command("t --lr {lr}", p, "r");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("{lr} is neither a grid key nor {out} or {seed}"),
+              std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("{optim.lr}"), std::string::npos) << e.what();
+  }
+}
+
+void write_external_run(const std::string& dir, const std::vector<double>& losses,
+                        const std::string& end_reason) {
+  std::filesystem::create_directories(dir);
+  std::ofstream m(std::filesystem::path(dir) / "metrics.jsonl");
+  for (std::size_t i = 0; i < losses.size(); ++i)
+    m << nlohmann::json{{"step", i + 1}, {"loss", losses[i]}, {"grad_norm", 1.0}}.dump() << "\n";
+  if (!end_reason.empty()) {
+    double sum = 0;
+    const std::size_t n = std::min<std::size_t>(20, losses.size());
+    for (std::size_t i = losses.size() - n; i < losses.size(); ++i) sum += losses[i];
+    m << nlohmann::json{{"event", "end"}, {"step", losses.size()}, {"reason", end_reason},
+                        {"detail", ""}, {"train_loss", sum / n}, {"train_loss_steps", n}}
+             .dump()
+      << "\n";
+  }
+}
+
+TEST(SweepCommand, JudgesTheExternalRunAsDoctorDoes) {
+  const std::string dir = test::temp_dir("sweep_command");
+  std::vector<double> learns, blows;
+  for (int s = 0; s < 60; ++s) {
+    learns.push_back(4.0 - 0.02 * s);
+    blows.push_back(4.0 + 0.5 * s);
+  }
+  write_external_run(dir + "/learns", learns, "done");
+  EXPECT_EQ(judge_external_point(dir + "/learns", 0, ""), "done");
+  EXPECT_TRUE(sweep_point_finished(dir + "/learns"));
+  EXPECT_EQ(read_sweep_run(dir + "/learns", {}).status, "done");
+
+  write_external_run(dir + "/blows", blows, "done");
+  EXPECT_EQ(judge_external_point(dir + "/blows", 0, ""), "diverged");
+  const SweepRun b = read_sweep_run(dir + "/blows", {});
+  EXPECT_EQ(b.status, "diverged");
+  EXPECT_NE(b.message.find("initial loss"), std::string::npos) << b.message;
+
+  write_external_run(dir + "/cut", learns, "interrupted");
+  EXPECT_EQ(judge_external_point(dir + "/cut", 0, ""), "interrupted");
+  EXPECT_FALSE(std::filesystem::exists(dir + "/cut/sweep_status.json"));  // a rerun retries it
+
+  write_external_run(dir + "/noend", learns, "");
+  EXPECT_EQ(judge_external_point(dir + "/noend", 0, ""), "failed");
+  EXPECT_NE(read_sweep_run(dir + "/noend", {}).message.find("no end event"), std::string::npos);
+  EXPECT_FALSE(sweep_point_finished(dir + "/noend"));
+
+  write_external_run(dir + "/exit", learns, "done");
+  EXPECT_EQ(judge_external_point(dir + "/exit", 3, "the command exited with status 3"), "failed");
+  EXPECT_EQ(read_sweep_run(dir + "/exit", {}).message, "the command exited with status 3");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

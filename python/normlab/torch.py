@@ -21,6 +21,7 @@ import math
 import os
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -103,8 +104,7 @@ class Probe:
         p0 = next((p for _, p, *_ in self.r.params), None)
         self.device = p0.device if p0 is not None else torch.device("cpu")
         self._index_params()
-        self.writer = RunWriter(out)
-        self.out = self.writer.dir
+        self.out = Path(out)
         self.step_count = 0
         self._t0 = time.perf_counter()
         self._t_last, self._tokens_total = self._t0, 0
@@ -118,11 +118,13 @@ class Probe:
         self._diag_hooks: list[Any] = []
         self._qk: dict[str, Any] = {}
         self._closed = False
+        config_text = self._config_text()  # a ConfigError before anything is written or hooked
+        self.writer = RunWriter(self.out)
+        self.writer.write_config(config_text)
         self._hooks = [model.register_forward_pre_hook(self._count_tokens, with_kwargs=True)]
         if optimizer is not None:
             self._hooks.append(optimizer.register_step_pre_hook(self._before_update))
             self._hooks.append(optimizer.register_step_post_hook(self._after_update))
-        self._write_config()
         if self._is_diag(1):
             self._arm()
 
@@ -513,9 +515,12 @@ class Probe:
             c["optim.schedule"] = "constant" if min(self._lrs) == peak else "cosine"
         return c
 
-    def _write_config(self) -> None:
+    def _config_text(self) -> str:
         keys = {**self._inferred(), **self._user_cfg}
         text = Config(keys).to_toml()
         head = (f"# Written by normlab.torch.Probe for a PyTorch {type(self.model).__name__} "
                 f"({self.r.family} map): the model and optimizer as far as the probe could tell.\n")
-        self.writer.write_config(head + "".join(f"# note: {n}\n" for n in self.notes) + text)
+        return head + "".join(f"# note: {n}\n" for n in self.notes) + text
+
+    def _write_config(self) -> None:
+        self.writer.write_config(self._config_text())

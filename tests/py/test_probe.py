@@ -175,6 +175,13 @@ def test_attention_entropy_equals_eager_attention_weights(tmp_path):
     assert line["log_z_std"] == pytest.approx(lse.std(unbiased=False).item(), rel=1e-4)
 
 
+def test_an_invalid_config_is_refused_before_anything_is_written(tmp_path):
+    model = GPT()
+    with pytest.raises(normlab.ConfigError, match=r"model\.n_layr.*did you mean 'model\.n_layer'"):
+        ntorch.Probe(model, None, out=tmp_path / "r", config={"model.n_layr": 3})
+    assert not (tmp_path / "r").exists() and not model._forward_pre_hooks
+
+
 def test_update_ratios_off_takes_no_weight_copy(tmp_path):
     lines = train(GPT(), tmp_path / "r", steps=2, interval=1, update_ratios=False)
     assert "grad_norm_group" in lines[0] and "update_ratio" not in lines[0]

@@ -12,8 +12,8 @@ import torch
 
 from normlab_cli import normlab
 
-EventAccumulator = pytest.importorskip(
-    "tensorboard.backend.event_processing.event_accumulator").EventAccumulator
+# requirements-test.txt installs tensorboard: its absence is a failure, not a skip
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
 
 TINY = ["--set", "model.n_layer=2", "--set", "model.d_model=32", "--set", "model.n_head=2",
         "--set", "model.d_ff=64", "--set", "model.seq_len=32", "--set", "train.batch_size=4",

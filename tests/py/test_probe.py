@@ -281,3 +281,15 @@ def test_attention_entropy_equals_each_familys_eager_softmax(family, tmp_path):
         ent = -(p * torch.where(p > 0, p.log(), torch.zeros_like(p))).sum(-1).mean().item()
         assert line["attn_entropy"][l] == pytest.approx(ent, rel=1e-5), (l, ent)
         assert ent < uniform - 0.05  # not the uniform rows of an untrained model
+
+
+def test_import_normlab_does_not_import_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import normlab; "
+            "assert 'torch' not in sys.modules, 'import normlab imported torch'; "
+            "import normlab.torch; assert 'torch' in sys.modules")
+    p = subprocess.run([sys.executable, "-c", code, str(normlab_py.PKG)], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr

@@ -118,6 +118,7 @@ class Probe:
         self._diag_hooks: list[Any] = []
         self._qk: dict[str, Any] = {}
         self._closed = False
+        self._norm_given = False  # the last step() had grad_norm=
         config_text = self._config_text()  # a ConfigError before anything is written or hooked
         self.writer = RunWriter(self.out)
         self.writer.write_config(config_text)
@@ -166,7 +167,10 @@ class Probe:
     def _before_update(self, opt: Any, args: Any, kwargs: Any) -> None:
         lr = opt.param_groups[0]["lr"]
         self._lr = float(lr)
-        self._grad_norms()
+        # The global norm of every step, unless the loop passes its own (grad_norm=): then only
+        # probed steps read the gradients.
+        if self._diag is not None or not self._norm_given:
+            self._grad_norms()
         if self._diag is not None:
             if self.update_ratios:  # a copy of the weights, for the probed step only
                 self._before = [p.detach().clone() for p in self._params]
@@ -334,6 +338,7 @@ class Probe:
             lr = self._lr if self._lr is not None else (
                 float(self.optimizer.param_groups[0]["lr"]) if self.optimizer else float("nan"))
         self._lrs.append(float(lr))
+        self._norm_given = grad_norm is not None
         gn = grad_norm if grad_norm is not None else self._gnorm
         tok = int(tokens) if tokens is not None else self._tokens_step
         self._tokens_total += tok

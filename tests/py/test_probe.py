@@ -293,3 +293,27 @@ def test_import_normlab_does_not_import_torch():
     p = subprocess.run([sys.executable, "-c", code, str(normlab_py.PKG)], capture_output=True,
                        text=True, timeout=120)
     assert p.returncode == 0, p.stderr
+
+
+@pytest.mark.parametrize("give_norm", [False, True])
+def test_gradients_are_read_every_step_only_without_grad_norm(give_norm, tmp_path):
+    """With grad_norm= from the loop, unprobed steps do not read the gradients at all."""
+    model = GPT()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    probe = ntorch.Probe(model, opt, out=tmp_path / "r", interval=3)
+    reads = []
+    inner = probe._grad_norms
+    probe._grad_norms = lambda: (reads.append(probe.step_count + 1), inner())[1]
+    idx, tgt = markov_batches(5)
+    for s in range(5):
+        loss = model(idx[s], tgt[s])[1]
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1e9)
+        opt.step()
+        opt.zero_grad()
+        probe.step(loss, grad_norm=norm if give_norm else None)
+    probe.close()
+    # probed steps (1 and 3) only, when the loop gives the norm
+    assert reads == ([1, 3] if give_norm else [1, 2, 3, 4, 5])
+    lines = [json.loads(x) for x in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
+    assert all(x["grad_norm"] > 0 for x in lines[:-1])

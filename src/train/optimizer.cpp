@@ -74,6 +74,34 @@ const QkClipEvents* Optimizer<T>::qk_clip_events() const {
 }
 
 template <class T>
+std::vector<double> Optimizer<T>::second_moment_ratio(std::span<const T>) const {
+  return std::vector<double>(table_.specs().size(), std::nan(""));
+}
+
+template <class T>
+void second_moment_rms(const ParamTable& table, const StateArena<T>& v, double bc2, double eps,
+                       std::span<const T> grads, std::vector<double>& out) {
+  out.resize(table.specs().size(), std::nan(""));
+  const double e2 = eps * eps;
+  for (std::size_t i = 0; i < v.specs.size(); ++i) {
+    const ParamSpec& s = *v.specs[i];
+    const T* g = grads.data() + s.offset;
+    const T* vi = v.at(i);
+    double sum = 0;
+    for (long j = 0; j < s.numel; ++j) {
+      const double gj = g[j];
+      sum += gj * gj / std::max(static_cast<double>(vi[j]) / bc2, e2);
+    }
+    out[static_cast<std::size_t>(&s - table.specs().data())] =
+        std::sqrt(sum / static_cast<double>(s.numel));
+  }
+}
+template void second_moment_rms(const ParamTable&, const StateArena<float>&, double, double,
+                                std::span<const float>, std::vector<double>&);
+template void second_moment_rms(const ParamTable&, const StateArena<double>&, double, double,
+                                std::span<const double>, std::vector<double>&);
+
+template <class T>
 bool Optimizer<T>::decayed(const ParamSpec& s) const {
   if (!s.decay) return false;
   if (s.group == ParamGroup::embedding) return cfg_.decay_embeddings;

@@ -80,6 +80,11 @@ class Optimizer {
   bool needs_attention_maxima() const { return qk_clip_ != nullptr; }
   // QK-Clip's events of the last update (empty when off).
   const QkClipEvents* qk_clip_events() const;
+  // For diagnostics, after an update: RMS(g^2 / max(v_hat, eps^2)) of each parameter (table
+  // order), g the gradient as the update used it (clipped), v_hat the bias-corrected second moment
+  // (Wortsman et al. 2023b: its spike precedes a loss spike); NaN for a parameter without a
+  // second moment (Muon's matrices).
+  virtual std::vector<double> second_moment_ratio(std::span<const T> grads) const;
   // Whether decoupled weight decay applies to a parameter: the table's decay flag, and
   // optim.decay_embeddings for the embedding group.
   bool decayed(const ParamSpec& s) const;
@@ -100,6 +105,12 @@ class Optimizer {
  private:
   std::unique_ptr<QkClip> qk_clip_;
 };
+
+// The per-parameter RMS(g^2 / max(v / bc2, eps^2)) of the parameters arena v covers, written into
+// out (table order; others left as they are). second_moment_ratio's common part.
+template <class T>
+void second_moment_rms(const ParamTable& table, const StateArena<T>& v, double bc2, double eps,
+                       std::span<const T> grads, std::vector<double>& out);
 
 // The optimizer optim.name names, over `table` (a model of config `model`).
 template <class T>

@@ -27,6 +27,7 @@
 #include "train/evaluate.h"
 #include "train/run_tokenizer.h"
 #include "train/optimizer.h"
+#include "train/qk_clip.h"
 #include "train/schedule.h"
 #include "train/step.h"
 
@@ -69,6 +70,7 @@ struct Trainer::Impl {
   double time_before_s = 0;
   std::chrono::steady_clock::time_point clock_start;
   std::optional<InitFromReport> init_report;  // a new run started from train.init_from
+  long qk_clip_total = 0;  // QK-Clip's head clips so far in the run (state.extra["qk_clip_total"])
 
   Impl(Communicator& cm, const Config& c, const std::string& dir, bool resume,
        const ResumeOptions& from)
@@ -112,6 +114,7 @@ struct Trainer::Impl {
       sampler.restore({state.sampler_rng, static_cast<std::uint64_t>(state.sampler_draws)});
       guard.from_json(state.extra.value("guard", nlohmann::json::object()));
       time_before_s = state.extra.value(metric::time_s, 0.0);
+      qk_clip_total = state.extra.value(metric::qk_clip_total, 0L);
       if (comm.is_root()) out = continue_run_dir(dir, resume_ckpt, cfg, state.step);
     } else {
       refuse_existing_run(dir);
@@ -150,6 +153,7 @@ struct Trainer::Impl {
     state.sampler_draws = static_cast<long>(s.batches_drawn);
     state.extra["guard"] = guard.to_json();
     state.extra[metric::time_s] = time_s();
+    if (opt->qk_clip_events()) state.extra[metric::qk_clip_total] = qk_clip_total;
     if (comm.is_root()) save_checkpoint(run_dir, cfg, model, *opt, state, cfg.train.keep_checkpoints);
     comm.barrier();  // nobody reads a checkpoint before it is complete
   }
@@ -222,10 +226,20 @@ struct Trainer::Impl {
     r.nonfinite = !d.finite;
     r.skipped_total = state.skipped_steps;
     r.rollback_unavailable = d.rollback_unavailable;
+    if (updated && opt->qk_clip_events()) {
+      const QkClipEvents& q = *opt->qk_clip_events();
+      qk_clip_total += q.heads_clipped;
+      r.qk_clip_heads = q.heads_clipped;
+      r.qk_clip_max_logit = q.max_logit;
+      r.qk_clip_total = qk_clip_total;
+    }
     if (diag_step) {
       r.diag = diagnostics_json(model, model.grads(),
                                 updated ? std::span<const float>(before) : std::span<const float>(),
                                 cfg.diag.per_head);
+      if (updated)
+        r.diag.update(second_moment_json(
+            model.table(), opt->second_moment_ratio(std::span<const float>(model.grads()))));
       r.diag[metric::spike] = d.spike;
       r.diag[metric::nonfinite] = !d.finite;
     }

@@ -19,6 +19,14 @@ long AdamAtan2<T>::state_elements(const ParamTable& table) {
 }
 
 template <class T>
+std::vector<double> AdamAtan2<T>::second_moment_ratio(std::span<const T> grads) const {
+  std::vector<double> out;
+  const double bc2 = 1.0 - std::pow(this->cfg_.beta2, static_cast<double>(this->t_));
+  second_moment_rms(this->table_, v_, bc2, this->cfg_.eps, grads, out);
+  return out;
+}
+
+template <class T>
 void AdamAtan2<T>::apply(std::span<T> params, std::span<T> grads, double lr, double grad_scale) {
   const OptimConfig& c = this->cfg_;
   const double t = static_cast<double>(this->t_);

@@ -17,6 +17,7 @@ class AdamAtan2 final : public Optimizer<T> {
   AdamAtan2(const ParamTable& table, const OptimConfig& cfg, const ModelConfig& model = {});
   std::vector<StateArena<T>*> state() override { return {&m_, &v_}; }
   static long state_elements(const ParamTable& table);
+  std::vector<double> second_moment_ratio(std::span<const T> grads) const override;
 
  protected:
   void apply(std::span<T> params, std::span<T> grads, double lr, double grad_scale) override;

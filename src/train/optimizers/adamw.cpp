@@ -1,5 +1,7 @@
 #include "train/optimizers/adamw.h"
 
+#include <cmath>
+
 #include "train/optimizers/adamw_kernel.h"
 
 namespace normlab {
@@ -24,6 +26,14 @@ void adamw_group(const Optimizer<T>& opt, StateArena<T>& m, StateArena<T>& v, T*
     adamw_update(params + s.offset, grads + s.offset, m.at(i), v.at(i), s.numel, lr, c.beta1,
                  c.beta2, c.eps, opt.decayed(s) ? c.weight_decay : 0.0, t, grad_scale);
   }
+}
+
+template <class T>
+std::vector<double> AdamW<T>::second_moment_ratio(std::span<const T> grads) const {
+  std::vector<double> out;
+  const double bc2 = 1.0 - std::pow(this->cfg_.beta2, static_cast<double>(this->t_));
+  second_moment_rms(this->table_, v_, bc2, this->cfg_.eps, grads, out);
+  return out;
 }
 
 template <class T>

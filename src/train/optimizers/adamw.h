@@ -11,6 +11,7 @@ class AdamW final : public Optimizer<T> {
   AdamW(const ParamTable& table, const OptimConfig& cfg, const ModelConfig& model = {});
   std::vector<StateArena<T>*> state() override { return {&m_, &v_}; }
   static long state_elements(const ParamTable& table);
+  std::vector<double> second_moment_ratio(std::span<const T> grads) const override;
   // The moments, laid out as the parameter table (offset = ParamSpec::offset).
   std::vector<T>& m() { return m_.data; }
   std::vector<T>& v() { return v_.data; }

@@ -50,6 +50,14 @@ double Muon<T>::adjust(MuonAdjustLr rule, long A, long B) {
 }
 
 template <class T>
+std::vector<double> Muon<T>::second_moment_ratio(std::span<const T> grads) const {
+  std::vector<double> out(this->table_.specs().size(), std::nan(""));
+  const double bc2 = 1.0 - std::pow(this->cfg_.beta2, static_cast<double>(this->t_));
+  second_moment_rms(this->table_, v_, bc2, this->cfg_.eps, grads, out);
+  return out;
+}
+
+template <class T>
 void Muon<T>::apply(std::span<T> params, std::span<T> grads, double lr, double grad_scale) {
   const OptimConfig& c = this->cfg_;
   const double adam_lr = c.adamw_lr > 0 ? lr * (c.adamw_lr / c.lr) : lr;

@@ -55,6 +55,13 @@ long StableAdamW<T>::state_elements(const ParamTable& table) {
 }
 
 template <class T>
+std::vector<double> StableAdamW<T>::second_moment_ratio(std::span<const T> grads) const {
+  std::vector<double> out;  // v is the bias-corrected moment itself (debiased betas)
+  second_moment_rms(this->table_, v_, 1.0, this->cfg_.eps, grads, out);
+  return out;
+}
+
+template <class T>
 void StableAdamW<T>::apply(std::span<T> params, std::span<T> grads, double lr, double grad_scale) {
   const OptimConfig& c = this->cfg_;
   const double b1t = debias_beta(c.beta1, this->t_), b2t = debias_beta(c.beta2, this->t_);

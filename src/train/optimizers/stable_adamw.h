@@ -20,6 +20,7 @@ class StableAdamW final : public Optimizer<T> {
   StableAdamW(const ParamTable& table, const OptimConfig& cfg, const ModelConfig& model = {});
   std::vector<StateArena<T>*> state() override { return {&m_, &v_}; }
   static long state_elements(const ParamTable& table);
+  std::vector<double> second_moment_ratio(std::span<const T> grads) const override;
   // r of each parameter (table order) in the last update.
   const std::vector<double>& update_rms_ratio() const { return r_; }
 

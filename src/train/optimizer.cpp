@@ -138,6 +138,46 @@ long optimizer_state_elements(const ParamTable& table, const OptimConfig& cfg) {
   throw InternalError(fmt::format("no optimizer registered for optim.name = {}", to_string(cfg.name)));
 }
 
+std::string describe_optimizer(const ParamTable& table, const OptimConfig& c) {
+  std::string s;
+  switch (c.name) {
+    case OptimizerKind::adamw:
+      if (c.qk_clip <= 0) return "";
+      s = fmt::format("optimizer adamw (beta2 {:g}, eps {:g})", c.beta2, c.eps);
+      break;
+    case OptimizerKind::muon: {
+      long mats = 0, blocks = 0, others = 0;
+      for (const ParamSpec& p : table.specs()) {
+        if (!p.hidden_matrix()) {
+          ++others;
+          continue;
+        }
+        ++mats;
+        blocks += p.row_blocks.empty() ? 1 : static_cast<long>(p.row_blocks.size());
+      }
+      s = fmt::format(
+          "optimizer muon: Muon (momentum {:g}{}, {} Newton-Schulz steps, adjust_lr {}) on {} "
+          "matrices ({} with q, k, v and gate/up apart); AdamW on {} tensors at lr {:g}",
+          c.momentum, c.nesterov ? ", Nesterov" : "", c.ns_steps, to_string(c.adjust_lr),
+          mats, blocks, others, c.adamw_lr > 0 ? c.adamw_lr : c.lr);
+      break;
+    }
+    case OptimizerKind::stable_adamw:
+      s = fmt::format("optimizer stable_adamw: AdamW with per-tensor update clipping (beta2 {:g}, "
+                      "eps {:g})",
+                      c.beta2, c.eps);
+      break;
+    case OptimizerKind::adam_atan2:
+      s = fmt::format("optimizer adam_atan2: a atan2(m, b sqrt(v)) with a = {:g}, b = {:g} (no "
+                      "epsilon; beta2 {:g})",
+                      c.atan2_a, c.atan2_b, c.beta2);
+      break;
+  }
+  if (c.qk_clip > 0)
+    s += fmt::format(" | QK-Clip at {:g} (alpha {:g})", c.qk_clip, c.qk_clip_alpha);
+  return s;
+}
+
 template struct StateArena<float>;
 template struct StateArena<double>;
 template class Optimizer<float>;

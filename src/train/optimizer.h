@@ -121,6 +121,11 @@ std::unique_ptr<Optimizer<T>> make_optimizer(const ParamTable& table, const Opti
 // (memory estimates: AdamW 2P; Muon P for the hidden matrices and 2P for the rest).
 long optimizer_state_elements(const ParamTable& table, const OptimConfig& cfg);
 
+// One line for `normlab train`'s banner: what optim.name (and QK-Clip) will do on this table,
+// e.g. "optimizer muon: Muon on 8 matrices (12 with q, k, v and gate/up apart), AdamW on 7
+// tensors at lr 3e-3"; empty for AdamW without QK-Clip (the default).
+std::string describe_optimizer(const ParamTable& table, const OptimConfig& cfg);
+
 extern template class Optimizer<float>;
 extern template class Optimizer<double>;
 

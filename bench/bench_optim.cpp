@@ -26,7 +26,8 @@ double seconds(const std::function<void()>& f) {
 }
 }  // namespace
 
-json run_optim(const BenchConfig& bc, const std::string& name, int steps, int warmup, int threads) {
+json run_optim(const BenchConfig& bc, const std::string& name, int steps, int warmup, int threads,
+               GemmPrecision prec) {
   const int nthreads = set_thread_count(threads);
   OptimConfig oc;
   const auto kind = enum_from_string<OptimizerKind>(name);
@@ -40,6 +41,7 @@ json run_optim(const BenchConfig& bc, const std::string& name, int steps, int wa
   for (auto& x : grads) x = static_cast<float>(1e-3 * rng.normal());
   const std::vector<float> g0 = grads;
   const auto opt = make_optimizer<float>(table, oc, bc.model);
+  opt->set_matmul_precision(prec);
   std::vector<double> times;
   for (int s = 0; s < warmup + steps; ++s) {
     std::copy(g0.begin(), g0.end(), grads.begin());  // the step writes clipped gradients back
@@ -51,6 +53,7 @@ json run_optim(const BenchConfig& bc, const std::string& name, int steps, int wa
     shapes.push_back({{"name", s.name}, {"shape", s.shape}, {"row_blocks", s.row_blocks},
                       {"decay", s.decay}, {"matrix", s.hidden_matrix()}});
   json j = {{"config", bc.name}, {"optimizer", name}, {"threads", nthreads},
+            {"precision", prec == GemmPrecision::bf16 ? "bf16" : "float32"},
             {"step_ms", 1e3 * median(times)}, {"params", table.total()}, {"shapes", shapes}};
   if (oc.name == OptimizerKind::muon) {
     // Newton-Schulz alone on every matrix of the table, as the update runs it.
@@ -77,7 +80,7 @@ json run_optim(const BenchConfig& bc, const std::string& name, int steps, int wa
       const double t = seconds([&] {
         for (const auto& [r, c] : blocks)
           ns.run(in.data(), out.data(), static_cast<int>(r), static_cast<int>(c), k,
-                 GemmPrecision::float32);
+                 prec);
       });
       if (s >= warmup) ns_times.push_back(t);
     }

@@ -66,7 +66,7 @@ int usage() {
                "       normlab_bench decode CONFIG [--prompt 128] [--tokens 128] [--threads N] "
                "[--reps 3]\n"
                "       normlab_bench optim CONFIG --optim adamw|muon|stable_adamw|adam_atan2 "
-               "[--steps N] [--warmup N] [--threads N]\n"
+               "[--steps N] [--warmup N] [--threads N] [--precision float32|bf16]\n"
                "       normlab_bench --smoke\n"
                "CONFIG: a, b, c, c_matched, gqa, gqa_mha, smoke, gqa_smoke\n");
   return 2;
@@ -135,7 +135,7 @@ int main(int argc, char** argv) {
     else if (mode == "decode")
       j = run_decode(bc, prompt, tokens, threads, reps);
     else if (mode == "optim")
-      j = run_optim(bc, optim, steps, warmup, threads);
+      j = run_optim(bc, optim, steps, warmup, threads, prec);
     else
       return usage();
     std::printf("%s\n", j.dump().c_str());

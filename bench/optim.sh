@@ -25,20 +25,27 @@ for c in $CONFIGS; do
   sgemm=$("$BENCH" sgemm "$c" --threads "$THREADS" | "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["normlab_gemm_gflops"])')
   for o in $OPTIMS; do
     "$BENCH" optim "$c" --optim "$o" --threads "$THREADS" --steps "$STEPS" --warmup "$WARMUP" > "$TMP/nl.json"
+    if [ "$o" = muon ]; then
+      "$BENCH" optim "$c" --optim muon --precision bf16 --threads "$THREADS" --steps "$STEPS" \
+        --warmup "$WARMUP" > "$TMP/nl_bf16.json"
+    else
+      cp "$TMP/nl.json" "$TMP/nl_bf16.json"
+    fi
     OMP_WAIT_POLICY=PASSIVE "$PYTHON" "$ROOT/bench/torch_optim.py" "$TMP/nl.json" --threads "$THREADS" \
       --steps "$STEPS" --warmup "$WARMUP" > "$TMP/pt.json"
-    "$PYTHON" - "$TMP/nl.json" "$TMP/pt.json" "$c" "$sgemm" <<'PY'
+    "$PYTHON" - "$TMP/nl.json" "$TMP/nl_bf16.json" "$TMP/pt.json" "$c" "$sgemm" <<'PY'
 import json, sys
-nl, pt = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
-c, sgemm = sys.argv[3], float(sys.argv[4])
-ns = ""
-if "ns_gflops" in nl:
-    ns = (f"{nl['ns_matrices']} matrices, {nl['ns_gflop']:.1f} GFLOP, {nl['ns_ms']:.0f} ms: "
-          f"{nl['ns_gflops']:.0f} GFLOP/s = {100 * nl['ns_gflops'] / sgemm:.0f}% of the run's sgemm "
-          f"({sgemm:.0f} GFLOP/s)")
+nl32, nl16, pt = (json.load(open(f)) for f in sys.argv[1:4])
+c, sgemm = sys.argv[4], float(sys.argv[5])
 for variant, ms in pt["torch"].items():
-    print(f"| {c} | {nl['optimizer']} (torch: {variant}) | {nl['step_ms']:.1f} | {ms:.1f} | "
-          f"{ms / nl['step_ms']:.2f}x | {ns} |")
+    nl = nl16 if variant == "muon_bf16" else nl32   # each peer against its own precision
+    ns = ""
+    if "ns_gflops" in nl:
+        ns = (f"{nl['precision']}: {nl['ns_matrices']} matrices, {nl['ns_gflop']:.1f} GFLOP in "
+              f"{nl['ns_ms']:.0f} ms = {nl['ns_gflops']:.0f} GFLOP/s, "
+              f"{100 * nl['ns_gflops'] / sgemm:.0f}% of the run's float32 sgemm ({sgemm:.0f} GFLOP/s)")
+    print(f"| {c} | {nl['optimizer']} {nl['precision']} (torch: {variant}) | {nl['step_ms']:.1f} | "
+          f"{ms:.1f} | {ms / nl['step_ms']:.2f}x | {ns} |")
 PY
   done
 done

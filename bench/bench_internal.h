@@ -56,6 +56,8 @@ struct TrainKnobs {
 json run_train(const BenchConfig& bc, int steps, int warmup, int threads,
                GemmPrecision prec = GemmPrecision::float32, const TrainKnobs& knobs = {});
 json run_sgemm(const BenchConfig& bc, int threads);
+json run_optim(const BenchConfig& bc, const std::string& optimizer, int steps, int warmup,
+               int threads, GemmPrecision prec);
 json run_decode(const BenchConfig& bc, int prompt_len, int tokens, int threads, int reps);
 
 }  // namespace normlab::bench

@@ -6,6 +6,7 @@
 //   normlab_bench train CONFIG [--steps 10] [--warmup 3] [--threads 2] [--precision float32|bf16]
 //   normlab_bench sgemm CONFIG [--threads 2]
 //   normlab_bench decode CONFIG [--prompt 128] [--tokens 128] [--threads 2] [--reps 3]
+//   normlab_bench optim CONFIG --optim NAME [--steps 10] [--warmup 3] [--threads 2]
 //   normlab_bench --smoke            tiny model, 2 steps (the kernel checks are in tests/)
 //
 // --precision bf16 runs the linear layers and the LM head with bf16 products (fp32 accumulation,
@@ -64,6 +65,8 @@ int usage() {
                "[--init-seed 1234] [--data-seed 42]\n"
                "       normlab_bench decode CONFIG [--prompt 128] [--tokens 128] [--threads N] "
                "[--reps 3]\n"
+               "       normlab_bench optim CONFIG --optim adamw|muon|stable_adamw|adam_atan2 "
+               "[--steps N] [--warmup N] [--threads N] [--precision float32|bf16]\n"
                "       normlab_bench --smoke\n"
                "CONFIG: a, b, c, c_matched, gqa, gqa_mha, smoke, gqa_smoke\n");
   return 2;
@@ -82,6 +85,7 @@ int main(int argc, char** argv) {
     int steps = 10, warmup = 3, threads = 2, prompt = 128, tokens = 128, reps = 3;
     normlab::GemmPrecision prec = normlab::GemmPrecision::float32;
     TrainKnobs knobs;
+    std::string optim = "adamw";
     const auto precision = [](const std::string& k, const std::string& p) {
       if (p == "bf16") return normlab::GemmPrecision::bf16;
       if (p != "float32")
@@ -91,7 +95,9 @@ int main(int argc, char** argv) {
     for (int i = 3; i + 1 < argc; i += 2) {
       const std::string k = argv[i];
       const int v = std::atoi(argv[i + 1]);
-      if (k == "--precision") {
+      if (mode == "optim" && k == "--optim") {
+        optim = argv[i + 1];
+      } else if (k == "--precision") {
         prec = precision(k, argv[i + 1]);
       } else if (k == "--bf16-kernel") {
         // both throw, naming the kernel: an unknown name, or one this CPU cannot run
@@ -128,6 +134,8 @@ int main(int argc, char** argv) {
       j = run_sgemm(bc, threads);
     else if (mode == "decode")
       j = run_decode(bc, prompt, tokens, threads, reps);
+    else if (mode == "optim")
+      j = run_optim(bc, optim, steps, warmup, threads, prec);
     else
       return usage();
     std::printf("%s\n", j.dump().c_str());

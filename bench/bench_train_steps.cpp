@@ -31,11 +31,12 @@ json run_train(const BenchConfig& bc, int steps, int warmup, int threads, GemmPr
   if (knobs.head_precision) model.set_head_matmul_precision(*knobs.head_precision);
   model.init_params(knobs.init_seed);
   const OptimConfig& oc = knobs.optim;
-  AdamW<float> opt(model.table(), oc);
+  const auto opt = make_optimizer<float>(model.table(), oc, mc);
+  opt->set_matmul_precision(prec);
   const auto comm = make_single_process_communicator();
   TrainStep train_step(model, *comm,
                        {.batch = B, .seq = Tn, .accum = 1, .z_loss = bc.z_loss,
-                        .grad_clip = oc.grad_clip});
+                        .grad_clip = oc.grad_clip, .attn_maxima = opt->needs_attention_maxima()});
   Rng rng(knobs.data_seed);
   const long n = static_cast<long>(B) * Tn;
   std::vector<int> idx(n), tgt(n);
@@ -59,7 +60,8 @@ json run_train(const BenchConfig& bc, int steps, int warmup, int threads, GemmPr
     const StepResult st = train_step.run(next_batch);
     const auto t2 = Clock::now();
     const double c2 = cpu_seconds();
-    opt.update(model.params(), model.grads(), learning_rate(oc, s, warmup + steps), st.clip_scale);
+    opt->update(model.params(), model.grads(), learning_rate(oc, s, warmup + steps), st.clip_scale,
+                {st.attn_max_logit_head});
     const auto t3 = Clock::now();
     const double c3 = cpu_seconds();
     const double dt = std::chrono::duration<double, std::milli>(t3 - t0).count();

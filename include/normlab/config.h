@@ -32,6 +32,15 @@ enum class MlpKind { gelu, gelu_tanh, swiglu, geglu };
 // normal: normal(0, init_std) everywhere; xavier: Xavier/Glorot uniform (original Transformer).
 enum class InitKind { gpt2, normal, xavier };
 enum class ScheduleKind { cosine, linear, constant };
+// The optimizer (src/train/optimizers/, one file each behind one interface, train/optimizer.h):
+// adamw (PyTorch's AdamW); muon (torch.optim.Muon on the hidden matrices, each of q, k, v and the
+// gate and up halves of a gated MLP its own matrix, with AdamW for embeddings, head, norm gains
+// and biases); stable_adamw (AdamW with per-tensor update clipping, Wortsman et al. 2023b, as
+// optimi.StableAdamW); adam_atan2 (Everett et al. 2024: a * atan2(m, b sqrt(v)), no epsilon).
+enum class OptimizerKind { adamw, muon, stable_adamw, adam_atan2 };
+// Muon's learning-rate scale per matrix of shape (A, B) = (out, in): original (Keller Jordan:
+// sqrt(max(1, A / B))) or match_rms_adamw (Moonlight: 0.2 sqrt(max(A, B))).
+enum class MuonAdjustLr { original, match_rms_adamw };
 // What the trainer does with a loss or gradient-norm spike (z-score above train.spike_threshold
 // against the last train.spike_window finite steps): nothing but flag it, skip the update
 // (OLMo-core's skip-step AdamW), or reload the last good checkpoint and skip the offending
@@ -116,6 +125,7 @@ struct ModelConfig {
 };
 
 struct OptimConfig {
+  OptimizerKind name = OptimizerKind::adamw;  // key optim.name
   double lr = 1e-3;
   double min_lr_ratio = 0.1;  // floor of the decay as a fraction of lr
   double beta1 = 0.9;
@@ -126,6 +136,23 @@ struct OptimConfig {
   double grad_clip = 1.0;  // global-norm clipping; 0 = off
   int warmup_steps = 100;
   ScheduleKind schedule = ScheduleKind::cosine;
+  // Muon (the defaults are torch.optim.Muon's). The AdamW group's peak learning rate is adamw_lr
+  // (0: optim.lr), following the same schedule; weight decay, betas and eps are optim's.
+  double adamw_lr = 0.0;
+  double momentum = 0.95;
+  bool nesterov = true;
+  int ns_steps = 5;  // Newton-Schulz iterations
+  double ns_a = 3.4445, ns_b = -4.7750, ns_c = 2.0315;  // quintic coefficients
+  double ns_eps = 1e-7;  // X / max(||X||_F, ns_eps) before the iterations
+  MuonAdjustLr adjust_lr = MuonAdjustLr::original;
+  // Adam-atan2 (adam-atan2-pytorch's defaults): update a * atan2(m_hat, b * sqrt(v_hat)).
+  double atan2_a = 1.27, atan2_b = 1.0;
+  // QK-Clip (Kimi K2), with any optimizer: after each step, every head whose largest |pre-softmax
+  // logit| in that step exceeded qk_clip has its query and key projections scaled by
+  // (qk_clip / S)^alpha and (qk_clip / S)^(1 - alpha). 0 = off. train/qk_clip.h states the rules
+  // for grouped keys and for QK-Norm.
+  double qk_clip = 0.0;
+  double qk_clip_alpha = 0.5;
 
   friend bool operator==(const OptimConfig&, const OptimConfig&) = default;
 };
@@ -210,6 +237,8 @@ std::string_view to_string(RopeScaling v);
 std::string_view to_string(MlpKind v);
 std::string_view to_string(InitKind v);
 std::string_view to_string(ScheduleKind v);
+std::string_view to_string(OptimizerKind v);
+std::string_view to_string(MuonAdjustLr v);
 std::string_view to_string(SpikePolicy v);
 std::string_view to_string(MatmulPrecision v);
 

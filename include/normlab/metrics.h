@@ -48,6 +48,14 @@ inline constexpr const char* log_z_max = "log_z_max";
 inline constexpr const char* max_logit = "max_logit";
 inline constexpr const char* max_logit_raw = "max_logit_raw";
 inline constexpr const char* update_ratio = "update_ratio";
+inline constexpr const char* update_rms = "update_rms";                  // group -> RMS of w_after - w_before
+inline constexpr const char* rms_g2v = "rms_g2v";                        // group -> RMS(g^2 / v_hat)
+inline constexpr const char* rms_g2v_max = "rms_g2v_max";                // its largest per-tensor value
+inline constexpr const char* rms_g2v_max_tensor = "rms_g2v_max_tensor";  // and that tensor's name
+// QK-Clip (optim.qk_clip > 0), every step record.
+inline constexpr const char* qk_clip_heads = "qk_clip_heads";            // query heads clipped this step
+inline constexpr const char* qk_clip_max_logit = "qk_clip_max_logit";    // the largest logit before
+inline constexpr const char* qk_clip_total = "qk_clip_total";            // head clips so far in the run
 // Event records (not steps): a rollback to the last checkpoint; the end of the run.
 inline constexpr const char* event = "event";
 inline constexpr const char* to_step = "to_step";
@@ -86,6 +94,11 @@ struct StepRecord {
   bool rollback_unavailable = false;  // a spike skipped although spike_policy = rollback: no
                                       // checkpoint to roll back to yet (not written)
   std::optional<double> comm_ms_per_step;  // gradient all-reduce time, with more than one rank
+  // QK-Clip of this step (optim.qk_clip > 0): query heads clipped, the largest attention logit
+  // before the clip, and the head clips of the run so far.
+  std::optional<int> qk_clip_heads;
+  std::optional<double> qk_clip_max_logit;
+  std::optional<long> qk_clip_total;
   nlohmann::json diag;    // diagnostics fields, merged into the record
 };
 

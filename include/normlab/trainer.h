@@ -10,6 +10,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -109,10 +110,10 @@ class Trainer {
   MatmulPrecision matmul_precision() const;
   // Set for a new run with train.init_from.
   const std::optional<InitFromReport>& init_report() const;
-  // Read-only views of the parameter and AdamW arenas and the training state (tests, tools).
+  // Read-only views of the parameter arena, the optimizer's state arenas (by checkpoint prefix:
+  // "adam.m.", "muon.momentum.", ...) and the training state (tests, tools).
   std::span<const float> params() const;
-  std::span<const float> adam_m() const;
-  std::span<const float> adam_v() const;
+  std::vector<std::pair<std::string, std::span<const float>>> optimizer_state() const;
   const TrainingState& state() const;
 
  private:

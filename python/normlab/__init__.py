@@ -40,7 +40,7 @@ if _TYPE_CHECKING:  # names of the annotations only: the module's namespace hold
 __version__: str = _core.__version__
 
 __all__ = [
-    "Config", "Model", "Run", "Metrics", "SweepResult", "train", "doctor", "gradflow", "sweep",
+    "Config", "Model", "Optimizer", "Run", "Metrics", "SweepResult", "train", "doctor", "gradflow", "sweep",
     "report", "set_num_threads", "get_num_threads", "Error", "ConfigError", "InputError",
     "FormatError", "NotFoundError", "InternalError", "NormlabWarning", "__version__",
 ]
@@ -49,6 +49,7 @@ __all__ = [
 # Config (_config.py), Model and Run (_model.py) are defined in their own modules.
 from ._config import Config, _as_config, _need, _value_text  # noqa: E402
 from ._model import Model, Run  # noqa: E402,F401
+from ._optimizer import Optimizer  # noqa: E402,F401
 
 
 def _check_paths(c: Config, resume: bool) -> None:

@@ -30,6 +30,7 @@
 #include "normlab/evaluate.h"
 #include "normlab/metrics.h"
 #include "normlab/model.h"
+#include "normlab/optimizer.h"
 #include "normlab/trainer.h"
 #include "report/inputs.h"
 #include "report/report.h"
@@ -376,6 +377,23 @@ NB_MODULE(_core, m) {
         return m.generate(prompt, {max_new_tokens, temperature, top_k, top_p, seed});
       });
 
+  // The optimizer on its own (normlab.Optimizer): it keeps its Model alive (keep_alive<1, 3>).
+  using Maxima = nb::ndarray<const double, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+  nb::class_<ModelOptimizer>(m, "Optimizer")
+      .def("__init__", [](ModelOptimizer* self, const Config& cfg, Model& model) {
+        new (self) ModelOptimizer(cfg, model);
+      }, nb::keep_alive<1, 3>())
+      .def("step", [](ModelOptimizer& o, double lr, double grad_scale, std::optional<Maxima> mx) {
+        std::span<const double> s;
+        if (mx) s = {mx->data(), mx->shape(0)};
+        nb::gil_scoped_release nogil;
+        o.step(lr, grad_scale, s);
+      }, "lr"_a, "grad_scale"_a = 1.0, "attn_max_logit"_a.none() = nb::none())
+      .def("state", [](ModelOptimizer& o) { return views(o.state(), nb::find(&o)); })
+      .def_prop_ro("steps_taken", &ModelOptimizer::steps_taken)
+      .def_prop_ro("name", &ModelOptimizer::name)
+      .def_prop_ro("qk_clip_heads", &ModelOptimizer::qk_clip_heads)
+      .def_prop_ro("qk_clip_max_logit", &ModelOptimizer::qk_clip_max_logit);
   m.def("train", &train, "cfg"_a.none(), "out"_a, "resume"_a, "callback"_a.none(),
         "rewind"_a = false);
   m.def("evaluate", [](const std::string& checkpoint, const std::string& data, int batches,

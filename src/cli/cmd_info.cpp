@@ -6,7 +6,7 @@
 #include "cli/commands.h"
 #include "normlab/data.h"
 #include "train/run_tokenizer.h"
-#include "model/memory.h"
+#include "train/memory.h"
 #include "model/summary.h"
 
 namespace normlab::cli {

@@ -63,7 +63,7 @@ void add_import(CLI::App& app, Action& action) {
       fs::create_directories(o->out);
       Transformer<float> model(cfg.model, 1, 1);
       std::copy(hm.params.begin(), hm.params.end(), model.params().begin());
-      const AdamW<float> opt(model.table(), cfg.optim);
+      const auto opt = make_optimizer<float>(model.table(), cfg.optim, cfg.model);
       TrainingState state;
       // As Trainer seeds a fresh run's batch sampler (src/train/trainer.cpp), so that
       // `train --resume` draws the batches a fresh run would.
@@ -74,7 +74,7 @@ void add_import(CLI::App& app, Action& action) {
         if (!f) throw Error(fmt::format("cannot write {}/config.toml", o->out));
       }
       const std::string ckpt =
-          save_checkpoint(o->out, cfg, model, opt, state, std::max(1, cfg.train.keep_checkpoints));
+          save_checkpoint(o->out, cfg, model, *opt, state, std::max(1, cfg.train.keep_checkpoints));
       const ModelConfig& m = cfg.model;
       fmt::print("imported {} from {}: {} layers, d_model {}, {} heads ({} key/value, size {}), "
                  "d_ff {}, vocab {}, seq_len {}, {} parameters\n",

@@ -18,7 +18,9 @@
 #include "normlab/trainer.h"
 #include "tensor/gemm_bf16.h"
 #include "tensor/threading.h"
+#include "model/param_table.h"
 #include "train/checkpoint.h"
+#include "train/optimizer.h"
 #include "train/config_warnings.h"
 #include "train/divergence.h"
 
@@ -223,6 +225,9 @@ void add_train(CLI::App& app, Action& action) {
                      rewind ? fmt::format(" (rewound to {}: later checkpoints and metrics records "
                                           "removed)", from->checkpoint)
                             : "");
+        const std::string optim = describe_optimizer(
+            build_param_table(cfg.model, build_plan(cfg.model)).table, cfg.optim);
+        if (!optim.empty()) fmt::print("{}\n", optim);
         // The sample training's validation loss is measured on (the banner's last line).
         fmt::print("{}\n",
                    describe_validation(trainer.config(), trainer.val_tokens(), comm.world()));

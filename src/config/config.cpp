@@ -77,6 +77,16 @@ struct EnumTable<ScheduleKind> {
   static constexpr ScheduleKind last = ScheduleKind::constant;
 };
 template <>
+struct EnumTable<OptimizerKind> {
+  static constexpr std::string_view names[] = {"adamw", "muon", "stable_adamw", "adam_atan2"};
+  static constexpr OptimizerKind last = OptimizerKind::adam_atan2;
+};
+template <>
+struct EnumTable<MuonAdjustLr> {
+  static constexpr std::string_view names[] = {"original", "match_rms_adamw"};
+  static constexpr MuonAdjustLr last = MuonAdjustLr::match_rms_adamw;
+};
+template <>
 struct EnumTable<SpikePolicy> {
   static constexpr std::string_view names[] = {"off", "skip", "rollback"};
   static constexpr SpikePolicy last = SpikePolicy::rollback;
@@ -126,6 +136,8 @@ NL_ENUM(RopeScaling)
 NL_ENUM(MlpKind)
 NL_ENUM(InitKind)
 NL_ENUM(ScheduleKind)
+NL_ENUM(OptimizerKind)
+NL_ENUM(MuonAdjustLr)
 NL_ENUM(SpikePolicy)
 NL_ENUM(MatmulPrecision)
 #undef NL_ENUM
@@ -315,6 +327,18 @@ std::vector<std::string> validation_errors(const Config& c) {
   k.at_least(KEY(optim.grad_clip), 0.0);
   k.at_least(KEY(optim.warmup_steps), 0);
   k.valid_enum(KEY(optim.schedule));
+  k.valid_enum(KEY(optim.name));
+  k.at_least(KEY(optim.adamw_lr), 0.0);
+  k.in_range(KEY(optim.momentum), 0.0, 1.0, false);
+  k.greater_than(KEY(optim.ns_steps), 0);
+  if (c.optim.ns_steps >= 100)
+    k.add(fmt::format("optim.ns_steps = {} must be < 100 (as torch.optim.Muon)", c.optim.ns_steps));
+  k.greater_than(KEY(optim.ns_eps), 0.0);
+  k.valid_enum(KEY(optim.adjust_lr));
+  k.greater_than(KEY(optim.atan2_a), 0.0);
+  k.greater_than(KEY(optim.atan2_b), 0.0);
+  k.at_least(KEY(optim.qk_clip), 0.0);
+  k.in_range(KEY(optim.qk_clip_alpha), 0.0, 1.0, true);
 
   // TOML integers are signed 64-bit; a larger seed could not be written back to a config file.
   constexpr auto max_seed = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());

@@ -210,7 +210,9 @@ namespace resume {
 constexpr std::string_view resumable = "";
 constexpr std::string_view shapes = "the parameter shapes";
 constexpr std::string_view model_fn = "the model the checkpoint was trained as";
-constexpr std::string_view moments = "the meaning of the saved AdamW moments";
+constexpr std::string_view moments = "the meaning of the saved optimizer moments";
+constexpr std::string_view optimizer = "the optimizer whose state the checkpoint holds (start a new run "
+                                       "from it with --init-from, which starts a fresh state)";
 constexpr std::string_view batches = "the batches the run draws";
 constexpr std::string_view start = "how the run started (initialization and data order)";
 constexpr std::string_view objective = "the training objective";
@@ -259,6 +261,7 @@ const std::vector<KeySpec>& key_table() {
       NL_KEY(model, init, model_fn),
       NL_KEY(model, init_std, model_fn),
 
+      NL_KEY(optim, name, optimizer),
       NL_KEY(optim, lr, resumable),
       NL_KEY(optim, min_lr_ratio, resumable),
       NL_KEY(optim, beta1, moments),
@@ -269,6 +272,19 @@ const std::vector<KeySpec>& key_table() {
       NL_KEY(optim, grad_clip, resumable),
       NL_KEY(optim, warmup_steps, resumable),
       NL_KEY(optim, schedule, resumable),
+      NL_KEY(optim, adamw_lr, resumable),
+      NL_KEY(optim, momentum, moments),
+      NL_KEY(optim, nesterov, resumable),
+      NL_KEY(optim, ns_steps, resumable),
+      NL_KEY(optim, ns_a, resumable),
+      NL_KEY(optim, ns_b, resumable),
+      NL_KEY(optim, ns_c, resumable),
+      NL_KEY(optim, ns_eps, resumable),
+      NL_KEY(optim, adjust_lr, resumable),
+      NL_KEY(optim, atan2_a, resumable),
+      NL_KEY(optim, atan2_b, resumable),
+      NL_KEY(optim, qk_clip, resumable),
+      NL_KEY(optim, qk_clip_alpha, resumable),
 
       NL_KEY(train, seed, start),
       NL_KEY(train, z_loss, objective),

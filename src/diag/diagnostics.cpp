@@ -91,9 +91,34 @@ nlohmann::json diagnostics_json(const Transformer<float>& model, std::span<const
       e.first += d;
       e.second += w;
     }
-    for (const auto& [k, e] : acc)
+    std::map<std::string, long> count;
+    for (const ParamSpec& s : model.table().specs()) count[std::string(to_string(s.group))] += s.numel;
+    for (const auto& [k, e] : acc) {
       j[metric::update_ratio][k] = finite_or_null(e.second > 0 ? std::sqrt(e.first / e.second) : 0.0);
+      j[metric::update_rms][k] = finite_or_null(std::sqrt(e.first / static_cast<double>(count[k])));
+    }
   }
+  return j;
+}
+
+nlohmann::json second_moment_json(const ParamTable& table, std::span<const double> r) {
+  nlohmann::json j = nlohmann::json::object();
+  std::map<std::string, std::pair<double, long>> acc;  // group -> (sum of n r^2, n)
+  double worst = -1;
+  std::string worst_name;
+  for (std::size_t i = 0; i < table.specs().size() && i < r.size(); ++i) {
+    if (std::isnan(r[i])) continue;
+    const ParamSpec& s = table.specs()[i];
+    auto& e = acc[std::string(to_string(s.group))];
+    e.first += r[i] * r[i] * static_cast<double>(s.numel);
+    e.second += s.numel;
+    if (r[i] > worst) worst = r[i], worst_name = s.name;
+  }
+  if (acc.empty()) return j;
+  for (const auto& [k, e] : acc)
+    j[metric::rms_g2v][k] = finite_or_null(std::sqrt(e.first / static_cast<double>(e.second)));
+  j[metric::rms_g2v_max] = finite_or_null(worst);
+  j[metric::rms_g2v_max_tensor] = worst_name;
   return j;
 }
 

@@ -6,6 +6,8 @@
 //   attn_max_logit[l], attn_entropy[l] (and attn_max_logit_head[l][h] on request)
 //   log_z_mean, log_z_std, log_z_max, max_logit, max_logit_raw
 //   update_ratio{group}            ||w_after - w_before|| / ||w_before|| of the step
+//   update_rms{group}              RMS of w_after - w_before over the group's elements
+//   rms_g2v{group}, rms_g2v_max, rms_g2v_max_tensor    the optimizer's RMS(g^2 / v_hat)
 // All derived from the parameter table, the gradients and the model's ForwardStats.
 #pragma once
 #include <span>
@@ -29,5 +31,10 @@ GradNorms grad_norms(const ParamTable& table, int n_layer, std::span<const float
 // is empty: no update ratios).
 nlohmann::json diagnostics_json(const Transformer<float>& model, std::span<const float> grads,
                                 std::span<const float> before, bool per_head);
+
+// rms_g2v{group} (RMS over the group's elements), rms_g2v_max and rms_g2v_max_tensor from the
+// per-parameter RMS(g^2 / v_hat) in table order (Optimizer::second_moment_ratio; NaN: no second
+// moment, left out). Empty when no parameter has one.
+nlohmann::json second_moment_json(const ParamTable& table, std::span<const double> per_param);
 
 }  // namespace normlab

@@ -71,6 +71,18 @@ void check_attention(const Run& r, std::vector<DoctorFinding>& out) {
   if (head < 0 && !r.diag.empty() && !r.diag.front()->contains(metric::attn_max_logit_head))
     f.evidence.push_back("which head: unknown (diag.per_head = false)");
   const Config& c = r.cfg;
+  if (c.optim.name == OptimizerKind::muon && c.optim.qk_clip <= 0)
+    f.remedies.push_back(fmt::format(
+        "QK-Clip: --set optim.qk_clip=100 (Kimi K2's MuonClip: after each step, the query and key "
+        "projections of every head whose largest logit exceeded 100 are rescaled to bring it "
+        "back; it keeps Muon's logits bounded without changing the architecture; the largest "
+        "logit here was {})",
+        g(peak)));
+  else if (c.optim.qk_clip > 0)
+    f.remedies.push_back(fmt::format(
+        "QK-Clip is on at optim.qk_clip = {}: the logits above grew past it between clips; a "
+        "lower threshold clips earlier",
+        g(c.optim.qk_clip)));
   if (c.model.qk_norm == QKNormKind::none)
     f.remedies.push_back(
         "QK-Norm: --set model.qk_norm=rmsnorm (normalizes queries and keys per head, so the logits "

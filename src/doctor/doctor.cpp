@@ -44,6 +44,7 @@ const Check kChecks[] = {
     {"attention-logit growth", check_attention},
     {"output-logit divergence", check_output_logits},
     {"loss and gradient-norm spikes", check_spikes},
+    {"optimizer: second moment and update spikes", check_optimizer},
     {"residual-stream growth", check_residual},
     {"unigram plateau", check_plateau},
     {"guard events", check_guard},

@@ -35,6 +35,12 @@ struct DoctorThresholds {
   static constexpr double kSpikeFraction = 0.5;
   static constexpr double kGradSpikeFactor = 10;
   static constexpr int kGradSpikeHistory = 3;
+  // Optimizer (diagnostics records): RMS(g^2 / v_hat) of a tensor at or above kSecondMoment, or a
+  // group's update RMS at or above kUpdateSpike times the median of its earlier values (at least
+  // kGradSpikeHistory of them), 1 to kSpikeLead steps before a loss spike.
+  static constexpr double kSecondMoment = 3;
+  static constexpr double kUpdateSpike = 5;
+  static constexpr long kSpikeLead = 5;
   // Residual-stream growth: the RMS of the residual stream at some boundary at or above this.
   static constexpr double kResidRms = 100;
   // Unigram plateau: final train loss within [H - kPlateauBelow, H + kPlateauAbove] of the
@@ -50,7 +56,8 @@ struct DoctorThresholds {
 // One thing doctor found.
 struct DoctorFinding {
   // Stable identifiers: diverged, attention_logit_growth, output_logit_divergence, loss_spikes,
-  // residual_growth, unigram_plateau, nonfinite_steps, guard_events, gradient_spikes.
+  // residual_growth, unigram_plateau, nonfinite_steps, guard_events, gradient_spikes,
+  // second_moment_underestimate, update_spikes.
   std::string kind;
   // "problem": an instability to act on; "note": worth knowing, not an instability by itself.
   std::string severity;

@@ -89,5 +89,6 @@ void check_spikes(const Run& r, std::vector<DoctorFinding>& out);
 void check_residual(const Run& r, std::vector<DoctorFinding>& out);
 void check_plateau(const Run& r, std::vector<DoctorFinding>& out);
 void check_guard(const Run& r, std::vector<DoctorFinding>& out);
+void check_optimizer(const Run& r, std::vector<DoctorFinding>& out);
 
 }  // namespace normlab::doctor_detail

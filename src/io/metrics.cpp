@@ -37,6 +37,10 @@ constexpr MetricField kFields[] = {
     {metric::val_loss, "step", "mean validation cross-entropy over train.eval_batches batches"},
     {metric::comm_ms_per_step, "step", "gradient all-reduce milliseconds per step (MPI only)"},
     {metric::time_s, "step", "seconds since the run started, summed across resumes"},
+    {metric::qk_clip_heads, "step", "QK-Clip (optim.qk_clip > 0): query heads clipped this step"},
+    {metric::qk_clip_max_logit, "step",
+     "QK-Clip: the largest |attention logit| of the step, before the clip"},
+    {metric::qk_clip_total, "step", "QK-Clip: head clips so far in the run"},
     {metric::grad_norm_block, "diagnostic", "gradient L2 norm of each block's parameters"},
     {metric::grad_norm_attn, "diagnostic", "gradient L2 norm of each block's attention"},
     {metric::grad_norm_mlp, "diagnostic", "gradient L2 norm of each block's MLP"},
@@ -54,6 +58,12 @@ constexpr MetricField kFields[] = {
     {metric::max_logit_raw, "diagnostic", "max |output logit| before the final soft-cap"},
     {metric::update_ratio, "diagnostic",
      "per group: ||w_after - w_before|| / ||w_before|| of the step's update"},
+    {metric::update_rms, "diagnostic", "per group: RMS of w_after - w_before over its elements"},
+    {metric::rms_g2v, "diagnostic",
+     "per group: RMS of g^2 / max(v_hat, eps^2), the clipped gradient against the optimizer's "
+     "bias-corrected second moment (Adam family; Muon's AdamW group)"},
+    {metric::rms_g2v_max, "diagnostic", "the largest per-tensor RMS(g^2 / v_hat) of the step"},
+    {metric::rms_g2v_max_tensor, "diagnostic", "the tensor it belongs to"},
     {metric::event, "event", "the kind of event: \"rollback\" or \"end\""},
     {metric::to_step, "event", "the step of the checkpoint rolled back to"},
     {metric::checkpoint, "event", "the checkpoint folder rolled back to"},
@@ -128,6 +138,9 @@ nlohmann::json to_json(const StepRecord& r) {
                       {metric::time_s, r.time_s}};
   if (r.val_loss) j[metric::val_loss] = *r.val_loss;
   if (r.comm_ms_per_step) j[metric::comm_ms_per_step] = *r.comm_ms_per_step;
+  if (r.qk_clip_heads) j[metric::qk_clip_heads] = *r.qk_clip_heads;
+  if (r.qk_clip_max_logit) j[metric::qk_clip_max_logit] = finite_or_null(*r.qk_clip_max_logit);
+  if (r.qk_clip_total) j[metric::qk_clip_total] = *r.qk_clip_total;
   if (!r.diag.is_null()) j.update(r.diag);
   return j;
 }
@@ -151,6 +164,10 @@ StepRecord step_record_from_json(const nlohmann::json& j) {
   if (j.contains(metric::val_loss)) r.val_loss = number_or_nan(j, metric::val_loss);
   if (j.contains(metric::comm_ms_per_step))
     r.comm_ms_per_step = number_or_nan(j, metric::comm_ms_per_step);
+  if (j.contains(metric::qk_clip_heads)) r.qk_clip_heads = j.value(metric::qk_clip_heads, 0);
+  if (j.contains(metric::qk_clip_max_logit))
+    r.qk_clip_max_logit = number_or_nan(j, metric::qk_clip_max_logit);
+  if (j.contains(metric::qk_clip_total)) r.qk_clip_total = j.value(metric::qk_clip_total, 0L);
   for (const MetricField& f : kFields)
     if (f.kind == "diagnostic" && j.contains(std::string(f.key))) r.diag[std::string(f.key)] = j.at(std::string(f.key));
   return r;

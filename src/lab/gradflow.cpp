@@ -48,11 +48,15 @@ std::vector<GradflowResult> run_gradflow(const Config& base, const GradflowSetti
                        {.batch = B, .seq = T, .accum = 1, .z_loss = cfg.train.z_loss,
                         .grad_clip = cfg.optim.grad_clip});
         if (s.train_steps > 0) {
-          AdamW<float> opt(model.table(), cfg.optim);
+          const auto opt = make_optimizer<float>(model.table(), cfg.optim, cfg.model);
+          TrainStep train(model, *single,
+                          {.batch = B, .seq = T, .accum = 1, .z_loss = cfg.train.z_loss,
+                           .grad_clip = cfg.optim.grad_clip,
+                           .attn_maxima = opt->needs_attention_maxima()});
           for (int k = 0; k < s.train_steps; ++k) {
-            const StepResult sr = step.run(next_batch);
-            opt.update(model.params(), model.grads(), learning_rate(cfg.optim, k, s.train_steps),
-                       sr.clip_scale);
+            const StepResult sr = train.run(next_batch);
+            opt->update(model.params(), model.grads(), learning_rate(cfg.optim, k, s.train_steps),
+                        sr.clip_scale, {sr.attn_max_logit_head});
           }
         }
         GradflowResult r{p, L, init, std::vector<double>(L, 0.0), std::vector<double>(L, 0.0),

@@ -68,21 +68,25 @@ void Transformer<T>::attn_forward(int l, const T* u, T* f) {
                               static_cast<T>(cfg_.attn_softcap));
   } else {
     const long BH = static_cast<long>(B_) * H;
-    T* st_max = collect_stats_ ? attn_stat_max_.data() + l * BH : nullptr;
+    const bool maxima = collect_stats_ || collect_attn_max_;
+    T* st_max = maxima ? attn_stat_max_.data() + l * BH : nullptr;
     T* st_ent = collect_stats_ ? attn_stat_ent_.data() + l * BH : nullptr;
     ops::attention_forward_tiled(a.o, Cq, a.lse, qk.q, qk.ldq, qk.k, qk.ldk, v, W3, B_, T_, H, Hkv,
                                  D, window, scale, static_cast<T>(cfg_.attn_softcap), st_max,
                                  st_ent);
-    if (collect_stats_) {
-      double mx = 0, ent = 0;
+    if (maxima) {
+      double mx = 0;
       for (int h = 0; h < H; ++h) {
         double mh = 0;
         for (int b = 0; b < B_; ++b) mh = std::fmax(mh, st_max[b * H + h]);
         stats_.attn_max_logit_head[static_cast<long>(l) * H + h] = mh;
         mx = std::fmax(mx, mh);
       }
-      for (long i = 0; i < BH; ++i) ent += st_ent[i];
       stats_.attn_max_logit[l] = mx;
+    }
+    if (collect_stats_) {
+      double ent = 0;
+      for (long i = 0; i < BH; ++i) ent += st_ent[i];
       stats_.attn_entropy[l] = ent / (static_cast<double>(BH) * T_);
     }
   }

@@ -16,8 +16,9 @@ class TableBuilder {
 
   // A (out, in) matrix, init scaled by `scale` (and rows of it by `rows`).
   long weight(std::string name, std::int64_t out, std::int64_t in, ParamGroup grp, int l, int sub,
-              double scale, RowScale rows = {}) {
+              double scale, RowScale rows = {}, std::vector<std::int64_t> row_blocks = {}) {
     ParamSpec s = spec(std::move(name), {out, in}, grp, l, sub);
+    s.row_blocks = std::move(row_blocks);
     if (cfg_.init == InitKind::xavier) {
       s.init = ParamInit::uniform;
       s.init_scale = scale * std::sqrt(6.0 / static_cast<double>(in + out));
@@ -92,7 +93,7 @@ BlockSlots block_params(TableBuilder& tb, const ModelConfig& cfg, const BlockPla
   const RowScale value_rows = beta > 0 ? RowScale{static_cast<long>(Cq) + Ckv, Ckv, beta}
                                        : RowScale{};
   at.wqkv = tb.weight(ab + "wqkv.weight", Cq + 2 * Ckv, C, ParamGroup::attention, l, 0, 1.0,
-                      value_rows);
+                      value_rows, {Cq, Ckv, Ckv});
   if (cfg.has_qkv_bias())
     at.bqkv = tb.vec(ab + "wqkv.bias", Cq + 2 * Ckv, 0.0, ParamGroup::attention, l, 0, true);
   if (cfg.qk_norm != QKNormKind::none) {
@@ -111,7 +112,8 @@ BlockSlots block_params(TableBuilder& tb, const ModelConfig& cfg, const BlockPla
   const int F_in = gated ? 2 * F : F;
   // DeepNorm scales the MLP input projection by beta too (it is a "value-like" projection).
   const double in_scale = beta > 0 ? beta : 1.0;
-  ml.w_in = tb.weight(mb + "w_in.weight", F_in, C, ParamGroup::mlp, l, 1, in_scale);
+  ml.w_in = tb.weight(mb + "w_in.weight", F_in, C, ParamGroup::mlp, l, 1, in_scale, {},
+                      gated ? std::vector<std::int64_t>{F, F} : std::vector<std::int64_t>{});
   if (cfg.has_mlp_bias()) ml.b_in = tb.vec(mb + "w_in.bias", F_in, 0.0, ParamGroup::mlp, l, 1, true);
   ml.w_out = tb.weight(mb + "w_out.weight", C, F, ParamGroup::mlp, l, 1, out_scale);
   if (cfg.has_mlp_bias()) ml.b_out = tb.vec(mb + "w_out.bias", C, 0.0, ParamGroup::mlp, l, 1, true);

@@ -34,6 +34,13 @@ struct ParamSpec {
   ParamGroup group = ParamGroup::attention;
   int layer = -1;           // block index, -1 for embeddings / final norm / head
   int sublayer = -1;        // 0 attention, 1 MLP, -1 neither
+  // A matrix that stacks several linear maps by rows: their row counts, in order (wqkv: Cq, Ckv,
+  // Ckv for q, k, v; a gated MLP's w_in: F, F for gate and up). Empty: one map. Matrix-wise
+  // optimizers (Muon) treat each block as its own matrix, as they would separate q/k/v weights.
+  std::vector<std::int64_t> row_blocks;
+  bool hidden_matrix() const {  // a 2-D weight inside the blocks (Muon's parameters)
+    return shape.size() == 2 && (group == ParamGroup::attention || group == ParamGroup::mlp);
+  }
 };
 
 class ParamTable {

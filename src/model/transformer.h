@@ -118,6 +118,9 @@ class Transformer {
   void block_backward(int l, const T* dy, T* dx);
 
   void set_collect_stats(bool on) { collect_stats_ = on; }
+  // Gathers only stats().attn_max_logit_head (and attn_max_logit) in the forward passes, for
+  // QK-Clip on every step; the rest of ForwardStats only with set_collect_stats.
+  void set_collect_attn_max(bool on) { collect_attn_max_ = on; }
 
   // Rows per LM-head chunk: head_chunk_rows(max_batch * max_seq, V) unless set smaller. The
   // setter exists for tests of the multi-chunk path on small models: 1 <= rows <= the size chosen
@@ -277,6 +280,7 @@ class Transformer {
   const int* idx_ = nullptr;
   bool head_grad_done_ = false;
   bool collect_stats_ = false;
+  bool collect_attn_max_ = false;
   GemmPrecision mm_ = GemmPrecision::float32;       // linear layers
   GemmPrecision mm_head_ = GemmPrecision::float32;  // LM head
   ForwardStats stats_;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -224,7 +225,7 @@ std::vector<std::string> run_checkpoints(const std::string& run_dir) {
 }
 
 std::string save_checkpoint(const std::string& run_dir, const Config& cfg,
-                            const Transformer<float>& model, const AdamW<float>& opt,
+                            const Transformer<float>& model, const Optimizer<float>& opt,
                             const TrainingState& state, int keep) {
   const fs::path root = fs::path(run_dir) / "checkpoints";
   fs::create_directories(root);
@@ -239,11 +240,18 @@ std::string save_checkpoint(const std::string& run_dir, const Config& cfg,
       {"step", std::to_string(state.step)}};
   save_weights(tmp_dir / "model.safetensors", model.table(), model.params().data(), meta);
 
-  auto recs = weight_records(model.table(), opt.m().data(), "adam.m.");
-  auto vrecs = weight_records(model.table(), opt.v().data(), "adam.v.");
-  recs.insert(recs.end(), vrecs.begin(), vrecs.end());
+  // The optimizer's state by name (train/optimizer.h: StateArena), whichever optimizer it is.
+  std::vector<TensorToWrite> recs;
+  for (const StateArena<float>* a : opt.state())
+    for (std::size_t i = 0; i < a->specs.size(); ++i) {
+      const ParamSpec& s = *a->specs[i];
+      recs.push_back({a->prefix + s.name, DType::F32, s.shape,
+                      std::span<const std::uint8_t>(
+                          reinterpret_cast<const std::uint8_t*>(a->at(i)), sizeof(float) * s.numel)});
+    }
   nlohmann::json sj = to_json(state);
-  sj["adam_t"] = opt.steps_taken();
+  sj["optimizer"] = std::string(to_string(opt.kind()));
+  sj["adam_t"] = opt.steps_taken();  // the optimizer's step count (the name predates Muon)
   write_safetensors(tmp_dir / "state.safetensors", recs, {{"state", sj.dump()}});
   fsync_path(tmp_dir);
 
@@ -430,14 +438,15 @@ std::vector<std::string> later_intact_checkpoints(const std::string& run_dir,
   return out;
 }
 
-void load_checkpoint(const std::string& ckpt_dir, Transformer<float>& model, AdamW<float>* opt,
+void load_checkpoint(const std::string& ckpt_dir, Transformer<float>& model, Optimizer<float>* opt,
                      TrainingState* state) {
   const fs::path dir(ckpt_dir);
   const auto wfile = SafetensorsFile::open((dir / "model.safetensors").string());
   // Stage everything, then commit.
-  std::vector<float> m, v;
+  std::vector<std::vector<float>> staged;  // one per state arena of opt
   TrainingState st;
   long adam_t = 0;
+  std::string saved_by = "adamw";  // checkpoints before the optimizer interface hold AdamW's
   if (opt || state) {
     const auto sfile = SafetensorsFile::open((dir / "state.safetensors").string());
     auto it = sfile.metadata().find("state");
@@ -447,23 +456,32 @@ void load_checkpoint(const std::string& ckpt_dir, Transformer<float>& model, Ada
     try {
       sj = nlohmann::json::parse(it->second);
       adam_t = sj.at("adam_t").get<long>();
+      if (sj.contains("optimizer")) saved_by = sj.at("optimizer").get<std::string>();
     } catch (const std::exception& e) {
       throw FormatError(fmt::format("[checkpoint] {}: state metadata is malformed: {}", ckpt_dir, e.what()));
     }
     st = training_state_from_json(sj);
     if (opt) {
-      m.assign(opt->m().size(), 0.f);
-      v.assign(opt->v().size(), 0.f);
-      for (const ParamSpec& s : model.table().specs()) {
-        sfile.read_f32("adam.m." + s.name, std::span<float>(m.data() + s.offset, s.numel), s.shape);
-        sfile.read_f32("adam.v." + s.name, std::span<float>(v.data() + s.offset, s.numel), s.shape);
+      if (saved_by != to_string(opt->kind()))
+        throw FormatError(fmt::format(
+            "[checkpoint] {}: its optimizer state is {}'s, not {}'s (optim.name cannot change on "
+            "resume; start a new run from these weights with --init-from)",
+            ckpt_dir, saved_by, to_string(opt->kind())));
+      for (const StateArena<float>* a : std::as_const(*opt).state()) {
+        std::vector<float> buf(a->data.size(), 0.f);
+        for (std::size_t i = 0; i < a->specs.size(); ++i) {
+          const ParamSpec& s = *a->specs[i];
+          sfile.read_f32(a->prefix + s.name, std::span<float>(buf.data() + a->offsets[i], s.numel),
+                         s.shape);
+        }
+        staged.push_back(std::move(buf));
       }
     }
   }
   load_weights(model, wfile);  // all-or-nothing on its own; the optimizer state was checked above
   if (opt) {
-    opt->m() = std::move(m);
-    opt->v() = std::move(v);
+    const auto arenas = opt->state();
+    for (std::size_t k = 0; k < arenas.size(); ++k) arenas[k]->data = std::move(staged[k]);
     opt->set_steps_taken(adam_t);
   }
   if (state) *state = st;

@@ -13,7 +13,7 @@ namespace normlab {
 // Writes checkpoints/step_<step>/ atomically, moves `latest`, keeps the newest `keep` folders.
 // Returns the folder written.
 std::string save_checkpoint(const std::string& run_dir, const Config& cfg,
-                            const Transformer<float>& model, const AdamW<float>& opt,
+                            const Transformer<float>& model, const Optimizer<float>& opt,
                             const TrainingState& state, int keep);
 
 // Whether `ckpt_dir` is the run's latest complete checkpoint.
@@ -30,9 +30,11 @@ std::vector<std::string> rewind_checkpoints(const std::string& run_dir,
 std::vector<std::string> later_intact_checkpoints(const std::string& run_dir,
                                                   const std::string& ckpt_dir);
 
-// Loads weights (and, when given, moments and state) from a checkpoint folder. All-or-nothing:
-// throws FormatError naming the tensor or field that does not match, leaving the model as it was.
-void load_checkpoint(const std::string& ckpt_dir, Transformer<float>& model, AdamW<float>* opt,
+// Loads weights (and, when given, the optimizer's state by name and the training state) from a
+// checkpoint folder. All-or-nothing: throws FormatError naming the tensor or field that does not
+// match (an optimizer state the checkpoint does not hold is named with the optimizer that saved
+// it), leaving the model and the optimizer as they were.
+void load_checkpoint(const std::string& ckpt_dir, Transformer<float>& model, Optimizer<float>* opt,
                      TrainingState* state);
 
 }  // namespace normlab

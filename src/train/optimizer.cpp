@@ -3,16 +3,106 @@
 #include <algorithm>
 #include <cmath>
 
-#include "train/adamw.h"
+#include <fmt/format.h>
+
+#include "normlab/errors.h"
+#include "train/optimizers/adamw_kernel.h"
+#include "train/optimizers/registry.h"
+#include "train/qk_clip.h"
 
 namespace normlab {
 
-template <class T>
-AdamW<T>::AdamW(const ParamTable& table, const OptimConfig& cfg)
-    : table_(table), cfg_(cfg), m_(table.total(), T(0)), v_(table.total(), T(0)) {}
+namespace {
+// Lays out the covered parameters as ParamTable::add does (16-element aligned); returns the size.
+long layout(const ParamTable& table, const std::function<bool(const ParamSpec&)>& covers,
+            std::vector<const ParamSpec*>* specs, std::vector<long>* offsets) {
+  long total = 0;
+  for (const ParamSpec& s : table.specs()) {
+    if (!covers(s)) continue;
+    const long off = (total + 15) / 16 * 16;
+    if (specs) specs->push_back(&s), offsets->push_back(off);
+    total = off + s.numel;
+  }
+  return total;
+}
+}  // namespace
 
 template <class T>
-bool AdamW<T>::decayed(const ParamSpec& s) const {
+StateArena<T>::StateArena(std::string name, const ParamTable& table,
+                          const std::function<bool(const ParamSpec&)>& covers)
+    : prefix(std::move(name)) {
+  data.assign(layout(table, covers, &specs, &offsets), T(0));
+}
+
+template <class T>
+long StateArena<T>::elements(const ParamTable& table,
+                             const std::function<bool(const ParamSpec&)>& covers) {
+  return layout(table, covers, nullptr, nullptr);
+}
+
+template <class T>
+Optimizer<T>::Optimizer(const ParamTable& table, const OptimConfig& cfg, const ModelConfig& model)
+    : table_(table), cfg_(cfg) {
+  if (cfg.qk_clip > 0) qk_clip_ = std::make_unique<QkClip>(table, model, cfg.qk_clip, cfg.qk_clip_alpha);
+}
+
+template <class T>
+Optimizer<T>::~Optimizer() = default;
+
+template <class T>
+void Optimizer<T>::update(std::span<T> params, std::span<T> grads, double lr, double grad_scale,
+                          const StepSignals& signals) {
+  ++t_;
+  apply(params, grads, lr, grad_scale);
+  if (qk_clip_) {
+    NL_CHECK(!signals.attn_max_logit_head.empty(),
+             "QK-Clip needs the step's attention maxima (StepSignals::attn_max_logit_head)");
+    qk_clip_->apply(params.data(), signals.attn_max_logit_head);
+  }
+}
+
+template <class T>
+std::vector<const StateArena<T>*> Optimizer<T>::state() const {
+  std::vector<const StateArena<T>*> out;
+  for (StateArena<T>* a : const_cast<Optimizer*>(this)->state()) out.push_back(a);
+  return out;
+}
+
+template <class T>
+const QkClipEvents* Optimizer<T>::qk_clip_events() const {
+  return qk_clip_ ? &qk_clip_->events() : nullptr;
+}
+
+template <class T>
+std::vector<double> Optimizer<T>::second_moment_ratio(std::span<const T>) const {
+  return std::vector<double>(table_.specs().size(), std::nan(""));
+}
+
+template <class T>
+void second_moment_rms(const ParamTable& table, const StateArena<T>& v, double bc2, double eps,
+                       std::span<const T> grads, std::vector<double>& out) {
+  out.resize(table.specs().size(), std::nan(""));
+  const double e2 = eps * eps;
+  for (std::size_t i = 0; i < v.specs.size(); ++i) {
+    const ParamSpec& s = *v.specs[i];
+    const T* g = grads.data() + s.offset;
+    const T* vi = v.at(i);
+    double sum = 0;
+    for (long j = 0; j < s.numel; ++j) {
+      const double gj = g[j];
+      sum += gj * gj / std::max(static_cast<double>(vi[j]) / bc2, e2);
+    }
+    out[static_cast<std::size_t>(&s - table.specs().data())] =
+        std::sqrt(sum / static_cast<double>(s.numel));
+  }
+}
+template void second_moment_rms(const ParamTable&, const StateArena<float>&, double, double,
+                                std::span<const float>, std::vector<double>&);
+template void second_moment_rms(const ParamTable&, const StateArena<double>&, double, double,
+                                std::span<const double>, std::vector<double>&);
+
+template <class T>
+bool Optimizer<T>::decayed(const ParamSpec& s) const {
   if (!s.decay) return false;
   if (s.group == ParamGroup::embedding) return cfg_.decay_embeddings;
   return true;
@@ -32,15 +122,69 @@ double clip_scale(double grad_clip, double grad_norm) {
 }
 
 template <class T>
-void AdamW<T>::update(std::span<T> params, std::span<T> grads, double lr, double grad_scale) {
-  ++t_;
-  for (const ParamSpec& s : table_.specs())
-    adamw_update(params.data() + s.offset, grads.data() + s.offset, m_.data() + s.offset,
-                 v_.data() + s.offset, s.numel, lr, cfg_.beta1, cfg_.beta2, cfg_.eps,
-                 decayed(s) ? cfg_.weight_decay : 0.0, t_, grad_scale);
+std::unique_ptr<Optimizer<T>> make_optimizer(const ParamTable& table, const OptimConfig& cfg,
+                                             const ModelConfig& model) {
+  for (const OptimizerRow& r : optimizer_registry())
+    if (r.kind == cfg.name) {
+      if constexpr (std::is_same_v<T, float>) return r.make_f(table, cfg, model);
+      else return r.make_d(table, cfg, model);
+    }
+  throw InternalError(fmt::format("no optimizer registered for optim.name = {}", to_string(cfg.name)));
 }
 
-template class AdamW<float>;
-template class AdamW<double>;
+long optimizer_state_elements(const ParamTable& table, const OptimConfig& cfg) {
+  for (const OptimizerRow& r : optimizer_registry())
+    if (r.kind == cfg.name) return r.state_elements(table);
+  throw InternalError(fmt::format("no optimizer registered for optim.name = {}", to_string(cfg.name)));
+}
+
+std::string describe_optimizer(const ParamTable& table, const OptimConfig& c) {
+  std::string s;
+  switch (c.name) {
+    case OptimizerKind::adamw:
+      if (c.qk_clip <= 0) return "";
+      s = fmt::format("optimizer adamw (beta2 {:g}, eps {:g})", c.beta2, c.eps);
+      break;
+    case OptimizerKind::muon: {
+      long mats = 0, blocks = 0, others = 0;
+      for (const ParamSpec& p : table.specs()) {
+        if (!p.hidden_matrix()) {
+          ++others;
+          continue;
+        }
+        ++mats;
+        blocks += p.row_blocks.empty() ? 1 : static_cast<long>(p.row_blocks.size());
+      }
+      s = fmt::format(
+          "optimizer muon: Muon (momentum {:g}{}, {} Newton-Schulz steps, adjust_lr {}) on {} "
+          "matrices ({} with q, k, v and gate/up apart); AdamW on {} tensors at lr {:g}",
+          c.momentum, c.nesterov ? ", Nesterov" : "", c.ns_steps, to_string(c.adjust_lr),
+          mats, blocks, others, c.adamw_lr > 0 ? c.adamw_lr : c.lr);
+      break;
+    }
+    case OptimizerKind::stable_adamw:
+      s = fmt::format("optimizer stable_adamw: AdamW with per-tensor update clipping (beta2 {:g}, "
+                      "eps {:g})",
+                      c.beta2, c.eps);
+      break;
+    case OptimizerKind::adam_atan2:
+      s = fmt::format("optimizer adam_atan2: a atan2(m, b sqrt(v)) with a = {:g}, b = {:g} (no "
+                      "epsilon; beta2 {:g})",
+                      c.atan2_a, c.atan2_b, c.beta2);
+      break;
+  }
+  if (c.qk_clip > 0)
+    s += fmt::format(" | QK-Clip at {:g} (alpha {:g})", c.qk_clip, c.qk_clip_alpha);
+  return s;
+}
+
+template struct StateArena<float>;
+template struct StateArena<double>;
+template class Optimizer<float>;
+template class Optimizer<double>;
+template std::unique_ptr<Optimizer<float>> make_optimizer(const ParamTable&, const OptimConfig&,
+                                                          const ModelConfig&);
+template std::unique_ptr<Optimizer<double>> make_optimizer(const ParamTable&, const OptimConfig&,
+                                                           const ModelConfig&);
 
 }  // namespace normlab

@@ -7,7 +7,7 @@
 namespace normlab {
 
 RollbackEvent Rollbacks::roll_back(const std::string& run_dir, long step, double loss,
-                                   double grad_norm, Transformer<float>& model, AdamW<float>& opt,
+                                   double grad_norm, Transformer<float>& model, Optimizer<float>& opt,
                                    SpikeGuard& guard, const BatchSampler& sampler,
                                    TrainingState& state) {
   RollbackEvent ev;

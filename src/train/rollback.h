@@ -18,12 +18,12 @@ class Rollbacks {
  public:
   explicit Rollbacks(int max_bad_steps) : max_bad_steps_(max_bad_steps) {}
 
-  // Reloads the run's latest checkpoint (weights, AdamW moments, guard window, training state)
+  // Reloads the run's latest checkpoint (weights, optimizer state, guard window, training state)
   // but keeps the sampler where it is, and counts the rollback in state.extra["rollbacks"].
   // `step` is the step being rolled back, with its loss and gradient norm. Returns the event to
   // record.
   RollbackEvent roll_back(const std::string& run_dir, long step, double loss, double grad_norm,
-                          Transformer<float>& model, AdamW<float>& opt, SpikeGuard& guard,
+                          Transformer<float>& model, Optimizer<float>& opt, SpikeGuard& guard,
                           const BatchSampler& sampler, TrainingState& state);
 
   // The stop reason when the run has now been bad for too long: `bad_run` consecutive bad steps,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "normlab/communicator.h"
 #include "normlab/data.h"
@@ -36,6 +37,9 @@ StepResult TrainStep::run(const NextBatch& next_batch, bool collect_stats,
   model_.zero_grad();
   if (det_accum) std::fill(grad_total_.begin(), grad_total_.end(), 0.0f);
   double sums[4] = {0, 0, 0, 0};  // loss, ce, z_loss, log Z: scaled, summed, then reduced
+  const long LH = static_cast<long>(model_.config().n_layer) * model_.config().n_head;
+  if (sh.attn_maxima) r.attn_max_logit_head.assign(LH, 0.0);
+  model_.set_collect_attn_max(sh.attn_maxima);
   for (int a = 0; a < sh.accum; ++a) {
     next_batch(idx_.data(), tgt_.data());
     model_.set_collect_stats(collect_stats && a == sh.accum - 1);
@@ -53,6 +57,11 @@ StepResult TrainStep::run(const NextBatch& next_batch, bool collect_stats,
       auto g = model_.grads();
       for (std::size_t i = 0; i < g.size(); ++i) grad_total_[i] += g[i];
     }
+    if (sh.attn_maxima) {
+      const auto& mh = model_.stats().attn_max_logit_head;
+      for (long i = 0; i < LH; ++i)
+        r.attn_max_logit_head[i] = std::fmax(r.attn_max_logit_head[i], mh[i]);
+    }
     sums[0] += st.loss * scale;
     sums[1] += st.ce * scale;
     sums[2] += st.z_loss * scale;
@@ -60,11 +69,23 @@ StepResult TrainStep::run(const NextBatch& next_batch, bool collect_stats,
   }
   if (det_accum) std::copy(grad_total_.begin(), grad_total_.end(), model_.grads().begin());
   model_.set_collect_stats(false);
+  model_.set_collect_attn_max(false);
   if (world > 1) {
     const auto c0 = Clock::now();
     comm_.allreduce_sum(model_.grads().data(), static_cast<long>(model_.grads().size()),
                         sh.bucket_size, sh.deterministic);
     comm_.allreduce_sum(sums, 4);
+    if (sh.attn_maxima) {
+      // The maximum over ranks through the sum: each rank fills its own slot of a (world, L * H)
+      // table with zeros elsewhere, so the sum is exact, then the slots' maximum.
+      std::vector<double> slots(static_cast<std::size_t>(world) * LH, 0.0);
+      std::copy(r.attn_max_logit_head.begin(), r.attn_max_logit_head.end(),
+                slots.begin() + static_cast<long>(comm_.rank()) * LH);
+      comm_.allreduce_sum(slots.data(), static_cast<long>(slots.size()));
+      for (int w = 0; w < world; ++w)
+        for (long i = 0; i < LH; ++i)
+          r.attn_max_logit_head[i] = std::fmax(r.attn_max_logit_head[i], slots[w * LH + i]);
+    }
     r.comm_s = seconds_since(c0);
   }
   r.loss = {sums[0], sums[1], sums[2], sums[3]};

@@ -31,6 +31,7 @@ struct StepShape {
   long bucket_size = 4194304;  // all-reduce bucket, elements
   bool deterministic = false;  // rank-ordered sums, micro-batches accumulated from zero in order
   double grad_clip = 0;        // global-norm clipping threshold (optim.grad_clip; 0 = off)
+  bool attn_maxima = false;    // gather StepResult::attn_max_logit_head (QK-Clip)
 };
 
 // Means over the global batch (all micro-batches, all ranks).
@@ -49,6 +50,9 @@ struct StepResult {
   double forward_s = 0;   // wall seconds in zero-grad + forward (with the head gradient)
   double backward_s = 0;  // wall seconds in the body's backward
   double comm_s = 0;      // wall seconds in the all-reduce (0 with one rank)
+  // With StepShape::attn_maxima: (L * H) the largest |pre-softmax attention logit| of each layer
+  // and query head over every micro-batch of every rank (the optimizer's StepSignals).
+  std::vector<double> attn_max_logit_head;
 };
 
 // Called after the all-reduce, before the gradient norm: may change the gradients and the loss

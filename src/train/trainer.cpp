@@ -5,13 +5,14 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "diag/diagnostics.h"
 #include "normlab/communicator.h"
 #include "io/metrics.h"
-#include "model/memory.h"
+#include "train/memory.h"
 #include "model/transformer.h"
 #include "normlab/config_file.h"
 #include "normlab/data.h"
@@ -26,6 +27,7 @@
 #include "train/evaluate.h"
 #include "train/run_tokenizer.h"
 #include "train/optimizer.h"
+#include "train/qk_clip.h"
 #include "train/schedule.h"
 #include "train/step.h"
 
@@ -55,7 +57,7 @@ struct Trainer::Impl {
   TokenCorpus corpus;
   CorpusSplit split;
   Transformer<float> model;
-  AdamW<float> opt;
+  std::unique_ptr<Optimizer<float>> opt;  // optim.name's (train/optimizer.h)
   BatchSampler sampler;
   TrainStep train_step;
   TrainingState state;
@@ -68,6 +70,7 @@ struct Trainer::Impl {
   double time_before_s = 0;
   std::chrono::steady_clock::time_point clock_start;
   std::optional<InitFromReport> init_report;  // a new run started from train.init_from
+  long qk_clip_total = 0;  // QK-Clip's head clips so far in the run (state.extra["qk_clip_total"])
 
   Impl(Communicator& cm, const Config& c, const std::string& dir, bool resume,
        const ResumeOptions& from)
@@ -81,16 +84,16 @@ struct Trainer::Impl {
                 check_vocab(cfg.model, tokenizer),
                 TokenCorpus::from_path(cfg.data.path, *tokenizer.tok))),
         split(corpus.split(cfg.data.val_fraction, cfg.model.seq_len)),
-        // Refuses, before anything is allocated, a run that cannot fit in memory (model/memory.h).
+        // Refuses, before anything is allocated, a run that cannot fit in memory (train/memory.h).
         model(require_memory_fits(cfg), cfg.train.batch_size, cfg.model.seq_len),
-        opt(model.table(), cfg.optim),
+        opt(make_optimizer<float>(model.table(), cfg.optim, cfg.model)),
         // train.batch_size rows per rank: every rank takes its slice of one global draw.
         sampler(split.train, cfg.train.batch_size * comm.world(), cfg.model.seq_len,
                 sampler_seed(cfg.train), comm.rank(), comm.world()),
         train_step(model, comm,
                    {cfg.train.batch_size, cfg.model.seq_len, cfg.train.grad_accum,
                     cfg.train.z_loss, cfg.dist.bucket_size, cfg.dist.deterministic,
-                    cfg.optim.grad_clip}),
+                    cfg.optim.grad_clip, opt->needs_attention_maxima()}),
         guard(cfg.train.spike_window, cfg.train.spike_threshold),
         rollbacks(cfg.train.max_bad_steps) {
     if (corpus.vocab_size() > cfg.model.vocab_size)
@@ -101,15 +104,17 @@ struct Trainer::Impl {
                                        MatmulPrecision::bf16
                                    ? GemmPrecision::bf16
                                    : GemmPrecision::float32);
+    opt->set_matmul_precision(model.matmul_precision());
     if (cfg.diag.interval > 0) before.resize(model.params().size());
     if (resume) {
-      load_checkpoint(resume_ckpt, model, &opt, &state);
+      load_checkpoint(resume_ckpt, model, opt.get(), &state);
       if (state.step > cfg.train.steps)
         throw ConfigError({fmt::format("train.steps = {} is below step {} of the checkpoint {}",
                                        cfg.train.steps, state.step, resume_ckpt)});
       sampler.restore({state.sampler_rng, static_cast<std::uint64_t>(state.sampler_draws)});
       guard.from_json(state.extra.value("guard", nlohmann::json::object()));
       time_before_s = state.extra.value(metric::time_s, 0.0);
+      qk_clip_total = state.extra.value(metric::qk_clip_total, 0L);
       if (comm.is_root()) out = continue_run_dir(dir, resume_ckpt, cfg, state.step);
     } else {
       refuse_existing_run(dir);
@@ -148,7 +153,8 @@ struct Trainer::Impl {
     state.sampler_draws = static_cast<long>(s.batches_drawn);
     state.extra["guard"] = guard.to_json();
     state.extra[metric::time_s] = time_s();
-    if (comm.is_root()) save_checkpoint(run_dir, cfg, model, opt, state, cfg.train.keep_checkpoints);
+    if (opt->qk_clip_events()) state.extra[metric::qk_clip_total] = qk_clip_total;
+    if (comm.is_root()) save_checkpoint(run_dir, cfg, model, *opt, state, cfg.train.keep_checkpoints);
     comm.barrier();  // nobody reads a checkpoint before it is complete
   }
 
@@ -178,7 +184,7 @@ struct Trainer::Impl {
   std::optional<std::string> roll_back(const StepResult& sr, const StepDecision& d,
                                        const TrainHooks& hooks) {
     const RollbackEvent ev = rollbacks.roll_back(run_dir, state.step + 1, sr.loss.loss,
-                                                 sr.grad_norm, model, opt, guard, sampler, state);
+                                                 sr.grad_norm, model, *opt, guard, sampler, state);
     const nlohmann::json j = to_json(ev);
     write_metrics(j);
     if (hooks.on_event && comm.is_root()) hooks.on_event(j);
@@ -200,7 +206,7 @@ struct Trainer::Impl {
     if (diag_step) std::copy(model.params().begin(), model.params().end(), before.begin());
     const bool updated = d.action == StepAction::update;
     if (updated)
-      opt.update(model.params(), model.grads(), lr, sr.clip_scale);
+      opt->update(model.params(), model.grads(), lr, sr.clip_scale, {sr.attn_max_logit_head});
     else
       ++state.skipped_steps;  // no parameter or moment is touched
     ++state.step;
@@ -220,10 +226,20 @@ struct Trainer::Impl {
     r.nonfinite = !d.finite;
     r.skipped_total = state.skipped_steps;
     r.rollback_unavailable = d.rollback_unavailable;
+    if (updated && opt->qk_clip_events()) {
+      const QkClipEvents& q = *opt->qk_clip_events();
+      qk_clip_total += q.heads_clipped;
+      r.qk_clip_heads = q.heads_clipped;
+      r.qk_clip_max_logit = q.max_logit;
+      r.qk_clip_total = qk_clip_total;
+    }
     if (diag_step) {
       r.diag = diagnostics_json(model, model.grads(),
                                 updated ? std::span<const float>(before) : std::span<const float>(),
                                 cfg.diag.per_head);
+      if (updated)
+        r.diag.update(second_moment_json(
+            model.table(), opt->second_moment_ratio(std::span<const float>(model.grads()))));
       r.diag[metric::spike] = d.spike;
       r.diag[metric::nonfinite] = !d.finite;
     }
@@ -315,8 +331,12 @@ MatmulPrecision resolve_matmul_precision(MatmulPrecision requested) {
   return bf16_hardware() ? MatmulPrecision::bf16 : MatmulPrecision::float32;
 }
 std::span<const float> Trainer::params() const { return impl_->model.params(); }
-std::span<const float> Trainer::adam_m() const { return impl_->opt.m(); }
-std::span<const float> Trainer::adam_v() const { return impl_->opt.v(); }
+std::vector<std::pair<std::string, std::span<const float>>> Trainer::optimizer_state() const {
+  std::vector<std::pair<std::string, std::span<const float>>> out;
+  for (const StateArena<float>* a : std::as_const(*impl_->opt).state())
+    out.emplace_back(a->prefix, std::span<const float>(a->data));
+  return out;
+}
 const TrainingState& Trainer::state() const { return impl_->state; }
 
 TrainResult Trainer::run(const TrainHooks& hooks) {

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "doctor/doctor.h"
+#include "doctor/doctor_fixtures.h"
 #include "fixtures.h"
 #include "normlab/errors.h"
 #include "normlab/trainer.h"
@@ -47,16 +48,8 @@ Diagnosis train_and_diagnose(const Config& c, const std::string& name, const Tra
   return d;
 }
 
-const DoctorFinding* find(const Diagnosis& d, const std::string& kind) {
-  for (const auto& f : d.findings)
-    if (f.kind == kind) return &f;
-  return nullptr;
-}
-
-bool any_contains(const std::vector<std::string>& v, const std::string& s) {
-  return std::any_of(v.begin(), v.end(),
-                     [&](const std::string& x) { return x.find(s) != std::string::npos; });
-}
+using doctor_test::any_contains;
+using doctor_test::find;
 
 TEST(Doctor, HighLearningRateWithoutQKNormIsAttentionLogitGrowth) {
   // Pre-Norm at lr 0.3: the largest attention logit reaches the thousands within 25 steps.

@@ -36,6 +36,7 @@
 #include "normlab/safetensors.h"
 #include "train/checkpoint.h"
 #include "train/optimizer.h"
+#include "train/optimizers/adamw.h"
 
 namespace fs = std::filesystem;
 

@@ -98,9 +98,16 @@ TEST(Metrics, EveryKeyARunWritesIsDocumented) {
   fs::remove_all(dir);
   Trainer(c, dir.string(), false).run({});
   for (auto& rec : read_metrics(dir.string())) records.push_back(std::move(rec));
+  // And Muon with QK-Clip at a threshold every head exceeds (qk_clip_*; rms_g2v of its AdamW group).
+  c.optim.name = OptimizerKind::muon;
+  c.optim.qk_clip = 1e-3;
+  fs::remove_all(dir);
+  Trainer(c, dir.string(), false).run({});
+  for (auto& rec : read_metrics(dir.string())) records.push_back(std::move(rec));
   const std::set<std::string> keys = documented();
   const std::set<std::string> doc = documented_in_doc();
   bool saw_diag = false, saw_event = false, saw_update_ratio = false, saw_val = false, saw_end = false;
+  bool saw_clip = false, saw_g2v = false;
   for (const auto& rec : records) {
     for (const auto& [k, v] : rec.items()) {
       EXPECT_TRUE(keys.contains(k)) << "key " << k << " is not in metric_fields()";
@@ -111,7 +118,11 @@ TEST(Metrics, EveryKeyARunWritesIsDocumented) {
     saw_val |= rec.contains(metric::val_loss);
     saw_event |= rec.contains(metric::event);
     saw_end |= rec.value(metric::event, "") == "end";
+    saw_clip |= rec.value(metric::qk_clip_heads, 0) > 0;
+    saw_g2v |= rec.contains(metric::rms_g2v_max_tensor);
   }
+  EXPECT_TRUE(saw_clip);
+  EXPECT_TRUE(saw_g2v);
   EXPECT_TRUE(saw_diag);
   EXPECT_TRUE(saw_update_ratio);
   EXPECT_TRUE(saw_val);

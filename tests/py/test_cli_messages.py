@@ -125,7 +125,7 @@ def test_info_prints_the_memory_estimate():
     p = normlab("info", "--set", "model.d_model=65536", "--set", "model.d_ff=262144", check=0)
     out = p.stdout
     assert "memory of a training run, per rank" in out, out
-    for part in ["parameters", "gradients", "AdamW moments", "activations", "available"]:
+    for part in ["parameters", "gradients", "optimizer", "activations", "available"]:
         assert re.search(rf"^  {part} +\d", out, re.M), (part, out)
     assert "does NOT fit, train refuses this run" in out
 

@@ -71,9 +71,16 @@ def test_two_ranks_match_one_rank_full_batch(tmp_path):
     assert len((two / "metrics.csv").read_text().splitlines()) == 11
 
 
-def test_deterministic_mode_is_bitwise(tmp_path):
+# AdamW; Muon (Newton-Schulz on the reduced gradient); Muon with QK-Clip at a threshold the
+# heads exceed, whose attention maxima are reduced over the ranks' micro-batches (#36).
+@pytest.mark.parametrize("optim", [[], ["--set", "optim.name=muon"],
+                                   ["--set", "optim.name=muon", "--set", "optim.qk_clip=0.01"]],
+                         ids=["adamw", "muon", "muon_qk_clip"])
+def test_deterministic_mode_is_bitwise(tmp_path, optim):
+    import json
     one, two, again = tmp_path / "one", tmp_path / "two", tmp_path / "again"
-    det = ["--set", "dist.deterministic=true", "--set", "train.batch_size=2", "--set", "train.threads=1"]
+    det = ["--set", "dist.deterministic=true", "--set", "train.batch_size=2",
+           "--set", "train.threads=1", *optim]
     train(one, *det, "--set", "train.grad_accum=2")
     train(two, *det, mpi=True)
     train(again, *det, mpi=True)
@@ -82,6 +89,12 @@ def test_deterministic_mode_is_bitwise(tmp_path):
     for k in pa:
         assert np.array_equal(pa[k], pb[k]), k
         assert np.array_equal(pb[k], pc[k]), k
+    if "optim.qk_clip=0.01" in optim:
+        recs = [json.loads(l) for l in (two / "metrics.jsonl").read_text().splitlines()]
+        clips = [r["qk_clip_total"] for r in recs if "qk_clip_total" in r]
+        assert clips and clips[-1] > 0, "QK-Clip never acted: the test would prove nothing"
+        ones = [json.loads(l) for l in (one / "metrics.jsonl").read_text().splitlines()]
+        assert [r.get("qk_clip_max_logit") for r in ones] == [r.get("qk_clip_max_logit") for r in recs]
 
 
 def test_killed_rank_stops_job_and_checkpoint_survives(tmp_path):

@@ -8,6 +8,7 @@
 #include "normlab/checkpoint.h"
 #include "train/checkpoint.h"
 #include "train/optimizer.h"
+#include "train/optimizers/adamw.h"
 
 using namespace normlab;
 

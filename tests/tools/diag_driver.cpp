@@ -5,8 +5,9 @@
 // DIR: a Hugging Face model directory (import_hf: the model and its weights); CFG: the optim,
 // train and diag sections (its model section is replaced by DIR's). BATCHES holds `idx` and
 // `targets`, int64 (S, B, T): one training step per batch s, as the trainer runs it (forward with
-// statistics, backward, global gradient norm, clipping, AdamW at the schedule's learning rate) and
-// one metrics.jsonl-style line per step: step, loss, lr, grad_norm and diagnostics_json's fields.
+// statistics, backward, global gradient norm, clipping, optim.name's optimizer at the schedule's
+// learning rate) and one metrics.jsonl-style line per step: step, loss, lr, grad_norm,
+// diagnostics_json's fields and (without --replay) second_moment_json's.
 // --replay PREFIX: instead of AdamW, step s starts from the weights of the HF directory PREFIX<s>
 // and its update ends at PREFIX<s+1> (another trainer's trajectory), so that only the
 // measurement is compared. Exits non-zero with a message on stderr for any error.
@@ -60,7 +61,7 @@ int run(int argc, char** argv) {
   Transformer<float> model(cfg.model, B, T);
   std::copy(hm.params.begin(), hm.params.end(), model.params().begin());
   model.set_collect_stats(true);
-  AdamW<float> opt(model.table(), cfg.optim);
+  const auto opt = make_optimizer<float>(model.table(), cfg.optim, cfg.model);
   std::vector<float> before(model.params().size());
   std::ofstream out(out_path);
   for (int s = 0; s < S; ++s) {
@@ -77,13 +78,16 @@ int run(int argc, char** argv) {
     const double lr = learning_rate(cfg.optim, s, cfg.train.steps);
     std::copy(model.params().begin(), model.params().end(), before.begin());
     if (replay.empty()) {
-      opt.update(model.params(), model.grads(), lr, k);
+      opt->update(model.params(), model.grads(), lr, k);
     } else {  // the clipped gradients, as the update leaves them, and the other trainer's weights
       for (float& g : model.grads()) g = static_cast<float>(g * k);
       const HfModel w = import_hf(replay + std::to_string(s + 1));
       std::copy(w.params.begin(), w.params.end(), model.params().begin());
     }
     nlohmann::json j = diagnostics_json(model, model.grads(), before, cfg.diag.per_head);
+    if (replay.empty())  // as the trainer: the optimizer's RMS(g^2 / v_hat) after its update
+      j.update(second_moment_json(model.table(),
+                                  opt->second_moment_ratio(std::span<const float>(model.grads()))));
     j[metric::step] = s + 1;
     j[metric::loss] = st.loss;
     j[metric::lr] = lr;

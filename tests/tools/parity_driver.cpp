@@ -104,7 +104,7 @@ int run(int argc, char** argv) {
   std::vector<float> grads(model.grads().begin(), model.grads().end());
   for (auto r : weight_records(model.table(), grads.data(), "grad.")) out.push_back(r);
 
-  AdamW<float> opt(model.table(), cfg.optim);
+  const auto opt = make_optimizer<float>(model.table(), cfg.optim, cfg.model);
   for (int s = 0; s < adam_steps; ++s) {
     model.zero_grad();
     const LossStats ls = model.forward(idx.data(), tgt.data(), B, T, cfg.train.z_loss, true);
@@ -116,7 +116,7 @@ int run(int argc, char** argv) {
       out.push_back(r);
     const double k = clip_scale(cfg.optim.grad_clip,
                                 gradient_norm(model.table(), std::span<const float>(model.grads())));
-    opt.update(model.params(), model.grads(), learning_rate(cfg.optim, s, cfg.train.steps), k);
+    opt->update(model.params(), model.grads(), learning_rate(cfg.optim, s, cfg.train.steps), k);
     keep.push_back({static_cast<float>(ls.loss)});
     out.push_back(rec("loss_step." + std::to_string(s), {1}, keep.back()));
   }

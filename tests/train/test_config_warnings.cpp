@@ -50,5 +50,21 @@ TEST(ConfigWarnings, BothInOrder) {
   EXPECT_EQ(w[1].rfind("train.threads", 0), 0u);
 }
 
+TEST(ConfigWarnings, AnotherOptimizersKeys) {
+  Config c;
+  c.optim.momentum = 0.9;        // Muon's
+  c.optim.atan2_a = 1.0;         // Adam-atan2's
+  c.optim.qk_clip_alpha = 0.3;   // QK-Clip is off
+  const auto w = config_warnings(c, 8);
+  ASSERT_EQ(w.size(), 3u);
+  EXPECT_EQ(w[0], "optim.momentum has no effect with optim.name = adamw (it is muon's)");
+  EXPECT_EQ(w[1], "optim.atan2_a has no effect with optim.name = adamw (it is adam_atan2's)");
+  EXPECT_EQ(w[2].rfind("optim.qk_clip_alpha has no effect", 0), 0u);
+  c.optim.name = OptimizerKind::muon;
+  c.optim.atan2_a = Config{}.optim.atan2_a;
+  c.optim.qk_clip = 50;
+  EXPECT_TRUE(config_warnings(c, 8).empty());
+}
+
 }  // namespace
 }  // namespace normlab

@@ -46,11 +46,11 @@ std::string temp_dir(const std::string& name) {
 }
 
 struct Snapshot {
-  std::vector<float> p, m, v;
-  explicit Snapshot(const Trainer& t)
-      : p(t.params().begin(), t.params().end()), m(t.adam_m().begin(), t.adam_m().end()),
-        v(t.adam_v().begin(), t.adam_v().end()) {}
-  bool operator==(const Snapshot& o) const { return p == o.p && m == o.m && v == o.v; }
+  std::vector<float> p, state;  // parameters; every optimizer state arena, concatenated
+  explicit Snapshot(const Trainer& t) : p(t.params().begin(), t.params().end()) {
+    for (const auto& [name, a] : t.optimizer_state()) state.insert(state.end(), a.begin(), a.end());
+  }
+  bool operator==(const Snapshot& o) const { return p == o.p && state == o.state; }
 };
 
 // Runs `steps` steps, injecting `fault` at 0-based step `at`; captures the state right before

@@ -13,6 +13,7 @@
 #include "model/transformer.h"
 #include "tensor/rng.h"
 #include "train/optimizer.h"
+#include "train/optimizers/adamw.h"
 
 namespace normlab {
 namespace {

@@ -14,6 +14,7 @@
 #include "normlab/data.h"
 #include "train/guard.h"
 #include "train/optimizer.h"
+#include "train/optimizers/adamw.h"
 #include "train/step.h"
 
 namespace normlab {

@@ -1,4 +1,4 @@
-#include "model/memory.h"
+#include "train/memory.h"
 
 #include <algorithm>
 #include <fstream>
@@ -10,6 +10,7 @@
 #include "model/plan.h"
 #include "model/transformer.h"
 #include "normlab/errors.h"
+#include "train/optimizer.h"
 
 namespace normlab {
 
@@ -57,10 +58,12 @@ MemoryEstimate estimate_memory(const Config& cfg) {
   MemoryEstimate e;
   e.batch = cfg.train.batch_size;
   e.seq = m.seq_len;
-  const long P = build_param_table(m, build_plan(m)).table.total();
+  const ParamLayout layout = build_param_table(m, build_plan(m));
+  const long P = layout.table.total();
   e.params = P * kFloat;
   e.grads = P * kFloat;
-  e.adam = 2 * P * kFloat;
+  e.optimizer = optimizer_state_elements(layout.table, cfg.optim) * kFloat;
+  e.optimizer_name = to_string(cfg.optim.name);
   e.activations = Transformer<float>::activation_elements(m, e.batch, e.seq) * kFloat;
   int copies = 0;
   if (cfg.diag.interval > 0) ++copies;                               // Trainer: `before`
@@ -80,7 +83,8 @@ std::string format_bytes(long bytes) {
 std::string describe_memory(const MemoryEstimate& e) {
   std::string s = fmt::format("  parameters     {:>12}\n", format_bytes(e.params));
   s += fmt::format("  gradients      {:>12}\n", format_bytes(e.grads));
-  s += fmt::format("  AdamW moments  {:>12}\n", format_bytes(e.adam));
+  s += fmt::format("  optimizer      {:>12}  ({} state)\n", format_bytes(e.optimizer),
+                   e.optimizer_name);
   s += fmt::format("  activations    {:>12}  (incl. backward scratch, micro-batch {} x {})\n",
                    format_bytes(e.activations), e.batch, e.seq);
   if (e.extra > 0)
@@ -123,11 +127,12 @@ void check_memory_fits(const MemoryEstimate& e, long available, const std::strin
   if (available < 0 || e.total() <= available) return;
   throw ConfigError({fmt::format(
       "the run needs an estimated {} of memory per rank but {} are available ({}): parameters {}, "
-      "gradients {}, AdamW moments {}, activations {} (micro-batch {} x {}){}. Make the model "
+      "gradients {}, {} state {}, activations {} (micro-batch {} x {}){}. Make the model "
       "smaller (model.d_model, model.d_ff, model.n_layer, model.vocab_size) or the micro-batch "
       "(train.batch_size with a larger train.grad_accum, model.seq_len)",
       format_bytes(e.total()), format_bytes(available), source, format_bytes(e.params),
-      format_bytes(e.grads), format_bytes(e.adam), format_bytes(e.activations), e.batch, e.seq,
+      format_bytes(e.grads), e.optimizer_name, format_bytes(e.optimizer),
+      format_bytes(e.activations), e.batch, e.seq,
       e.extra > 0 ? fmt::format(", other buffers {}", format_bytes(e.extra)) : "")});
 }
 

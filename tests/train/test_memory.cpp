@@ -1,4 +1,4 @@
-// The memory estimate of a run (model/memory.h) against the buffers a run allocates, and the
+// The memory estimate of a run (train/memory.h) against the buffers a run allocates, and the
 // refusal of a run that cannot fit, with the available memory given (no dependence on this
 // machine) or read from stand-in /proc/meminfo and cgroup files.
 #include <gtest/gtest.h>
@@ -6,9 +6,10 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 
 #include "fixtures.h"
-#include "model/memory.h"
+#include "train/memory.h"
 #include "model/transformer.h"
 #include "normlab/errors.h"
 #include "normlab/trainer.h"
@@ -31,16 +32,20 @@ TEST(MemoryEstimate, EqualsTheBuffersOfTinyModels) {
     cfg.model.mlp = variant == 3 ? MlpKind::swiglu : MlpKind::gelu;
     cfg.model.qk_norm = variant == 1 ? QKNormKind::rmsnorm : QKNormKind::none;
     cfg.train.batch_size = 1 + variant;
+    cfg.optim.name = static_cast<OptimizerKind>(variant);  // each optimizer once
     const MemoryEstimate e = estimate_memory(cfg);
     Transformer<float> model(cfg.model, cfg.train.batch_size, cfg.model.seq_len);
-    AdamW<float> opt(model.table(), cfg.optim);
+    const auto opt = make_optimizer<float>(model.table(), cfg.optim, cfg.model);
+    long state = 0;
+    for (const StateArena<float>* a : std::as_const(*opt).state()) state += a->data.size();
     const long f = sizeof(float);
     EXPECT_EQ(e.params, static_cast<long>(model.params().size()) * f) << variant;
     EXPECT_EQ(e.grads, static_cast<long>(model.grads().size()) * f) << variant;
-    EXPECT_EQ(e.adam, static_cast<long>(opt.m().size() + opt.v().size()) * f) << variant;
+    EXPECT_EQ(e.optimizer, state * f) << variant;
+    EXPECT_EQ(e.optimizer_name, to_string(cfg.optim.name)) << variant;
     EXPECT_EQ(e.activations, model.activation_elements() * f) << variant;
     EXPECT_EQ(e.extra, 0) << variant;
-    EXPECT_EQ(e.total(), e.params + e.grads + e.adam + e.activations);
+    EXPECT_EQ(e.total(), e.params + e.grads + e.optimizer + e.activations);
     EXPECT_EQ(e.batch, cfg.train.batch_size);
     EXPECT_EQ(e.seq, cfg.model.seq_len);
   }
@@ -83,7 +88,7 @@ TEST(MemoryCheck, RefusesARunLargerThanTheAvailableMemory) {
   for (const std::string& part :
        {"needs an estimated " + format_bytes(e.total()) + " of memory per rank",
         format_bytes(e.total() - 1) + " are available (MemAvailable in /proc/meminfo)",
-        "parameters " + format_bytes(e.params), "AdamW moments " + format_bytes(e.adam),
+        "parameters " + format_bytes(e.params), "adamw state " + format_bytes(e.optimizer),
         "activations " + format_bytes(e.activations), std::string("train.batch_size")})
     EXPECT_NE(msg.find(part), std::string::npos) << part << "\n" << msg;
 }
@@ -95,7 +100,7 @@ TEST(MemoryCheck, FormatsBytesInBinaryUnits) {
 }
 
 // Writes `text` to dir/name (creating the folders).
-void write(const fs::path& dir, const std::string& name, const std::string& text) {
+void write_text(const fs::path& dir, const std::string& name, const std::string& text) {
   fs::create_directories((dir / name).parent_path());
   std::ofstream(dir / name) << text;
 }
@@ -104,23 +109,23 @@ TEST(MemoryCheck, ReadsMemAvailableAndTheCgroupLimit) {
   const fs::path d = test::temp_dir("memory_files");
   const std::string meminfo = (d / "meminfo").string(), v2 = (d / "v2").string(),
                     v1 = (d / "v1").string(), none = (d / "none").string();
-  write(d, "meminfo", "MemTotal:       16000 kB\nMemFree:  100 kB\nMemAvailable:    1000 kB\n");
+  write_text(d, "meminfo", "MemTotal:       16000 kB\nMemFree:  100 kB\nMemAvailable:    1000 kB\n");
   std::string source;
   EXPECT_EQ(available_memory(meminfo, none, &source), 1000 * 1024L);
   EXPECT_NE(source.find("MemAvailable"), std::string::npos) << source;
   // cgroup v2: limit 800000, usage 500000 of which 100000 reclaimable page cache.
-  write(d, "v2/memory.max", "800000\n");
-  write(d, "v2/memory.current", "500000\n");
-  write(d, "v2/memory.stat", "anon 400000\nfile 100000\ninactive_file 100000\n");
+  write_text(d, "v2/memory.max", "800000\n");
+  write_text(d, "v2/memory.current", "500000\n");
+  write_text(d, "v2/memory.stat", "anon 400000\nfile 100000\ninactive_file 100000\n");
   EXPECT_EQ(available_memory(meminfo, v2, &source), 400000);
   EXPECT_NE(source.find("memory.max"), std::string::npos) << source;
   // No limit: MemAvailable stands.
-  write(d, "v2/memory.max", "max\n");
+  write_text(d, "v2/memory.max", "max\n");
   EXPECT_EQ(available_memory(meminfo, v2, &source), 1000 * 1024L);
   // cgroup v1.
-  write(d, "v1/memory/memory.limit_in_bytes", "600000\n");
-  write(d, "v1/memory/memory.usage_in_bytes", "100000\n");
-  write(d, "v1/memory/memory.stat", "inactive_file 5\ntotal_inactive_file 50000\n");
+  write_text(d, "v1/memory/memory.limit_in_bytes", "600000\n");
+  write_text(d, "v1/memory/memory.usage_in_bytes", "100000\n");
+  write_text(d, "v1/memory/memory.stat", "inactive_file 5\ntotal_inactive_file 50000\n");
   EXPECT_EQ(available_memory(meminfo, v1, &source), 550000);
   EXPECT_NE(source.find("memory.limit_in_bytes"), std::string::npos) << source;
   // Neither readable: unknown.

@@ -3,7 +3,8 @@
 // builds the model, `normlab info` prints the same estimate. Sizes come from the parameter table
 // (param_table.h) and the activation arena's layout (Transformer::activation_elements), so the
 // estimate of each part is the size of the buffer the run allocates for it (tests/model/
-// test_memory.cpp holds them equal). Per rank: every data-parallel rank holds all of it.
+// test_memory.cpp holds them equal), and the optimizer's state from its registry row
+// (optimizer_state_elements). Per rank: every data-parallel rank holds all of it.
 #pragma once
 #include <string>
 
@@ -15,12 +16,14 @@ struct MemoryEstimate {
   int batch = 0, seq = 0;  // the micro-batch the activations are sized for: (B, T) per rank
   long params = 0;         // bytes of the parameters (float32, P values)
   long grads = 0;          // bytes of the gradients (P)
-  long adam = 0;           // bytes of AdamW's two moments (2P)
+  long optimizer = 0;      // bytes of the optimizer's state (train/optimizer.h: AdamW 2P, Muon
+                           // P for the hidden matrices and 2P for the rest)
+  std::string optimizer_name;  // optim.name
   long activations = 0;    // bytes of the activation arena: activations, backward scratch and
                            // head chunks of one micro-batch
   long extra = 0;          // bytes of the run's other (P)-sized buffers: the diagnostics snapshot
                            // (diag.interval > 0), the deterministic accumulation (grad_accum > 1)
-  long total() const { return params + grads + adam + activations + extra; }
+  long total() const { return params + grads + optimizer + activations + extra; }
 };
 
 MemoryEstimate estimate_memory(const Config& cfg);

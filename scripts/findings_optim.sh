@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Findings 11 and 12 (docs/findings.md, #36): the optimizers of today's LLM training at this scale.
+#   11  Muon against AdamW across width: finding 8's width ladder (d_model 64, 128, 256; head_dim
+#       32; d_ff = 4 d_model; 4 pre-norm blocks) and learning-rate grid (7 rates, 1e-4 to 1), for
+#       AdamW, Muon (adjust_lr original and match_rms_adamw), Muon + QK-Norm and Muon + QK-Clip
+#       (tau 50): sensitivity, best learning rate, final loss, the largest attention logit.
+#   12  epsilon and update clipping: AdamW's epsilon from 1e-6 to 1e-15 against Adam-atan2 at each
+#       width (3 learning rates around the best), and StableAdamW against gradient clipping on
+#       runs that spike (d 128 and 256 at lr 0.046, 0.1, 0.22, every step logged, guards off).
+# Every run: STEPS steps of 8 x 64 tokens of the embedded corpus (bytes), 10% warmup, cosine to
+# 10%, evaluation on 8 batches at the end, diagnostics every 25 steps (as finding 8).
+# Usage: scripts/findings_optim.sh [OUT_DIR] (default runs/findings); needs build/normlab.
+# STEPS (default 150) and JOBS (default 2) may be set; PART=11 or PART=12 runs one finding.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-runs/findings}
+NL=${NORMLAB:-build/normlab}
+STEPS=${STEPS:-150}
+JOBS=${JOBS:-2}
+PART=${PART:-all}
+WARMUP=$(( STEPS / 10 ))
+COMMON=(--set model.n_layer=4 --set model.placement=pre --set model.seq_len=64
+        --set model.mlp=gelu --set model.pos=rope --set train.batch_size=8
+        --set train.steps="$STEPS" --set train.eval_interval="$STEPS" --set train.eval_batches=8
+        --set train.log_interval=5 --set diag.interval=25 --set optim.warmup_steps="$WARMUP"
+        --set optim.schedule=cosine --set optim.min_lr_ratio=0.1)
+LRS=optim.lr=1e-4:1:7log
+width() { echo --set model.d_model=$1 --set model.n_head=$(( $1 / 32 )) --set model.d_ff=$(( 4 * $1 )); }
+
+if [ "$PART" = all ] || [ "$PART" = 11 ]; then
+  mkdir -p "$OUT/optim"
+  for d in 256 128 64; do
+    W=($(width $d))
+    $NL sweep "${COMMON[@]}" "${W[@]}" --grid optim.name=adamw,muon --grid "$LRS" \
+      --out "$OUT/optim/d${d}_adamw_muon" -j "$JOBS"
+    $NL sweep "${COMMON[@]}" "${W[@]}" --set optim.name=muon --set optim.adjust_lr=match_rms_adamw \
+      --grid "$LRS" --out "$OUT/optim/d${d}_muon_match" -j "$JOBS"
+    $NL sweep "${COMMON[@]}" "${W[@]}" --set optim.name=muon --grid model.qk_norm=rmsnorm \
+      --grid "$LRS" --out "$OUT/optim/d${d}_muon_qknorm" -j "$JOBS"
+    $NL sweep "${COMMON[@]}" "${W[@]}" --set optim.name=muon --grid optim.qk_clip=50 \
+      --grid "$LRS" --out "$OUT/optim/d${d}_muon_qkclip" -j "$JOBS"
+  done
+  $NL report "$OUT"/optim/d* --out "$OUT/optim/report.html" \
+    --title "normlab finding 11: Muon against AdamW across width"
+fi
+
+if [ "$PART" = all ] || [ "$PART" = 12 ]; then
+  mkdir -p "$OUT/eps"
+  for d in 256 128 64; do
+    W=($(width $d))
+    $NL sweep "${COMMON[@]}" "${W[@]}" --grid optim.eps=1e-6,1e-8,1e-10,1e-12,1e-15 \
+      --grid optim.lr=2.2e-3,1e-2,4.6e-2 --out "$OUT/eps/d${d}_adamw_eps" -j "$JOBS"
+    $NL sweep "${COMMON[@]}" "${W[@]}" --set optim.name=adam_atan2 \
+      --grid optim.lr=2.2e-3,1e-2,4.6e-2 --out "$OUT/eps/d${d}_atan2" -j "$JOBS"
+  done
+  for d in 256 128; do
+    W=($(width $d))
+    $NL sweep "${COMMON[@]}" "${W[@]}" --set train.log_interval=1 --set train.spike_policy=off \
+      --set diag.interval=5 --grid optim.name=adamw,stable_adamw --grid optim.grad_clip=0,1 \
+      --grid optim.lr=0.046,0.1,0.22 --out "$OUT/eps/d${d}_spikes" -j "$JOBS"
+  done
+  $NL report "$OUT"/eps/d* --out "$OUT/eps/report.html" \
+    --title "normlab finding 12: epsilon and update clipping"
+fi
+echo "findings 11-12 written under $OUT"

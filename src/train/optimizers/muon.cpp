@@ -1,0 +1,105 @@
+#include "train/optimizers/muon.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "tensor/threading.h"
+#include "train/optimizers/adamw.h"
+#include "train/optimizers/lerp.h"
+
+namespace normlab {
+
+namespace {
+
+bool is_matrix(const ParamSpec& s) { return s.hidden_matrix(); }
+bool is_other(const ParamSpec& s) { return !s.hidden_matrix(); }
+
+// The row blocks of a matrix parameter: its own, or the whole matrix.
+std::vector<std::int64_t> blocks_of(const ParamSpec& s) {
+  return s.row_blocks.empty() ? std::vector<std::int64_t>{s.shape[0]} : s.row_blocks;
+}
+
+}  // namespace
+
+template <class T>
+Muon<T>::Muon(const ParamTable& table, const OptimConfig& cfg, const ModelConfig& model)
+    : Optimizer<T>(table, cfg, model),
+      mom_("muon.momentum.", table, is_matrix),
+      m_("adam.m.", table, is_other),
+      v_("adam.v.", table, is_other) {
+  long max_elems = 0, max_short = 0;
+  for (const ParamSpec* s : mom_.specs)
+    for (const std::int64_t rows : blocks_of(*s)) {
+      max_elems = std::max<long>(max_elems, rows * s->shape[1]);
+      max_short = std::max<long>(max_short, std::min<long>(rows, s->shape[1]));
+    }
+  u_.resize(max_elems);
+  ns_.reserve(max_elems, max_short);
+}
+
+template <class T>
+long Muon<T>::state_elements(const ParamTable& table) {
+  return StateArena<T>::elements(table, is_matrix) + 2 * StateArena<T>::elements(table, is_other);
+}
+
+template <class T>
+double Muon<T>::adjust(MuonAdjustLr rule, long A, long B) {
+  if (rule == MuonAdjustLr::match_rms_adamw)
+    return 0.2 * std::sqrt(static_cast<double>(std::max(A, B)));
+  return std::sqrt(std::max(1.0, static_cast<double>(A) / static_cast<double>(B)));
+}
+
+template <class T>
+std::vector<double> Muon<T>::second_moment_ratio(std::span<const T> grads) const {
+  std::vector<double> out(this->table_.specs().size(), std::nan(""));
+  const double bc2 = 1.0 - std::pow(this->cfg_.beta2, static_cast<double>(this->t_));
+  second_moment_rms(this->table_, v_, bc2, this->cfg_.eps, grads, out);
+  return out;
+}
+
+template <class T>
+void Muon<T>::apply(std::span<T> params, std::span<T> grads, double lr, double grad_scale) {
+  const OptimConfig& c = this->cfg_;
+  const double adam_lr = c.adamw_lr > 0 ? lr * (c.adamw_lr / c.lr) : lr;
+  adamw_group(*this, m_, v_, params.data(), grads.data(), adam_lr, grad_scale, this->t_);
+
+  const NsCoefficients ns{c.ns_a, c.ns_b, c.ns_c, c.ns_steps, c.ns_eps};
+  const T mu = static_cast<T>(c.momentum), w = static_cast<T>(1.0 - c.momentum);
+  const T k = static_cast<T>(grad_scale);
+  const bool scaled = grad_scale != 1.0, nesterov = c.nesterov;
+  for (std::size_t i = 0; i < mom_.specs.size(); ++i) {
+    const ParamSpec& s = *mom_.specs[i];
+    const long cols = s.shape[1];
+    const T decay = static_cast<T>(1.0 - lr * (this->decayed(s) ? c.weight_decay : 0.0));
+    long row0 = 0;
+    for (const std::int64_t rows : blocks_of(s)) {
+      const long off = row0 * cols, n = rows * cols;
+      T* p = params.data() + s.offset + off;
+      T* g = grads.data() + s.offset + off;
+      T* buf = mom_.at(i) + off;
+      T* u = u_.data();
+      parallel_for(n, 32768, [&](long b, long e) {
+        for (long j = b; j < e; ++j) {
+          const T gj = scaled ? g[j] * k : g[j];
+          g[j] = gj;
+          buf[j] = lerp_torch(buf[j], gj, w);
+          u[j] = nesterov ? lerp_torch(gj, buf[j], mu) : buf[j];
+        }
+      });
+      ns_.run(u, u, static_cast<int>(rows), static_cast<int>(cols), ns, this->mm_);
+      const T step = static_cast<T>(-lr * adjust(c.adjust_lr, rows, cols));
+      parallel_for(n, 32768, [&](long b, long e) {
+        for (long j = b; j < e; ++j) {
+          const T pj = p[j] * decay;
+          p[j] = pj + step * u[j];
+        }
+      });
+      row0 += rows;
+    }
+  }
+}
+
+template class Muon<float>;
+template class Muon<double>;
+
+}  // namespace normlab

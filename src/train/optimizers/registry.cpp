@@ -1,0 +1,36 @@
+#include "train/optimizers/registry.h"
+
+#include "train/optimizers/adam_atan2.h"
+#include "train/optimizers/adamw.h"
+#include "train/optimizers/muon.h"
+#include "train/optimizers/stable_adamw.h"
+
+namespace normlab {
+
+namespace {
+
+template <template <class> class O>
+OptimizerRow row(OptimizerKind kind) {
+  return {kind,
+          [](const ParamTable& t, const OptimConfig& c, const ModelConfig& m) {
+            return std::unique_ptr<Optimizer<float>>(std::make_unique<O<float>>(t, c, m));
+          },
+          [](const ParamTable& t, const OptimConfig& c, const ModelConfig& m) {
+            return std::unique_ptr<Optimizer<double>>(std::make_unique<O<double>>(t, c, m));
+          },
+          [](const ParamTable& t) { return O<float>::state_elements(t); }};
+}
+
+}  // namespace
+
+std::span<const OptimizerRow> optimizer_registry() {
+  static const OptimizerRow rows[] = {
+      row<AdamW>(OptimizerKind::adamw),
+      row<Muon>(OptimizerKind::muon),
+      row<StableAdamW>(OptimizerKind::stable_adamw),
+      row<AdamAtan2>(OptimizerKind::adam_atan2),
+  };
+  return rows;
+}
+
+}  // namespace normlab

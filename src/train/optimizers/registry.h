@@ -1,0 +1,25 @@
+// The optimizers normlab trains with: one row each, the only place that maps optim.name to an
+// implementation (train/optimizer.h: make_optimizer, optimizer_state_elements).
+#pragma once
+#include <functional>
+#include <memory>
+#include <span>
+
+#include "train/optimizer.h"
+
+namespace normlab {
+
+struct OptimizerRow {
+  OptimizerKind kind;
+  std::function<std::unique_ptr<Optimizer<float>>(const ParamTable&, const OptimConfig&,
+                                                  const ModelConfig&)>
+      make_f;
+  std::function<std::unique_ptr<Optimizer<double>>(const ParamTable&, const OptimConfig&,
+                                                   const ModelConfig&)>
+      make_d;
+  std::function<long(const ParamTable&)> state_elements;  // values of state, without allocating
+};
+
+std::span<const OptimizerRow> optimizer_registry();
+
+}  // namespace normlab

@@ -1,0 +1,92 @@
+#include "train/optimizers/stable_adamw.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "tensor/threading.h"
+#include "train/optimizers/lerp.h"
+
+namespace normlab {
+
+namespace {
+
+// optimi's debias_beta: b (1 - b^(t-1)) / (1 - b^t), written as (b^t - b) / (b^t - 1).
+double debias_beta(double beta, long t) {
+  const double bt = std::pow(beta, static_cast<double>(t));
+  return (bt - beta) / (bt - 1.0);
+}
+
+// The moments of one tensor and sum(g^2 / max(v, eps^2)), in chunks summed in order (the same
+// result at any thread count). g is scaled by k and written back.
+template <class T>
+double moments(T* g, T* m, T* v, long n, T w1, T b2, T e2, T k, bool scaled) {
+  const Chunks ch(n, 32768);
+  double part[kMaxChunks] = {};
+  parallel_chunks_indexed(ch, [&](long c, long b, long end) {
+    double s = 0;
+    for (long i = b; i < end; ++i) {
+      const T gi = scaled ? g[i] * k : g[i];
+      g[i] = gi;
+      m[i] = lerp_torch(m[i], gi, w1);
+      const T vi = v[i] * b2 + gi * gi * (T(1) - b2);
+      v[i] = vi;
+      s += static_cast<double>(gi * gi / std::max(vi, e2));
+    }
+    part[c] = s;
+  });
+  double s = 0;
+  for (long c = 0; c < ch.count; ++c) s += part[c];
+  return s;
+}
+
+}  // namespace
+
+template <class T>
+StableAdamW<T>::StableAdamW(const ParamTable& table, const OptimConfig& cfg,
+                            const ModelConfig& model)
+    : Optimizer<T>(table, cfg, model),
+      m_("stable_adamw.m.", table, [](const ParamSpec&) { return true; }),
+      v_("stable_adamw.v.", table, [](const ParamSpec&) { return true; }),
+      r_(table.specs().size(), 0.0) {}
+
+template <class T>
+long StableAdamW<T>::state_elements(const ParamTable& table) {
+  return 2 * StateArena<T>::elements(table, [](const ParamSpec&) { return true; });
+}
+
+template <class T>
+std::vector<double> StableAdamW<T>::second_moment_ratio(std::span<const T> grads) const {
+  std::vector<double> out;  // v is the bias-corrected moment itself (debiased betas)
+  second_moment_rms(this->table_, v_, 1.0, this->cfg_.eps, grads, out);
+  return out;
+}
+
+template <class T>
+void StableAdamW<T>::apply(std::span<T> params, std::span<T> grads, double lr, double grad_scale) {
+  const OptimConfig& c = this->cfg_;
+  const double b1t = debias_beta(c.beta1, this->t_), b2t = debias_beta(c.beta2, this->t_);
+  const T w1 = static_cast<T>(1.0 - b1t), b2 = static_cast<T>(b2t);
+  const T e = static_cast<T>(c.eps), e2 = static_cast<T>(c.eps * c.eps);
+  const T k = static_cast<T>(grad_scale);
+  for (std::size_t i = 0; i < m_.specs.size(); ++i) {
+    const ParamSpec& s = *m_.specs[i];
+    T* p = params.data() + s.offset;
+    T* m = m_.at(i);
+    T* v = v_.at(i);
+    const double ss = moments(grads.data() + s.offset, m, v, s.numel, w1, b2, e2, k,
+                              grad_scale != 1.0);
+    const double r = std::sqrt(ss / static_cast<double>(s.numel));
+    r_[i] = r;
+    const double lr_t = lr / std::max(1.0, r);
+    const T decay = static_cast<T>(1.0 - lr_t * (this->decayed(s) ? c.weight_decay : 0.0));
+    const T step = static_cast<T>(lr_t);
+    parallel_for(s.numel, 32768, [&](long b, long end) {
+      for (long j = b; j < end; ++j) p[j] = p[j] * decay - step * (m[j] / (std::sqrt(v[j]) + e));
+    });
+  }
+}
+
+template class StableAdamW<float>;
+template class StableAdamW<double>;
+
+}  // namespace normlab

@@ -1,0 +1,365 @@
+"""Step-for-step parity of normlab's optimizers (normlab.Optimizer, #36) with their references
+from PyPI: torch.optim.Muon (both adjust_lr rules, Nesterov on and off, float32 and bf16),
+optimi.StableAdamW (torch-optimi), adam_atan2_pytorch.AdamAtan2, torch.optim.AdamW, and QK-Clip
+against an oracle written here from Kimi K2's formula and the rules stated in
+src/train/qk_clip.h. Both sides get the same gradients at every step; the comparison is on the
+update (param_after - param_before) of every tensor: its difference beyond one unit in the last
+place of the float32 parameter (the rounding of the parameter itself), relative to the largest
+entry of the reference's update.
+
+    cd tests/py && NORMLAB_BUILD_DIR=$PWD/../../build ../../.venv/bin/python -m pytest -q test_optimizer_parity.py
+"""
+import numpy as np
+import pytest
+import torch
+
+from normlab_py import normlab
+
+torch.set_num_threads(1)
+
+# GQA (4 query heads, 2 key/value heads), a gated MLP and q/k/v biases, untied head: every kind of
+# tensor and every row-block split Muon makes (q, k, v of wqkv; gate and up of w_in), square, wide
+# and tall blocks.
+MODEL = {"vocab_size": 40, "n_layer": 2, "d_model": 24, "n_head": 4, "n_kv_head": 2, "d_ff": 40,
+         "seq_len": 8, "mlp": "swiglu", "attn_qkv_bias": True, "tie_embeddings": False}
+LRS = [1e-2, 2e-2, 1.5e-2, 5e-3]   # one learning rate per step
+SCALES = [1.0, 1.0, 0.5, 1.0]      # grad_scale per step (a clip factor)
+
+
+def setup(optim, model=MODEL, train=None):
+    cfg = normlab.Config({"model": model, "optim": optim, "train": train or {}})
+    m = normlab.Model(cfg, seed=3)
+    return cfg, m, normlab.Optimizer(cfg, m)
+
+
+def gradients(m, step):
+    """Random gradients of every parameter, with one tensor's jumping tenfold at step 2 (so that
+    StableAdamW's update clipping acts)."""
+    rng = np.random.default_rng(100 + step)
+    out = {}
+    for name, p in m.parameters().items():
+        g = rng.standard_normal(p.shape).astype(np.float32) * np.float32(0.1)
+        if step == 2 and name == "blocks.1.mlp.w_out.weight":
+            g *= np.float32(10)
+        out[name] = g
+    return out
+
+
+def split_rows(m):
+    """{normlab name: [(row0, rows)]}: the row blocks Muon treats as matrices."""
+    c = m.config
+    D = c["model.d_model"] // c["model.n_head"]
+    Cq, Ckv, F = c["model.n_head"] * D, (c["model.n_kv_head"] or c["model.n_head"]) * D, c["model.d_ff"]
+    out = {}
+    for row in m.param_table():
+        n, s = row["name"], row["shape"]
+        if len(s) == 2 and row["group"] in ("attention", "mlp"):
+            if n.endswith("wqkv.weight"):
+                out[n] = [(0, Cq), (Cq, Ckv), (Cq + Ckv, Ckv)]
+            elif n.endswith("w_in.weight") and c["model.mlp"] in ("swiglu", "geglu"):
+                out[n] = [(0, F), (F, F)]
+            else:
+                out[n] = [(0, s[0])]
+    return out
+
+
+class Reference:
+    """The reference optimizer over torch copies of the model's tensors, split into Muon's
+    matrices where it is Muon."""
+
+    def __init__(self, m, make, muon_blocks=None):
+        self.table = m.param_table()
+        params = m.parameters()
+        self.blocks = muon_blocks or {}
+        self.t = {}  # key -> torch tensor; key = name or (name, row0)
+        for row in self.table:
+            n = row["name"]
+            for r0, rows in self.blocks.get(n, [(None, None)]):
+                v = params[n] if r0 is None else params[n][r0:r0 + rows]
+                self.t[(n, r0)] = torch.nn.Parameter(torch.tensor(np.array(v)))
+        self.opts = make(self)
+
+    def groups(self, keys, wd):
+        decayed = {r["name"] for r in self.table if r["decay"]}
+        dec = [self.t[k] for k in keys if k[0] in decayed]
+        nod = [self.t[k] for k in keys if k[0] not in decayed]
+        return [{"params": dec, "weight_decay": wd}, {"params": nod, "weight_decay": 0.0}]
+
+    def step(self, grads, lr, scale, lr_of=lambda opt, lr: lr):
+        for (n, r0), p in self.t.items():
+            g = grads[n] if r0 is None else grads[n][r0:r0 + p.shape[0]]
+            p.grad = torch.tensor(np.array(g)) * torch.tensor(np.float32(scale))
+        for opt in self.opts:
+            for grp in opt.param_groups:
+                grp["lr"] = lr_of(opt, lr)
+            opt.step()
+
+    def value(self, name):
+        keys = [k for k in self.t if k[0] == name]
+        return np.concatenate([self.t[k].detach().numpy() for k in sorted(keys, key=lambda k: k[1] or 0)])
+
+
+def compare(cfg, m, opt, ref, steps=4, lr_of=lambda o, lr: lr, before_step=None):
+    """Steps both sides; returns the worst relative update error over tensors and steps."""
+    worst = 0.0
+    for s in range(steps):
+        g = gradients(m, s)
+        before = {k: v.copy() for k, v in m.parameters().items()}
+        ref_before = {n: ref.value(n) for n in before}
+        for n in before:
+            np.testing.assert_array_equal(before[n], ref_before[n])  # both start each step equal?
+        extra = before_step(s) if before_step else {}
+        opt.step(g, LRS[s], grad_scale=SCALES[s], **extra)
+        ref.step(g, LRS[s], SCALES[s], lr_of)
+        if before_step:
+            ref.after_step(s)
+        for n, p in m.parameters().items():
+            after = ref.value(n)
+            u, ur = p - before[n], after - ref_before[n]
+            scale = float(np.abs(ur).max())
+            assert scale > 0, (n, s)
+            # The parameters are float32: two results one rounding apart differ by a unit in the
+            # last place of the parameter, whatever the update's size. What is beyond that is the
+            # error of the update.
+            beyond = np.maximum(np.abs(u - ur) - np.spacing(np.abs(after)), 0)
+            worst = max(worst, float(beyond.max()) / scale)
+        # Continue from the same parameters on both sides: each step is compared on its own
+        # update, not on accumulated drift.
+        for n, p in m.parameters().items():
+            r = ref.value(n)
+            p[...] = r
+    return worst
+
+
+def adam_opts(ref, cls, keys, wd, **kw):
+    return cls(ref.groups(keys, wd), **kw)
+
+
+# -- the element-wise Adam family ----------------------------------------------------------------
+
+def test_adamw_matches_torch():
+    cfg, m, opt = setup({"name": "adamw", "beta2": 0.99, "weight_decay": 0.1})
+    ref = Reference(m, lambda r: [adam_opts(r, torch.optim.AdamW, list(r.t), 0.1, lr=1e-2,
+                                            betas=(0.9, 0.99), eps=1e-8)])
+    err = compare(cfg, m, opt, ref)
+    print(f"adamw: max relative update error {err:.2e}")
+    assert err < 1e-5
+
+
+def test_stable_adamw_matches_optimi():
+    import optimi
+    cfg, m, opt = setup({"name": "stable_adamw", "beta2": 0.99, "eps": 1e-6,
+                         "weight_decay": 0.1})
+    ref = Reference(m, lambda r: [adam_opts(r, optimi.StableAdamW, list(r.t), 0.1, lr=1e-2,
+                                            betas=(0.9, 0.99), eps=1e-6, foreach=False,
+                                            triton=False)])
+    err = compare(cfg, m, opt, ref)
+    print(f"stable_adamw: max relative update error {err:.2e}")
+    assert err < 1e-5
+
+
+def test_stable_adamw_clips_the_tensor_whose_gradient_jumps():
+    # StableAdamW's update is AdamW's divided by max(1, r), r = RMS(g^2 / v) of the tensor. The
+    # tenfold jump of step 2 makes r > 1 for that tensor only: its update shrinks by 1/r, computed
+    # here from the optimizer's own state; every other tensor's equals AdamW's.
+    cfg_s, m_s, o_s = setup({"name": "stable_adamw", "eps": 1e-6, "weight_decay": 0.0})
+    cfg_a, m_a, o_a = setup({"name": "adamw", "eps": 1e-6, "weight_decay": 0.0})
+    for s in range(3):
+        g = gradients(m_s, s)
+        bs = {k: v.copy() for k, v in m_s.parameters().items()}
+        ba = {k: v.copy() for k, v in m_a.parameters().items()}
+        o_s.step(g, 1e-2)
+        o_a.step(g, 1e-2)
+    jump = "blocks.1.mlp.w_out.weight"
+    for n in bs:
+        v = o_s.state["stable_adamw.v." + n].astype(np.float64)
+        r = np.sqrt(np.mean(g[n].astype(np.float64) ** 2 / np.maximum(v, 1e-12)))
+        us, ua = m_s.parameters()[n] - bs[n], m_a.parameters()[n] - ba[n]
+        assert (r > 1.5) == (n == jump), (n, r)
+        np.testing.assert_allclose(us, ua / max(1.0, r), rtol=1e-4,
+                                   atol=2 * float(np.spacing(np.abs(bs[n]).max())), err_msg=n)
+
+
+def test_adam_atan2_matches_the_reference():
+    from adam_atan2_pytorch import AdamAtan2
+    cfg, m, opt = setup({"name": "adam_atan2", "beta2": 0.99, "weight_decay": 0.1,
+                         "atan2_a": 1.27, "atan2_b": 1.0})
+    ref = Reference(m, lambda r: [adam_opts(r, AdamAtan2, list(r.t), 0.1, lr=1e-2,
+                                            betas=(0.9, 0.99), a=1.27, b=1.0)])
+    err = compare(cfg, m, opt, ref)
+    print(f"adam_atan2: max relative update error {err:.2e}")
+    assert err < 1e-5
+
+
+# -- Muon --------------------------------------------------------------------------------------
+
+def ns_float32(grad, ns_coefficients, ns_steps, eps):
+    """torch.optim.Muon's Newton-Schulz (torch/optim/_muon.py) without its cast to bfloat16: the
+    float32 oracle for normlab's float32 path; everything else is torch's own Muon."""
+    a, b, c = ns_coefficients
+    x = grad.float()
+    if grad.size(0) > grad.size(1):
+        x = x.T
+    x = x / x.norm().clamp(min=eps)
+    for _ in range(ns_steps):
+        gram = x @ x.T
+        upd = torch.addmm(gram, gram, gram, beta=b, alpha=c)
+        x = torch.addmm(x, upd, x, beta=a)
+    if grad.size(0) > grad.size(1):
+        x = x.T
+    return x
+
+
+def muon_reference(m, adjust, nesterov, adamw_lr_ratio=1.0, wd=0.1, momentum=0.95):
+    blocks = split_rows(m)
+
+    def make(r):
+        mats = [k for k in r.t if k[0] in blocks]
+        rest = [k for k in r.t if k[0] not in blocks]
+        muon = torch.optim.Muon([r.t[k] for k in mats], lr=1e-2, weight_decay=wd,
+                                momentum=momentum, nesterov=nesterov, adjust_lr_fn=adjust)
+        adam = adam_opts(r, torch.optim.AdamW, rest, wd, lr=1e-2, betas=(0.9, 0.95), eps=1e-8)
+        adam.is_adam = True
+        return [muon, adam]
+    ref = Reference(m, make, blocks)
+    lr_of = lambda o, lr: lr * adamw_lr_ratio if getattr(o, "is_adam", False) else lr
+    return ref, lr_of
+
+
+@pytest.mark.parametrize("adjust,nesterov", [("original", True), ("original", False),
+                                             ("match_rms_adamw", True)])
+def test_muon_matches_torch_in_float32(monkeypatch, adjust, nesterov):
+    import torch.optim._muon as tm
+    monkeypatch.setattr(tm, "_zeropower_via_newtonschulz", ns_float32)
+    cfg, m, opt = setup({"name": "muon", "adjust_lr": adjust, "nesterov": nesterov,
+                         "adamw_lr": 5e-3, "lr": 1e-2})
+    ref, lr_of = muon_reference(m, adjust, nesterov, adamw_lr_ratio=0.5)
+    err = compare(cfg, m, opt, ref, lr_of=lr_of)
+    print(f"muon {adjust} nesterov={nesterov} float32: max relative update error {err:.2e}")
+    assert err < 2e-5
+
+
+def test_muon_matches_torch_in_bf16():
+    # torch.optim.Muon as shipped: its Newton-Schulz runs in bfloat16. normlab's with
+    # train.matmul_precision = bf16 rounds its iterate to bf16 after every operation as the
+    # reference does; the products' float32 sums may go in another order, so an entry may differ
+    # by a bf16 rounding step (none did on the machine this test was written on).
+    cfg, m, opt = setup({"name": "muon"}, train={"matmul_precision": "bf16"})
+    ref, lr_of = muon_reference(m, "original", True)
+    err = compare(cfg, m, opt, ref, lr_of=lr_of)
+    print(f"muon bf16: max relative update error {err:.2e}")
+    assert err < 2.0 ** -8  # one bf16 rounding step of the largest entry
+    # and the float32 path is not what the bf16 reference computes (the bf16 rounding is real)
+    cfg32, m32, opt32 = setup({"name": "muon"})
+    ref32, lr_of32 = muon_reference(m32, "original", True)
+    assert compare(cfg32, m32, opt32, ref32, steps=1, lr_of=lr_of32) > 10 * 1e-5
+
+
+def test_muon_matrices_and_state_names():
+    cfg, m, opt = setup({"name": "muon"})
+    st = opt.state
+    mats = split_rows(m)
+    assert {k[len("muon.momentum."):] for k in st if k.startswith("muon.momentum.")} == set(mats)
+    others = {r["name"] for r in m.param_table()} - set(mats)
+    assert {k[len("adam.m."):] for k in st if k.startswith("adam.m.")} == others
+    assert {k[len("adam.v."):] for k in st if k.startswith("adam.v.")} == others
+    for k, v in st.items():
+        assert v.shape == m.parameters()[k.split(".", 2)[2]].shape
+
+
+# -- QK-Clip -------------------------------------------------------------------------------------
+
+def qk_oracle(ref, cfg, S, tau, alpha):
+    """Kimi K2's QK-Clip on the reference's tensors, with normlab's stated rules: a key head takes
+    the largest S of its query heads; biases scale with their rows; with QK-Norm the gains (as
+    offset + w) scale instead, per head for scope full, by the layer's smallest factor for scope
+    head."""
+    c = cfg
+    H, Hkv = c["model.n_head"], c["model.n_kv_head"] or c["model.n_head"]
+    D = c["model.d_model"] // H
+    G = H // Hkv
+    off = c["model.norm_gain_offset"]
+    qk_norm = c["model.qk_norm"] != "none"
+    with torch.no_grad():
+        for l in range(c["model.n_layer"]):
+            s = S[l]
+            gq = np.where(s > tau, tau / s, 1.0)
+            gk = np.array([min(1.0, tau / s[k * G:(k + 1) * G].max()) for k in range(Hkv)])
+            fq, fk = gq ** alpha, gk ** (1 - alpha)
+            a = f"blocks.{l}.attn."
+
+            def scale_rows(t, r0, n, f):
+                t[r0:r0 + n] *= torch.tensor(np.float32(f))
+
+            def scale_gain(t, r0, n, f):
+                t[r0:r0 + n] = ((off + t[r0:r0 + n].double()) * f - off).float()
+            if not qk_norm:
+                q, k = ref.t[(a + "wqkv.weight", 0)], ref.t[(a + "wqkv.weight", H * D)]
+                bias = ref.t.get((a + "wqkv.bias", None))
+                for h in range(H):
+                    if gq[h] < 1:
+                        scale_rows(q, h * D, D, fq[h])
+                        if bias is not None:
+                            scale_rows(bias, h * D, D, fq[h])
+                for g in range(Hkv):
+                    if gk[g] < 1:
+                        scale_rows(k, g * D, D, fk[g])
+                        if bias is not None:
+                            scale_rows(bias, H * D + g * D, D, fk[g])
+            elif (s > tau).any():
+                qg, kg = ref.t[(a + "q_norm.weight", None)], ref.t[(a + "k_norm.weight", None)]
+                if c["model.qk_norm_scope"] == "full":
+                    for h in range(H):
+                        if gq[h] < 1:
+                            scale_gain(qg, h * D, D, fq[h])
+                    for g in range(Hkv):
+                        if gk[g] < 1:
+                            scale_gain(kg, g * D, D, fk[g])
+                else:
+                    scale_gain(qg, 0, D, gq.min() ** alpha)
+                    scale_gain(kg, 0, D, gk.min() ** (1 - alpha))
+
+
+@pytest.mark.parametrize("extra", [{}, {"qk_norm": "rmsnorm", "qk_norm_scope": "full"},
+                                   {"qk_norm": "rmsnorm", "qk_norm_scope": "head",
+                                    "norm_gain_offset": 1.0}])
+def test_qk_clip_matches_kimi_k2s_formula(monkeypatch, extra):
+    import torch.optim._muon as tm
+    monkeypatch.setattr(tm, "_zeropower_via_newtonschulz", ns_float32)
+    tau, alpha = 5.0, 0.3
+    model = {**MODEL, **extra}
+    cfg, m, opt = setup({"name": "muon", "qk_clip": tau, "qk_clip_alpha": alpha}, model=model)
+    ref, lr_of = muon_reference(m, "original", True)
+    # The wqkv splits of the reference follow the q, k, v blocks; the q bias is one tensor.
+    H = model["n_head"]
+    rng = np.random.default_rng(7)
+    maxima = {}
+
+    def before_step(s):
+        # Per step, some heads above tau and some below (head 1 of each layer always above).
+        S = rng.uniform(1.0, 2.0 * tau, size=(model["n_layer"], H))
+        S[:, 1] = 3 * tau
+        maxima[s] = S
+        return {"attn_max_logit": S}
+
+    ref.after_step = lambda s: qk_oracle(ref, cfg, maxima[s], tau, alpha)
+    err = compare(cfg, m, opt, ref, lr_of=lr_of, before_step=before_step)
+    print(f"qk_clip {extra}: max relative update error {err:.2e}")
+    assert err < 2e-5
+    assert opt.qk_clip["heads"] == int((maxima[3] > tau).sum())
+    assert opt.qk_clip["max_logit"] == pytest.approx(maxima[3].max())
+
+
+def test_qk_clip_needs_the_maxima():
+    cfg, m, opt = setup({"name": "adamw", "qk_clip": 5.0})
+    with pytest.raises(normlab.InputError, match="attention maxima"):
+        opt.step(gradients(m, 0), 1e-2)
+    with pytest.raises(normlab.InputError, match="attention maxima"):
+        opt.step(gradients(m, 0), 1e-2, attn_max_logit=np.ones(3))
+
+
+def test_optimizer_refuses_a_config_of_another_model():
+    cfg, m, _ = setup({"name": "muon"})
+    other = normlab.Config({"model": {**MODEL, "d_ff": 48}, "optim": {"name": "muon"}})
+    with pytest.raises(normlab.ConfigError, match="not the model's config"):
+        normlab.Optimizer(other, m)

@@ -1,0 +1,240 @@
+// The optimizers behind one interface (train/optimizer.h, #36) in training: every optimizer, with
+// and without QK-Clip, resumes bitwise from its checkpoint; a resume that names another optimizer
+// is refused by name; QK-Clip brings a head's largest logit to tau with the same inputs (the
+// stated rules for grouped keys and QK-Norm); the registry covers every optim.name.
+// (Step-for-step parity with the reference packages: tests/py/test_optimizer_parity.py.)
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <utility>
+
+#include "fixtures.h"
+#include "model/transformer.h"
+#include "normlab/checkpoint.h"
+#include "normlab/errors.h"
+#include "normlab/trainer.h"
+#include "train/checkpoint.h"
+#include "train/optimizer.h"
+#include "train/qk_clip.h"
+
+namespace fs = std::filesystem;
+
+namespace normlab {
+namespace {
+
+Config run_with(OptimizerKind k, double qk_clip, int steps) {
+  Config c = test::tiny_run(steps);
+  c.optim.schedule = ScheduleKind::constant;
+  c.optim.name = k;
+  c.optim.qk_clip = qk_clip;
+  c.model.n_head = 4;
+  c.model.n_kv_head = 2;
+  return c;
+}
+
+std::vector<std::vector<float>> state_of(const Trainer& t) {
+  std::vector<std::vector<float>> out{{t.params().begin(), t.params().end()}};
+  for (const auto& [name, s] : t.optimizer_state()) out.emplace_back(s.begin(), s.end());
+  return out;
+}
+
+class EveryOptimizer : public ::testing::TestWithParam<std::pair<OptimizerKind, double>> {};
+
+TEST_P(EveryOptimizer, ResumesBitwise) {
+  const auto [kind, clip] = GetParam();
+  const std::string name = std::string(to_string(kind)) + (clip > 0 ? "_clip" : "");
+  const std::string a = test::temp_dir("optim_straight_" + name), b = test::temp_dir("optim_resumed_" + name);
+  std::vector<std::vector<float>> straight;
+  std::vector<std::string> prefixes;
+  {
+    Trainer t(run_with(kind, clip, 12), a, false);
+    EXPECT_EQ(t.run().steps, 12);
+    straight = state_of(t);
+    for (const auto& [p, s] : t.optimizer_state()) prefixes.push_back(p);
+  }
+  {
+    Trainer t(run_with(kind, clip, 7), b, false);
+    t.run();
+  }
+  {
+    ResumeOptions from;
+    from.config = resume_config(resume_point(b), {"train.steps=12"});
+    Trainer t(Config{}, b, true, from);
+    EXPECT_EQ(t.step(), 7);
+    t.run();
+    const auto resumed = state_of(t);
+    ASSERT_EQ(resumed.size(), straight.size());
+    for (std::size_t k = 0; k < resumed.size(); ++k)
+      EXPECT_TRUE(resumed[k] == straight[k]) << name << " arena " << k;
+  }
+  // The state names are the optimizer's own (nothing shared by accident between optimizers).
+  const std::vector<std::string> want =
+      kind == OptimizerKind::muon ? std::vector<std::string>{"muon.momentum.", "adam.m.", "adam.v."}
+      : kind == OptimizerKind::adamw
+          ? std::vector<std::string>{"adam.m.", "adam.v."}
+          : std::vector<std::string>{std::string(to_string(kind)) + ".m.",
+                                     std::string(to_string(kind)) + ".v."};
+  EXPECT_EQ(prefixes, want);
+  fs::remove_all(a);
+  fs::remove_all(b);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Optimizers, EveryOptimizer,
+    ::testing::Values(std::pair{OptimizerKind::adamw, 0.0}, std::pair{OptimizerKind::muon, 0.0},
+                      std::pair{OptimizerKind::stable_adamw, 0.0},
+                      std::pair{OptimizerKind::adam_atan2, 0.0},
+                      std::pair{OptimizerKind::muon, 0.5}, std::pair{OptimizerKind::adamw, 0.5}),
+    [](const auto& info) {
+      return std::string(to_string(info.param.first)) + (info.param.second > 0 ? "_qk_clip" : "");
+    });
+
+TEST(Optimizers, AResumeWithAnotherOptimizerIsRefusedByName) {
+  const std::string dir = test::temp_dir("optim_change");
+  {
+    Trainer t(run_with(OptimizerKind::adamw, 0, 3), dir, false);
+    t.run();
+  }
+  try {
+    resume_config(resume_point(dir), {"train.steps=6", "optim.name=muon"});
+    FAIL() << "no exception";
+  } catch (const ConfigError& e) {
+    ASSERT_EQ(e.problems.size(), 1u) << e.what();
+    EXPECT_NE(e.problems[0].find("optim.name cannot change on resume"), std::string::npos)
+        << e.what();
+    EXPECT_NE(e.problems[0].find("--init-from"), std::string::npos) << e.what();
+  }
+  // The trainer itself, given such a config, refuses too, and loading the checkpoint's state
+  // into another optimizer names both.
+  ResumeOptions from;
+  from.config = run_with(OptimizerKind::muon, 0, 6);
+  EXPECT_THROW(Trainer(Config{}, dir, true, from), ConfigError);
+  Transformer<float> model(run_with(OptimizerKind::muon, 0, 6).model, 1, 8);
+  const auto muon = make_optimizer<float>(model.table(), run_with(OptimizerKind::muon, 0, 6).optim,
+                                          model.config());
+  try {
+    load_checkpoint(latest_checkpoint(dir), model, muon.get(), nullptr);
+    FAIL() << "no exception";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("optimizer state is adamw's, not muon's"),
+              std::string::npos)
+        << e.what();
+  }
+  fs::remove_all(dir);
+}
+
+// ---- QK-Clip ---------------------------------------------------------------------------------
+
+struct ClipCase {
+  QKNormKind qk_norm;
+  QKNormScope scope;
+  double gain_offset;
+};
+
+// The (L * H) maxima of one forward pass over a fixed batch.
+std::vector<double> maxima(Transformer<float>& m, const std::vector<int>& idx,
+                           const std::vector<int>& tgt, int B, int T) {
+  m.set_collect_attn_max(true);
+  m.forward(idx.data(), tgt.data(), B, T, 0.0, false);
+  m.set_collect_attn_max(false);
+  return m.stats().attn_max_logit_head;
+}
+
+class QkClipRule : public ::testing::TestWithParam<ClipCase> {};
+
+TEST_P(QkClipRule, BringsTheWorstHeadToTauWithTheSameInputs) {
+  const ClipCase cc = GetParam();
+  Config c = test::tiny_run(1);
+  ModelConfig& mc = c.model;
+  mc.n_layer = 2;
+  mc.n_head = 4;
+  mc.n_kv_head = 2;
+  mc.attn_qkv_bias = true;
+  mc.attn_softcap = 30.0;  // the clip acts on the logit before the cap
+  mc.qk_norm = cc.qk_norm;
+  mc.qk_norm_scope = cc.scope;
+  mc.norm_gain_offset = cc.gain_offset;
+  const int B = 2, T = 16, H = mc.n_head, G = mc.n_head / mc.kv_heads();
+  Transformer<float> m(mc, B, T);
+  m.init_params(5);
+  Rng rng(9);
+  test::perturb(m.params(), rng, 0.3);  // logits of a few units, differing by head
+  const auto idx = test::random_tokens(B * T, mc.vocab_size, rng);
+  const auto tgt = test::random_tokens(B * T, mc.vocab_size, rng);
+  const std::vector<double> S = maxima(m, idx, tgt, B, T);
+  double lo = 1e300, hi = 0;
+  for (double s : S) lo = std::min(lo, s), hi = std::max(hi, s);
+  ASSERT_LT(lo, hi);
+  const double tau = 0.5 * (lo + hi);  // some heads above, some below
+  // One layer at a time, from the same weights: clipping layer l changes what the layers after
+  // it see, so only layer l's heads keep their inputs (the maxima of the other layers are given
+  // as 0: nothing of theirs is clipped).
+  const std::vector<float> w0(m.params().begin(), m.params().end());
+  int clipped_total = 0;
+  for (int l = 0; l < mc.n_layer; ++l) {
+    std::copy(w0.begin(), w0.end(), m.params().begin());
+    std::vector<double> Sl(S.size(), 0.0);
+    std::copy(S.begin() + l * H, S.begin() + (l + 1) * H, Sl.begin() + l * H);
+    QkClip clip(m.table(), mc, tau, 0.3);
+    clip.apply(m.params().data(), Sl);
+    const std::vector<double> after = maxima(m, idx, tgt, B, T);
+    int clipped = 0;
+    double layer_before = 0, layer_after = 0;
+    for (int h = 0; h < H; ++h) {
+      const long i = static_cast<long>(l) * H + h;
+      layer_before = std::max(layer_before, S[i]);
+      layer_after = std::max(layer_after, after[i]);
+      clipped += S[i] > tau;
+      EXPECT_LE(after[i], tau * (1 + 1e-5)) << "layer " << l << " head " << h;
+      if (cc.qk_norm != QKNormKind::none && cc.scope == QKNormScope::head) continue;
+      // Per head: a head over tau that leads its key group lands at tau; a group with no head
+      // over tau is untouched.
+      double group_max = 0;
+      for (int g = h / G * G; g < (h / G + 1) * G; ++g) group_max = std::max(group_max, S[l * H + g]);
+      if (S[i] > tau && S[i] == group_max) {
+        EXPECT_NEAR(after[i], tau, 1e-5 * tau) << "layer " << l << " head " << h;
+      }
+      if (group_max <= tau) {
+        EXPECT_EQ(after[i], S[i]) << "layer " << l << " head " << h;
+      }
+    }
+    // Shared gains (scope head): the layer's worst head lands at tau.
+    if (layer_before > tau) {
+      EXPECT_NEAR(layer_after, tau, 1e-5 * tau) << "layer " << l;
+    }
+    // Earlier layers are untouched.
+    for (long i = 0; i < static_cast<long>(l) * H; ++i) EXPECT_EQ(after[i], S[i]) << i;
+    EXPECT_EQ(clip.events().heads_clipped, clipped);
+    EXPECT_EQ(clip.events().per_layer[l], clipped);
+    clipped_total += clipped;
+  }
+  EXPECT_GT(clipped_total, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, QkClipRule,
+    ::testing::Values(ClipCase{QKNormKind::none, QKNormScope::head, 0.0},
+                      ClipCase{QKNormKind::rmsnorm, QKNormScope::full, 0.0},
+                      ClipCase{QKNormKind::layernorm, QKNormScope::full, 0.0},
+                      ClipCase{QKNormKind::rmsnorm, QKNormScope::head, 1.0}),
+    [](const auto& info) {
+      return std::string(to_string(info.param.qk_norm)) + "_" +
+             std::string(to_string(info.param.scope)) + (info.param.gain_offset > 0 ? "_offset" : "");
+    });
+
+TEST(Optimizers, TheRegistryCoversEveryName) {
+  const Config c = test::tiny_run(1);
+  Transformer<float> model(c.model, 1, 8);
+  for (std::size_t i = 0; i < enum_names<OptimizerKind>().size(); ++i) {
+    OptimConfig oc = c.optim;
+    oc.name = static_cast<OptimizerKind>(i);
+    const auto opt = make_optimizer<float>(model.table(), oc, c.model);
+    EXPECT_EQ(opt->kind(), oc.name);
+    long n = 0;
+    for (const StateArena<float>* a : std::as_const(*opt).state()) n += a->data.size();
+    EXPECT_EQ(n, optimizer_state_elements(model.table(), oc)) << to_string(oc.name);
+  }
+}
+
+}  // namespace
+}  // namespace normlab

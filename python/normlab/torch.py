@@ -141,6 +141,9 @@ class Probe:
         self._sub_of = torch.tensor(sub, dtype=torch.long)
         self._grp_of = torch.tensor(grp, dtype=torch.long)
         self._groups_present = sorted(set(grp))
+        self._grp_numel = [0] * len(_GROUPS)
+        for p, g in zip(self._params, grp):
+            self._grp_numel[g] += p.numel()
 
     def _grads(self) -> tuple[list[torch.Tensor], list[int]]:
         idx = [i for i, p in enumerate(self._params) if p.grad is not None]
@@ -177,7 +180,10 @@ class Probe:
 
     @torch.no_grad()
     def _after_update(self, opt: Any, args: Any, kwargs: Any) -> None:
-        if self._diag is None or self._before is None:
+        if self._diag is None:
+            return
+        self._second_moment(opt)
+        if self._before is None:  # update_ratios=False
             return
         wn = torch._foreach_norm(self._before)
         torch._foreach_sub_(self._before, [p.detach() for p in self._params])  # before - after
@@ -187,6 +193,29 @@ class Probe:
         zeros = torch.zeros(len(_GROUPS), device=self.device)
         self._diag["upd_d"] = zeros.index_add(0, grp, torch.stack(dn).float().square())
         self._diag["upd_w"] = zeros.index_add(0, grp, torch.stack(wn).float().square())
+
+    @torch.no_grad()
+    def _second_moment(self, opt: Any) -> None:
+        """rms_g2v: per parameter RMS(g^2 / max(v_hat, eps^2)) after the update, for optimizers
+        that keep Adam's second moment as state["exp_avg_sq"] (Adam, AdamW and their kin), with
+        v_hat = v / (1 - beta2^t), g the gradient the update used."""
+        group_of = {id(p): g for g in opt.param_groups for p in g["params"]}
+        idx, vals = [], []
+        for i, p in enumerate(self._params):
+            st, g = opt.state.get(p, {}), self._params[i].grad
+            if g is None or "exp_avg_sq" not in st or id(p) not in group_of:
+                continue
+            hp = group_of[id(p)]
+            t = float(st.get("step", 0))
+            beta2, eps = float(hp.get("betas", (0.9, 0.999))[1]), float(hp.get("eps", 1e-8))
+            if t <= 0:
+                continue
+            v_hat = st["exp_avg_sq"].float() / (1.0 - beta2 ** t)
+            vals.append((g.float().square() / v_hat.clamp_min(eps * eps)).mean())
+            idx.append(i)
+        if vals:
+            self._diag["g2v"] = torch.stack(vals)  # mean of g^2 / v_hat per parameter
+            self._g2v_params = idx
 
     # -- forward hooks (probed steps only) ----------------------------------------------------
 
@@ -422,6 +451,18 @@ class Probe:
             out["update_ratio"] = {
                 _GROUPS[i]: math.sqrt(h["upd_d"][i] / h["upd_w"][i]) if h["upd_w"][i] > 0 else 0.0
                 for i in self._groups_present}
+            out["update_rms"] = {_GROUPS[i]: math.sqrt(h["upd_d"][i] / self._grp_numel[i])
+                                 for i in self._groups_present}
+        if "g2v" in h:  # per parameter mean(g^2 / v_hat): RMS per group over the elements
+            acc: dict[int, list[float]] = {}
+            for i, m in zip(self._g2v_params, h["g2v"]):
+                a = acc.setdefault(self.r.params[i][4], [0.0, 0.0])
+                a[0] += m * self._params[i].numel()
+                a[1] += self._params[i].numel()
+            out["rms_g2v"] = {g: math.sqrt(a[0] / a[1]) for g, a in acc.items()}
+            worst = max(range(len(h["g2v"])), key=lambda j: h["g2v"][j])
+            out["rms_g2v_max"] = math.sqrt(h["g2v"][worst])
+            out["rms_g2v_max_tensor"] = self.r.params[self._g2v_params[worst]][0]
         return out
 
     # -- the run's end ----------------------------------------------------------------------

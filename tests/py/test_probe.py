@@ -36,7 +36,7 @@ def documented_keys() -> set[str]:
     """The keys of docs/metrics.md's metrics.jsonl tables."""
     text = DOCS.read_text()
     section = text[text.index("## metrics.jsonl"):text.index("## metrics.csv")]
-    return set(re.findall(r"^\| `([a-z_]+)` \|", section, flags=re.M))
+    return set(re.findall(r"^\| `([a-z0-9_]+)` \|", section, flags=re.M))
 
 
 def make(family: str) -> nn.Module:
@@ -106,6 +106,14 @@ def test_family_writes_normlab_schema(family, tmp_path):
             assert b == pytest.approx(math.hypot(a, m), rel=1e-9)
         assert set(s["update_ratio"]) == set(s["grad_norm_group"]) >= {"attention", "mlp",
                                                                           "embedding", "norm"}
+        assert set(s["update_rms"]) == set(s["update_ratio"])
+        # AdamW's second moment: after its first step v_hat = g^2, so g^2 / v_hat is 1 wherever
+        # the gradient is well above eps
+        assert set(s["rms_g2v"]) == set(s["grad_norm_group"])
+        assert s["rms_g2v_max"] >= max(s["rms_g2v"].values()) * (1 - 1e-6)
+        assert s["rms_g2v_max_tensor"] in dict(model.named_parameters())
+        if s["step"] == 1:
+            assert s["rms_g2v"]["attention"] == pytest.approx(1.0, abs=0.05)
         assert sum(v * v for v in s["grad_norm_group"].values()) == pytest.approx(
             s["grad_norm"] ** 2, rel=1e-5)
     cfg = normlab.Config(tmp_path / "run")
@@ -184,7 +192,8 @@ def test_an_invalid_config_is_refused_before_anything_is_written(tmp_path):
 
 def test_update_ratios_off_takes_no_weight_copy(tmp_path):
     lines = train(GPT(), tmp_path / "r", steps=2, interval=1, update_ratios=False)
-    assert "grad_norm_group" in lines[0] and "update_ratio" not in lines[0]
+    assert "grad_norm_group" in lines[0] and "rms_g2v" in lines[0]
+    assert "update_ratio" not in lines[0] and "update_rms" not in lines[0]
 
 
 def test_context_manager_marks_an_exception_interrupted(tmp_path):

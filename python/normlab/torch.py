@@ -35,6 +35,9 @@ from ._probe_run import RunWriter
 __all__ = ["Probe", "FAMILIES"]
 
 _GROUPS = ("embedding", "attention", "mlp", "norm", "head")
+# PyTorch optimizer classes (torch.optim, torch-optimi, adam-atan2-pytorch) -> normlab's optim.name
+_OPTIMIZER_NAMES = {"AdamW": "adamw", "Muon": "muon", "StableAdamW": "stable_adamw",
+                    "AdamAtan2": "adam_atan2"}
 
 
 def _first_tensor(args: tuple, kwargs: Mapping[str, Any], names: tuple[str, ...] = ()):
@@ -545,6 +548,9 @@ class Probe:
         elif getattr(cfg, "max_position_embeddings", None):
             c["model.seq_len"] = int(cfg.max_position_embeddings)
         if self.optimizer is not None:
+            kind = _OPTIMIZER_NAMES.get(type(self.optimizer).__name__)
+            if kind:
+                c["optim.name"] = kind
             g = self.optimizer.param_groups[0]
             if "betas" in g:
                 c["optim.beta1"], c["optim.beta2"] = float(g["betas"][0]), float(g["betas"][1])

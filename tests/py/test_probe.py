@@ -122,6 +122,7 @@ def test_family_writes_normlab_schema(family, tmp_path):
     assert (cfg["model.placement"], cfg["model.mlp"], cfg["model.qk_norm"]) == (placement, mlp, qk)
     assert (cfg["model.vocab_size"], cfg["model.seq_len"], cfg["train.batch_size"]) == (V, 16, 2)
     assert (cfg["diag.interval"], cfg["train.steps"], cfg["optim.lr"]) == (2, 3, 3e-3)
+    assert (cfg["optim.name"], cfg["optim.weight_decay"]) == ("adamw", 0.1)
 
 
 def test_doctor_and_report_read_a_probed_run(tmp_path):

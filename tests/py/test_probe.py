@@ -327,3 +327,30 @@ def test_gradients_are_read_every_step_only_without_grad_norm(give_norm, tmp_pat
     assert reads == ([1, 3] if give_norm else [1, 2, 3, 4, 5])
     lines = [json.loads(x) for x in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
     assert all(x["grad_norm"] > 0 for x in lines[:-1])
+
+
+def test_multihead_attention_entropy_equals_its_own_weights(tmp_path):
+    """nn.TransformerEncoder: the probe's entropy of layer 0 (queries and keys from the
+    MultiheadAttention's input and in_proj_weight) equals that of the weights the module returns
+    when asked for them."""
+    torch.manual_seed(0)
+    model = EncoderLM(norm_first=True)
+    for p in model.parameters():  # attention far from uniform
+        nn.init.normal_(p, std=0.3)
+    probe = ntorch.Probe(model, None, out=tmp_path / "r", interval=1)
+    idx, tgt = markov_batches(1)
+    _, loss = model(idx[0], tgt[0])
+    loss.backward()
+    probe.step(loss, lr=1.0)
+    probe.close()
+    line = json.loads((tmp_path / "r" / "metrics.jsonl").read_text().splitlines()[0])
+    layer = model.encoder.layers[0]
+    with torch.no_grad():
+        h = layer.norm1(model.emb(idx[0]))
+        mask = nn.Transformer.generate_square_subsequent_mask(idx.shape[-1])
+        _, w = layer.self_attn(h, h, h, attn_mask=mask, need_weights=True,
+                               average_attn_weights=False)
+    p = w.double()
+    ent = -(p * torch.where(p > 0, p.log(), torch.zeros_like(p))).sum(-1).mean().item()
+    assert line["attn_entropy"][0] == pytest.approx(ent, rel=1e-5)
+    assert ent < sum(math.log(i + 1) for i in range(16)) / 16 - 0.05

@@ -17,9 +17,14 @@ Prints one JSON object: {"optimizer", "threads", "torch": {variant: step_ms}}.
 """
 import argparse
 import json
+import pathlib
+import sys
 import time
 
 import torch
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "reference"))
+from ref_optim import ns_float32  # noqa: E402  (torch's Newton-Schulz without its bf16 cast)
 
 
 def tensors(shapes, split):
@@ -35,21 +40,6 @@ def tensors(shapes, split):
             p.grad = torch.randn(*shape, generator=g) * 1e-3
             (mats if s["matrix"] and split else rest).append(p)
     return mats, rest
-
-
-def ns_float32(grad, ns_coefficients, ns_steps, eps):
-    a, b, c = ns_coefficients
-    x = grad.float()
-    if grad.size(0) > grad.size(1):
-        x = x.T
-    x = x / x.norm().clamp(min=eps)
-    for _ in range(ns_steps):
-        gram = x @ x.T
-        upd = torch.addmm(gram, gram, gram, beta=b, alpha=c)
-        x = torch.addmm(x, upd, x, beta=a)
-    if grad.size(0) > grad.size(1):
-        x = x.T
-    return x
 
 
 def median_ms(step, steps, warmup):

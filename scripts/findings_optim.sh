@@ -42,6 +42,12 @@ if [ "$PART" = all ] || [ "$PART" = 11 ]; then
   done
   $NL report "$OUT"/optim/d* --out "$OUT/optim/report.html" \
     --title "normlab finding 11: Muon against AdamW across width"
+  # The figures of docs/findings.md: adjust_lr (docs/findings/optim_best_lr.svg,
+  # optim_sensitivity.svg: scaling_*.svg) and the logit arms (optim_attn_logit_vs_lr.svg).
+  $NL report "$OUT"/optim/d*_adamw_muon "$OUT"/optim/d*_muon_match --out "$OUT/optim/adjust_report.html" \
+    --title "normlab finding 11: AdamW, Muon original, Muon match_rms_adamw"
+  $NL report "$OUT"/optim/d*_adamw_muon "$OUT"/optim/d*_muon_qknorm "$OUT"/optim/d*_muon_qkclip \
+    --out "$OUT/optim/logit_report.html" --title "normlab finding 11: Muon with QK-Norm and QK-Clip"
 fi
 
 if [ "$PART" = all ] || [ "$PART" = 12 ]; then

@@ -53,7 +53,8 @@ std::string label_from(const std::map<std::string, nlohmann::json>& cfg,
 
 // Labels for configs drawn together in one chart: each names the keys, among `keys` (in that order,
 // the placement first), that are worth naming and whose values differ among `cfgs` (a key some
-// configs lack counts as differing), except `except`. Empty where nothing differs.
+// configs lack counts as differing), except `except`; the placement and the optimizer (optim.name)
+// come first and read as their values ("peri, muon, lr 3e-3"). Empty where nothing differs.
 std::vector<std::string> distinguishing_labels(const std::vector<std::map<std::string, nlohmann::json>>& cfgs,
                                                const std::vector<std::string>& keys,
                                                const std::string& except = "");

@@ -54,7 +54,8 @@ std::string value_text(const json& v) {
 std::string short_key(const std::string& key) { return key.substr(key.find('.') + 1); }
 
 std::string label_part(const std::string& key, const json& value, bool full_key) {
-  if (key == "model.placement") return value_text(value);
+  // The placement and the optimizer read as themselves: "peri", "muon".
+  if (key == "model.placement" || key == "optim.name") return value_text(value);
   if (key == "train.init_from") {  // "from scratch" or "from RUN" (the run, not its whole path)
     std::string v = value.is_string() ? value.get<std::string>() : std::string();
     if (const auto at = v.find("/checkpoints/"); at != std::string::npos) v.resize(at);
@@ -93,6 +94,8 @@ std::vector<std::string> distinguishing_labels(const std::vector<std::map<std::s
     }
     if (seen.size() + (missing && !seen.empty() ? 1 : 0) > 1) differing.push_back(k);
   }
+  // The placement first, then the optimizer, then the rest in key order.
+  std::stable_partition(differing.begin(), differing.end(), [](const std::string& k) { return k == "optim.name"; });
   std::stable_partition(differing.begin(), differing.end(), [](const std::string& k) { return k == "model.placement"; });
   std::vector<std::string> out;
   for (const auto& c : cfgs) out.push_back(label_from(c, differing));

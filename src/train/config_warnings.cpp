@@ -42,7 +42,8 @@ std::vector<std::string> config_warnings(const Config& c, int cores) {
     unused("atan2_b", o.atan2_b != d.atan2_b, "adam_atan2");
   }
   if (o.qk_clip <= 0 && o.qk_clip_alpha != d.qk_clip_alpha)
-    out.push_back("optim.qk_clip_alpha has no effect while optim.qk_clip = 0 (QK-Clip is off)");
+    out.push_back(fmt::format("optim.qk_clip_alpha has no effect while optim.qk_clip = 0 (QK-Clip "
+                              "is off)"));
   return out;
 }
 

@@ -9,11 +9,17 @@ entry of the reference's update.
 
     cd tests/py && NORMLAB_BUILD_DIR=$PWD/../../build ../../.venv/bin/python -m pytest -q test_optimizer_parity.py
 """
+import pathlib
+import sys
+
 import numpy as np
 import pytest
 import torch
 
 from normlab_py import normlab
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "reference"))
+from ref_optim import ns_float32  # noqa: E402  (torch's Newton-Schulz without its bf16 cast)
 
 torch.set_num_threads(1)
 
@@ -192,23 +198,6 @@ def test_adam_atan2_matches_the_reference():
 
 
 # -- Muon --------------------------------------------------------------------------------------
-
-def ns_float32(grad, ns_coefficients, ns_steps, eps):
-    """torch.optim.Muon's Newton-Schulz (torch/optim/_muon.py) without its cast to bfloat16: the
-    float32 oracle for normlab's float32 path; everything else is torch's own Muon."""
-    a, b, c = ns_coefficients
-    x = grad.float()
-    if grad.size(0) > grad.size(1):
-        x = x.T
-    x = x / x.norm().clamp(min=eps)
-    for _ in range(ns_steps):
-        gram = x @ x.T
-        upd = torch.addmm(gram, gram, gram, beta=b, alpha=c)
-        x = torch.addmm(x, upd, x, beta=a)
-    if grad.size(0) > grad.size(1):
-        x = x.T
-    return x
-
 
 def muon_reference(m, adjust, nesterov, adamw_lr_ratio=1.0, wd=0.1, momentum=0.95):
     blocks = split_rows(m)

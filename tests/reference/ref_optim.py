@@ -105,3 +105,22 @@ def adamw_replay(model, params, step_grads, storage=torch.float32):
             v.copy_(v.to(storage))
     return {f"param_after.{n}": v for n, v in p.items()}
 
+
+def ns_float32(grad, ns_coefficients, ns_steps, eps):
+    """torch.optim.Muon's Newton-Schulz iteration (torch/optim/_muon.py, _zeropower_via_newtonschulz,
+    written here from its formula) without the cast to bfloat16: X / max(||X||_F, eps), then
+    `ns_steps` times A = X X^T, B = b A + c A A, X = a X + B X, on the wide orientation. The
+    float32 peer of normlab's Muon; swapped into torch's Muon by the parity test and the benchmark,
+    so that everything else is torch's own."""
+    a, b, c = ns_coefficients
+    x = grad.float()
+    if grad.size(0) > grad.size(1):
+        x = x.T
+    x = x / x.norm().clamp(min=eps)
+    for _ in range(ns_steps):
+        gram = x @ x.T
+        upd = torch.addmm(gram, gram, gram, beta=b, alpha=c)
+        x = torch.addmm(x, upd, x, beta=a)
+    if grad.size(0) > grad.size(1):
+        x = x.T
+    return x

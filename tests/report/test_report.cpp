@@ -226,6 +226,11 @@ TEST(Report, DistinguishingLabels) {
   EXPECT_EQ(distinguishing_labels({Cfg{{"data.seed", 1}, {"train.seed", 1}}, Cfg{{"data.seed", 2}, {"train.seed", 3}}},
                                   {"data.seed", "train.seed"}),
             (std::vector<std::string>{"data.seed 1, train.seed 1", "data.seed 2, train.seed 3"}));
+  // The optimizer second, bare too (findings 11 and 12 draw optimizers against each other).
+  EXPECT_EQ(distinguishing_labels({Cfg{{"model.qk_norm", "none"}, {"optim.name", "adamw"}, {"model.placement", "pre"}},
+                                   Cfg{{"model.qk_norm", "rmsnorm"}, {"optim.name", "muon"}, {"model.placement", "peri"}}},
+                                  {"model.qk_norm", "optim.name", "model.placement"}),
+            (std::vector<std::string>{"pre, adamw, qk_norm none", "peri, muon, qk_norm rmsnorm"}));
   EXPECT_EQ(label_part("model.placement", "peri"), "peri");
   EXPECT_EQ(label_part("optim.lr", 0.003), "lr 3e-3");
 }

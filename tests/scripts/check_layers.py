@@ -21,7 +21,7 @@ LAYERS = [
     ("model", ["src/model", "include/normlab/model.h"]),
     ("diag", ["src/diag"]),
     ("train", ["src/train", "include/normlab/trainer.h", "include/normlab/checkpoint.h",
-               "include/normlab/evaluate.h"]),
+               "include/normlab/evaluate.h", "include/normlab/optimizer.h"]),
     ("interop", ["src/interop"]),
     ("doctor", ["src/doctor"]),
     ("lab", ["src/lab"]),

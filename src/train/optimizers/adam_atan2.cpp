@@ -8,25 +8,6 @@
 namespace normlab {
 
 template <class T>
-AdamAtan2<T>::AdamAtan2(const ParamTable& table, const OptimConfig& cfg, const ModelConfig& model)
-    : Optimizer<T>(table, cfg, model),
-      m_("adam_atan2.m.", table, [](const ParamSpec&) { return true; }),
-      v_("adam_atan2.v.", table, [](const ParamSpec&) { return true; }) {}
-
-template <class T>
-long AdamAtan2<T>::state_elements(const ParamTable& table) {
-  return 2 * StateArena<T>::elements(table, [](const ParamSpec&) { return true; });
-}
-
-template <class T>
-std::vector<double> AdamAtan2<T>::second_moment_ratio(std::span<const T> grads) const {
-  std::vector<double> out;
-  const double bc2 = 1.0 - std::pow(this->cfg_.beta2, static_cast<double>(this->t_));
-  second_moment_rms(this->table_, v_, bc2, this->cfg_.eps, grads, out);
-  return out;
-}
-
-template <class T>
 void AdamAtan2<T>::apply(std::span<T> params, std::span<T> grads, double lr, double grad_scale) {
   const OptimConfig& c = this->cfg_;
   const double t = static_cast<double>(this->t_);
@@ -36,12 +17,12 @@ void AdamAtan2<T>::apply(std::span<T> params, std::span<T> grads, double lr, dou
   const T alpha = static_cast<T>(-lr * c.atan2_a);
   const T k = static_cast<T>(grad_scale);
   const bool scaled = grad_scale != 1.0;
-  for (std::size_t i = 0; i < m_.specs.size(); ++i) {
-    const ParamSpec& s = *m_.specs[i];
+  for (std::size_t i = 0; i < this->m_.specs.size(); ++i) {
+    const ParamSpec& s = *this->m_.specs[i];
     T* p = params.data() + s.offset;
     T* g = grads.data() + s.offset;
-    T* m = m_.at(i);
-    T* v = v_.at(i);
+    T* m = this->m_.at(i);
+    T* v = this->v_.at(i);
     const double wd = this->decayed(s) ? c.weight_decay : 0.0;
     const T decay = static_cast<T>(1.0 - lr * wd);
     parallel_for(s.numel, 32768, [&](long b, long end) {

@@ -7,23 +7,21 @@
 // |u| < pi/2 always, and u ~ m_hat / (b sqrt(v_hat)) where that is small: no epsilon to tune.
 // State: adam_atan2.m.<param>, adam_atan2.v.<param>.
 #pragma once
-#include "train/optimizer.h"
+#include "train/optimizers/two_moments.h"
 
 namespace normlab {
 
 template <class T>
-class AdamAtan2 final : public Optimizer<T> {
+class AdamAtan2 final : public TwoMoments<T> {
  public:
-  AdamAtan2(const ParamTable& table, const OptimConfig& cfg, const ModelConfig& model = {});
-  std::vector<StateArena<T>*> state() override { return {&m_, &v_}; }
-  static long state_elements(const ParamTable& table);
-  std::vector<double> second_moment_ratio(std::span<const T> grads) const override;
+  AdamAtan2(const ParamTable& table, const OptimConfig& cfg, const ModelConfig& model = {})
+      : TwoMoments<T>(table, cfg, model, "adam_atan2.") {}
+  std::vector<double> second_moment_ratio(std::span<const T> grads) const override {
+    return this->moment_ratio(grads, this->bias_correction2());
+  }
 
  protected:
   void apply(std::span<T> params, std::span<T> grads, double lr, double grad_scale) override;
-
- private:
-  StateArena<T> m_, v_;
 };
 
 extern template class AdamAtan2<float>;

@@ -42,37 +42,17 @@ double moments(T* g, T* m, T* v, long n, T w1, T b2, T e2, T k, bool scaled) {
 }  // namespace
 
 template <class T>
-StableAdamW<T>::StableAdamW(const ParamTable& table, const OptimConfig& cfg,
-                            const ModelConfig& model)
-    : Optimizer<T>(table, cfg, model),
-      m_("stable_adamw.m.", table, [](const ParamSpec&) { return true; }),
-      v_("stable_adamw.v.", table, [](const ParamSpec&) { return true; }),
-      r_(table.specs().size(), 0.0) {}
-
-template <class T>
-long StableAdamW<T>::state_elements(const ParamTable& table) {
-  return 2 * StateArena<T>::elements(table, [](const ParamSpec&) { return true; });
-}
-
-template <class T>
-std::vector<double> StableAdamW<T>::second_moment_ratio(std::span<const T> grads) const {
-  std::vector<double> out;  // v is the bias-corrected moment itself (debiased betas)
-  second_moment_rms(this->table_, v_, 1.0, this->cfg_.eps, grads, out);
-  return out;
-}
-
-template <class T>
 void StableAdamW<T>::apply(std::span<T> params, std::span<T> grads, double lr, double grad_scale) {
   const OptimConfig& c = this->cfg_;
   const double b1t = debias_beta(c.beta1, this->t_), b2t = debias_beta(c.beta2, this->t_);
   const T w1 = static_cast<T>(1.0 - b1t), b2 = static_cast<T>(b2t);
   const T e = static_cast<T>(c.eps), e2 = static_cast<T>(c.eps * c.eps);
   const T k = static_cast<T>(grad_scale);
-  for (std::size_t i = 0; i < m_.specs.size(); ++i) {
-    const ParamSpec& s = *m_.specs[i];
+  for (std::size_t i = 0; i < this->m_.specs.size(); ++i) {
+    const ParamSpec& s = *this->m_.specs[i];
     T* p = params.data() + s.offset;
-    T* m = m_.at(i);
-    T* v = v_.at(i);
+    T* m = this->m_.at(i);
+    T* v = this->v_.at(i);
     const double ss = moments(grads.data() + s.offset, m, v, s.numel, w1, b2, e2, k,
                               grad_scale != 1.0);
     const double r = std::sqrt(ss / static_cast<double>(s.numel));

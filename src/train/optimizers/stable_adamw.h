@@ -10,17 +10,19 @@
 // A tensor is a parameter of the table (the fused wqkv is one tensor, as in nanoGPT's c_attn).
 // State: stable_adamw.m.<param>, stable_adamw.v.<param>.
 #pragma once
-#include "train/optimizer.h"
+#include "train/optimizers/two_moments.h"
 
 namespace normlab {
 
 template <class T>
-class StableAdamW final : public Optimizer<T> {
+class StableAdamW final : public TwoMoments<T> {
  public:
-  StableAdamW(const ParamTable& table, const OptimConfig& cfg, const ModelConfig& model = {});
-  std::vector<StateArena<T>*> state() override { return {&m_, &v_}; }
-  static long state_elements(const ParamTable& table);
-  std::vector<double> second_moment_ratio(std::span<const T> grads) const override;
+  StableAdamW(const ParamTable& table, const OptimConfig& cfg, const ModelConfig& model = {})
+      : TwoMoments<T>(table, cfg, model, "stable_adamw."), r_(table.specs().size(), 0.0) {}
+  // v is the bias-corrected moment itself (debiased betas).
+  std::vector<double> second_moment_ratio(std::span<const T> grads) const override {
+    return this->moment_ratio(grads, 1.0);
+  }
   // r of each parameter (table order) in the last update.
   const std::vector<double>& update_rms_ratio() const { return r_; }
 
@@ -28,7 +30,6 @@ class StableAdamW final : public Optimizer<T> {
   void apply(std::span<T> params, std::span<T> grads, double lr, double grad_scale) override;
 
  private:
-  StateArena<T> m_, v_;
   std::vector<double> r_;
 };
 

@@ -354,3 +354,34 @@ def test_multihead_attention_entropy_equals_its_own_weights(tmp_path):
     ent = -(p * torch.where(p > 0, p.log(), torch.zeros_like(p))).sum(-1).mean().item()
     assert line["attn_entropy"][0] == pytest.approx(ent, rel=1e-5)
     assert ent < sum(math.log(i + 1) for i in range(16)) / 16 - 0.05
+
+
+def test_bf16_autocast_and_gradient_accumulation(tmp_path):
+    """A loop under torch.autocast(bfloat16) with two micro-batches per optimizer step: the probe
+    counts both micro-batches' tokens, takes the forward statistics of the last, and measures in
+    float32 whatever dtype the hooked tensors have."""
+    model = hf_model("llama", initializer_range=0.3)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    idx, tgt = markov_batches(4)
+    log_z = []  # mean log Z of each micro-batch's own logits
+    with ntorch.Probe(model, opt, out=tmp_path / "r", interval=1) as probe:
+        for s in range(2):
+            for micro in (2 * s, 2 * s + 1):
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    logits = model(input_ids=idx[micro]).logits
+                    loss = nn.functional.cross_entropy(logits.float().reshape(-1, V),
+                                                       tgt[micro].reshape(-1)) / 2
+                log_z.append(torch.logsumexp(logits.detach().float(), -1).mean().item())
+                loss.backward()
+            opt.step()
+            opt.zero_grad()
+            probe.step(loss * 2)
+    lines = [json.loads(x) for x in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
+    assert [x["tokens"] for x in lines[:2]] == [64, 128]  # 2 micro-batches of 2 x 16
+    for x in lines[:2]:
+        for k in ("resid_rms", "attn_entropy", "attn_max_logit", "grad_norm_block"):
+            assert all(v is not None and math.isfinite(v) and v > 0 for v in x[k]), (k, x[k])
+        assert x["update_ratio"]["attention"] > 0
+    assert abs(log_z[1] - log_z[0]) > 1e-3 and abs(log_z[3] - log_z[2]) > 1e-3
+    assert [lines[0]["log_z_mean"], lines[1]["log_z_mean"]] == pytest.approx(
+        [log_z[1], log_z[3]], rel=1e-6)  # each step's last micro-batch

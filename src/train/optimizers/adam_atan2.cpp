@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "tensor/threading.h"
+#include "tensor/vec_math.h"
 #include "train/optimizers/lerp.h"
 
 namespace normlab {
@@ -26,12 +27,13 @@ void AdamAtan2<T>::apply(std::span<T> params, std::span<T> grads, double lr, dou
     const double wd = this->decayed(s) ? c.weight_decay : 0.0;
     const T decay = static_cast<T>(1.0 - lr * wd);
     parallel_for(s.numel, 32768, [&](long b, long end) {
+#pragma omp simd
       for (long j = b; j < end; ++j) {
         const T gj = scaled ? g[j] * k : g[j];
         g[j] = gj;
         m[j] = lerp_torch(m[j], gj, w1);
         v[j] = lerp_torch(v[j], gj * gj, w2);
-        const T u = std::atan2(m[j] * inv_bc1, std::sqrt(v[j] * den_scale));
+        const T u = atan2_fast(m[j] * inv_bc1, std::sqrt(v[j] * den_scale));
         if (wd > 0) p[j] = p[j] * decay;
         p[j] = p[j] + alpha * u;
       }

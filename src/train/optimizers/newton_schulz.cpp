@@ -6,6 +6,7 @@
 
 #include "normlab/errors.h"
 #include "tensor/threading.h"
+#include "train/optimizers/adamw_kernel.h"  // sum_squares
 
 namespace normlab {
 
@@ -34,9 +35,12 @@ void NewtonSchulz<T>::reserve(long max_elems, long max_short) {
 template <class T>
 void NewtonSchulz<T>::run(const T* in, T* out, int rows, int cols, const NsCoefficients& k,
                           GemmPrecision prec) {
+  // The reference transposes a tall matrix, iterates X (m, n) with m <= n, and transposes back.
+  // Here a tall Y (rows, cols) iterates in place of X = Y^T with the same products read the other
+  // way: X X^T = Y^T Y, and (a X + B X)^T = a Y + Y B (B is symmetric): no transposed copies.
   const bool tall = rows > cols;
-  const int m = tall ? cols : rows, n = tall ? rows : cols;  // X (m, n), m <= n
-  const long mn = static_cast<long>(m) * n;
+  const int m = tall ? cols : rows;  // the short side: A and B are (m, m)
+  const long mn = static_cast<long>(rows) * cols;
   NL_CHECK(mn <= static_cast<long>(x_.size()) && static_cast<long>(m) * m <= static_cast<long>(a_.size()),
            "Newton-Schulz scratch too small for ({}, {})", rows, cols);
   const bool bf = prec == GemmPrecision::bf16 && std::is_same_v<T, float>;
@@ -44,16 +48,12 @@ void NewtonSchulz<T>::run(const T* in, T* out, int rows, int cols, const NsCoeff
   T* X2 = x2_.data();
   T* A = a_.data();
   T* B = b_.data();
-  if (tall) {
-    for (int i = 0; i < rows; ++i)
-      for (int j = 0; j < cols; ++j) X[static_cast<long>(j) * n + i] = in[static_cast<long>(i) * cols + j];
-  } else {
-    std::copy(in, in + mn, X);
-  }
+  const auto copy = [](const T* from, T* to, long n) {
+    parallel_for(n, 32768, [&](long b, long e) { std::copy(from + b, from + e, to + b); });
+  };
+  copy(in, X, mn);
   round_bf16(X, mn, bf);
-  double ss = 0;
-  for (long i = 0; i < mn; ++i) ss += static_cast<double>(X[i]) * X[i];
-  T norm = static_cast<T>(std::sqrt(ss));
+  T norm = static_cast<T>(std::sqrt(sum_squares(X, mn)));
   if (bf) norm = static_cast<T>(round_to_bf16(static_cast<float>(norm)));
   const T div = std::max(norm, static_cast<T>(k.eps));
   parallel_for(mn, 32768, [&](long b, long e) {
@@ -61,26 +61,28 @@ void NewtonSchulz<T>::run(const T* in, T* out, int rows, int cols, const NsCoeff
   });
   round_bf16(X, mn, bf);
   const T a = static_cast<T>(k.a), bcoef = static_cast<T>(k.b), c = static_cast<T>(k.c);
+  const long mm = static_cast<long>(m) * m;
   for (int s = 0; s < k.steps; ++s) {
-    // A (m, m) = X X^T
-    gemm_p<T>(prec, false, true, m, m, n, T(1), X, n, X, n, T(0), A, m);
-    round_bf16(A, static_cast<long>(m) * m, bf);
+    // A (m, m) = X X^T  (tall: Y^T Y)
+    if (tall)
+      gemm_p<T>(prec, true, false, m, m, rows, T(1), X, cols, X, cols, T(0), A, m);
+    else
+      gemm_p<T>(prec, false, true, m, m, cols, T(1), X, cols, X, cols, T(0), A, m);
+    round_bf16(A, mm, bf);
     // B = b A + c A A
-    std::copy(A, A + static_cast<long>(m) * m, B);
+    copy(A, B, mm);
     gemm_p<T>(prec, false, false, m, m, m, c, A, m, A, m, bcoef, B, m);
-    round_bf16(B, static_cast<long>(m) * m, bf);
-    // X2 = a X + B X
-    std::copy(X, X + mn, X2);
-    gemm_p<T>(prec, false, false, m, n, m, T(1), B, m, X, n, a, X2, n);
+    round_bf16(B, mm, bf);
+    // X2 = a X + B X  (tall: a Y + Y B)
+    copy(X, X2, mn);
+    if (tall)
+      gemm_p<T>(prec, false, false, rows, cols, m, T(1), X, cols, B, m, a, X2, cols);
+    else
+      gemm_p<T>(prec, false, false, rows, cols, m, T(1), B, m, X, cols, a, X2, cols);
     round_bf16(X2, mn, bf);
     std::swap(X, X2);
   }
-  if (tall) {
-    for (int i = 0; i < rows; ++i)
-      for (int j = 0; j < cols; ++j) out[static_cast<long>(i) * cols + j] = X[static_cast<long>(j) * n + i];
-  } else {
-    std::copy(X, X + mn, out);
-  }
+  copy(X, out, mn);
 }
 
 template class NewtonSchulz<float>;

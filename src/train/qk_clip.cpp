@@ -52,6 +52,8 @@ QkClip::QkClip(const ParamTable& table, const ModelConfig& m, double tau, double
     layers_.push_back(L);
   }
   events_.per_layer.assign(layers_.size(), 0);
+  gq_.resize(H_);
+  gk_.resize(Hkv_);
 }
 
 template <class T>
@@ -62,7 +64,8 @@ void QkClip::apply(T* params, std::span<const double> S) {
   events_.max_logit = 0;
   const int G = H_ / Hkv_;
   const long C = layers_.empty() ? 0 : layers_[0].wqkv->shape[1];
-  std::vector<double> gq(H_), gk(Hkv_);
+  std::vector<double>& gq = gq_;
+  std::vector<double>& gk = gk_;
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     const Layer& L = layers_[l];
     const double* s = S.data() + l * H_;

@@ -50,6 +50,7 @@ class QkClip {
   bool qk_norm_, full_scope_;
   double gain_offset_, tau_, alpha_;
   QkClipEvents events_;
+  std::vector<double> gq_, gk_;  // (H), (Hkv): this layer's clip factors (sized once)
 };
 
 }  // namespace normlab

@@ -24,6 +24,11 @@ TrainStep::TrainStep(Transformer<float>& model, Communicator& comm, StepShape sh
   idx_.resize(n);
   tgt_.resize(n);
   if (shape.deterministic && shape.accum > 1) grad_total_.resize(model.params().size());
+  if (shape.attn_maxima) {
+    const long LH = static_cast<long>(model.config().n_layer) * model.config().n_head;
+    maxima_.resize(LH);
+    if (comm.world() > 1) slots_.resize(static_cast<std::size_t>(comm.world()) * LH);
+  }
 }
 
 StepResult TrainStep::run(const NextBatch& next_batch, bool collect_stats,
@@ -37,8 +42,8 @@ StepResult TrainStep::run(const NextBatch& next_batch, bool collect_stats,
   model_.zero_grad();
   if (det_accum) std::fill(grad_total_.begin(), grad_total_.end(), 0.0f);
   double sums[4] = {0, 0, 0, 0};  // loss, ce, z_loss, log Z: scaled, summed, then reduced
-  const long LH = static_cast<long>(model_.config().n_layer) * model_.config().n_head;
-  if (sh.attn_maxima) r.attn_max_logit_head.assign(LH, 0.0);
+  const long LH = static_cast<long>(maxima_.size());
+  std::fill(maxima_.begin(), maxima_.end(), 0.0);
   model_.set_collect_attn_max(sh.attn_maxima);
   for (int a = 0; a < sh.accum; ++a) {
     next_batch(idx_.data(), tgt_.data());
@@ -60,7 +65,7 @@ StepResult TrainStep::run(const NextBatch& next_batch, bool collect_stats,
     if (sh.attn_maxima) {
       const auto& mh = model_.stats().attn_max_logit_head;
       for (long i = 0; i < LH; ++i)
-        r.attn_max_logit_head[i] = std::fmax(r.attn_max_logit_head[i], mh[i]);
+        maxima_[i] = std::fmax(maxima_[i], mh[i]);
     }
     sums[0] += st.loss * scale;
     sums[1] += st.ce * scale;
@@ -78,16 +83,15 @@ StepResult TrainStep::run(const NextBatch& next_batch, bool collect_stats,
     if (sh.attn_maxima) {
       // The maximum over ranks through the sum: each rank fills its own slot of a (world, L * H)
       // table with zeros elsewhere, so the sum is exact, then the slots' maximum.
-      std::vector<double> slots(static_cast<std::size_t>(world) * LH, 0.0);
-      std::copy(r.attn_max_logit_head.begin(), r.attn_max_logit_head.end(),
-                slots.begin() + static_cast<long>(comm_.rank()) * LH);
-      comm_.allreduce_sum(slots.data(), static_cast<long>(slots.size()));
+      std::fill(slots_.begin(), slots_.end(), 0.0);
+      std::copy(maxima_.begin(), maxima_.end(), slots_.begin() + static_cast<long>(comm_.rank()) * LH);
+      comm_.allreduce_sum(slots_.data(), static_cast<long>(slots_.size()));
       for (int w = 0; w < world; ++w)
-        for (long i = 0; i < LH; ++i)
-          r.attn_max_logit_head[i] = std::fmax(r.attn_max_logit_head[i], slots[w * LH + i]);
+        for (long i = 0; i < LH; ++i) maxima_[i] = std::fmax(maxima_[i], slots_[w * LH + i]);
     }
     r.comm_s = seconds_since(c0);
   }
+  r.attn_max_logit_head = maxima_;
   r.loss = {sums[0], sums[1], sums[2], sums[3]};
   if (after_backward) after_backward(model_.grads(), r.loss.loss);
   r.grad_norm = gradient_norm(model_.table(), std::span<const float>(model_.grads()));

@@ -51,8 +51,9 @@ struct StepResult {
   double backward_s = 0;  // wall seconds in the body's backward
   double comm_s = 0;      // wall seconds in the all-reduce (0 with one rank)
   // With StepShape::attn_maxima: (L * H) the largest |pre-softmax attention logit| of each layer
-  // and query head over every micro-batch of every rank (the optimizer's StepSignals).
-  std::vector<double> attn_max_logit_head;
+  // and query head over every micro-batch of every rank (the optimizer's StepSignals); a view of
+  // the TrainStep's own buffer, valid until its next run(). Empty otherwise.
+  std::span<const double> attn_max_logit_head;
 };
 
 // Called after the all-reduce, before the gradient norm: may change the gradients and the loss
@@ -73,6 +74,8 @@ class TrainStep {
   StepShape shape_;
   std::vector<int> idx_, tgt_;     // (B, T) tokens of the current micro-batch
   std::vector<float> grad_total_;  // deterministic accumulation of the micro-batches (P)
+  std::vector<double> maxima_;     // (L * H) attention maxima of the step (StepShape::attn_maxima)
+  std::vector<double> slots_;      // (world, L * H) their reduction over the ranks
 };
 
 // Mean cross-entropy of `model` over every batch of `batches` (no gradients), averaged over the

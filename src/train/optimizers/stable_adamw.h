@@ -18,19 +18,14 @@ template <class T>
 class StableAdamW final : public TwoMoments<T> {
  public:
   StableAdamW(const ParamTable& table, const OptimConfig& cfg, const ModelConfig& model = {})
-      : TwoMoments<T>(table, cfg, model, "stable_adamw."), r_(table.specs().size(), 0.0) {}
+      : TwoMoments<T>(table, cfg, model, "stable_adamw.") {}
   // v is the bias-corrected moment itself (debiased betas).
   std::vector<double> second_moment_ratio(std::span<const T> grads) const override {
     return this->moment_ratio(grads, 1.0);
   }
-  // r of each parameter (table order) in the last update.
-  const std::vector<double>& update_rms_ratio() const { return r_; }
 
  protected:
   void apply(std::span<T> params, std::span<T> grads, double lr, double grad_scale) override;
-
- private:
-  std::vector<double> r_;
 };
 
 extern template class StableAdamW<float>;

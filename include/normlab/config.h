@@ -55,6 +55,11 @@ enum class SpikePolicy { off, skip, rollback };
 // run resumed on another machine resolves it again there. docs/findings.md, finding 9, measures
 // what bf16 changes in a stability study.
 enum class MatmulPrecision { float32, bf16, automatic };
+// How initialisation, learning rates, the readout and the attention scale depend on width:
+// standard (the options as written), or mup, the maximal-update parametrization (Yang et al. 2022,
+// "Tensor Programs V", as the `mup` package implements it) against the base model
+// mup_base_model() describes; model/mup.h states every rule.
+enum class Parametrization { standard, mup };
 
 struct ModelConfig {
   int vocab_size = 256;
@@ -101,6 +106,14 @@ struct ModelConfig {
   double embed_scale = 1.0;        // token embeddings multiplied by this (Gemma: sqrt(d_model))
   InitKind init = InitKind::gpt2;
   double init_std = 0.02;
+  // μP (model/mup.h). The base model is this one at d_model = mup_base_width, with d_ff and the
+  // query and key/value widths scaled alike (mup_base_d_ff, mup_base_head_dim override the base's
+  // d_ff and head size; 0 = derived); init_std, attn_scale and optim.lr are the base model's.
+  Parametrization parametrization = Parametrization::standard;
+  int mup_base_width = 0;
+  int mup_base_d_ff = 0;
+  int mup_base_head_dim = 0;
+  double mup_output_mult = 1.0;  // the readout's multiplier at the base width (mup's output_mult)
 
   // Effective values of the options above (the fields hold what the user wrote).
   int head_size() const { return head_dim > 0 ? head_dim : d_model / n_head; }
@@ -218,6 +231,13 @@ struct Config {
   friend bool operator==(const Config&, const Config&) = default;
 };
 
+// μP's base model of m (model.parametrization = mup): m with d_model = mup_base_width, d_ff =
+// mup_base_d_ff (0: d_ff scaled by mup_base_width / d_model), the query and key/value widths
+// scaled by mup_base_width / d_model with head size mup_base_head_dim (0: model.head_dim when set,
+// else the base query width / n_head). Throws ConfigError naming the width that does not scale to
+// a whole number. The base's own parametrization is standard.
+ModelConfig mup_base_model(const ModelConfig& m);
+
 // Why model.layer_pattern is not valid for n_layer layers; std::nullopt when it is.
 std::optional<std::string> layer_pattern_error(std::string_view pattern, int n_layer);
 
@@ -241,6 +261,7 @@ std::string_view to_string(OptimizerKind v);
 std::string_view to_string(MuonAdjustLr v);
 std::string_view to_string(SpikePolicy v);
 std::string_view to_string(MatmulPrecision v);
+std::string_view to_string(Parametrization v);
 
 // Every enumerator's name in declaration order: enum_names<E>()[i] == to_string(E(i)).
 // Defined for the enums above.

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "model/mup.h"
+#include "model/param_table.h"
 #include "normlab/data.h"
 #include "train/run_tokenizer.h"
 #include "train/memory.h"
@@ -69,6 +71,8 @@ void add_info(CLI::App& app, Action& action) {
                      ? ""
                      : fmt::format(" ({}, {})", to_string(m.qk_norm_scope), to_string(m.qk_norm_position)),
                  to_string(m.pos), to_string(m.mlp), m.attn_softcap, m.final_softcap);
+      const ParamLayout layout = build_param_table(m, build_plan(m));
+      for (const std::string& line : describe_mup(m, layout.table)) fmt::print("{}\n", line);
       fmt::print("\nparameters: {:L} total\n", s.params);
       for (const auto& [g, n] : s.params_by_group) fmt::print("  {:<10} {:>12}\n", g, n);
       fmt::print("  matmul     {:>12}  (in matrix products)\n", s.matmul_params);

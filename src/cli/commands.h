@@ -27,6 +27,7 @@ void add_info(CLI::App& app, Action& action);
 void add_compare(CLI::App& app, Action& action);
 void add_report(CLI::App& app, Action& action);
 void add_gradflow(CLI::App& app, Action& action);
+void add_coordcheck(CLI::App& app, Action& action);
 void add_sweep(CLI::App& app, Action& action);
 void add_tokenize(CLI::App& app, Action& action);
 void add_tokenizer(CLI::App& app, Action& action);

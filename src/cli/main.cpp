@@ -89,6 +89,7 @@ int main(int argc, char** argv) {
   add_compare(app, action);
   add_report(app, action);
   add_gradflow(app, action);
+  add_coordcheck(app, action);
   add_sweep(app, action);
   add_tokenize(app, action);
   add_tokenizer(app, action);

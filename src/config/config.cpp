@@ -97,6 +97,12 @@ struct EnumTable<MatmulPrecision> {
   static constexpr MatmulPrecision last = MatmulPrecision::automatic;
 };
 
+template <>
+struct EnumTable<Parametrization> {
+  static constexpr std::string_view names[] = {"standard", "mup"};
+  static constexpr Parametrization last = Parametrization::mup;
+};
+
 template <class E>
 bool is_valid_enum(E v) {
   const auto i = static_cast<std::size_t>(v);
@@ -140,6 +146,7 @@ NL_ENUM(OptimizerKind)
 NL_ENUM(MuonAdjustLr)
 NL_ENUM(SpikePolicy)
 NL_ENUM(MatmulPrecision)
+NL_ENUM(Parametrization)
 #undef NL_ENUM
 
 namespace {
@@ -236,6 +243,46 @@ bool ModelConfig::layer_sliding(int l) const {
   return l >= 0 && l < static_cast<int>(t.size()) && t[l];
 }
 
+namespace {
+// n * num / den when it is a whole number; std::nullopt otherwise.
+std::optional<int> scaled_width(long n, long num, long den) {
+  if (den <= 0 || (n * num) % den != 0) return std::nullopt;
+  return static_cast<int>(n * num / den);
+}
+}  // namespace
+
+ModelConfig mup_base_model(const ModelConfig& m) {
+  const int C = m.d_model, C0 = m.mup_base_width;
+  if (C0 <= 0) throw ConfigError({"model.mup_base_width must be > 0 to describe a μP base model"});
+  auto need = [&](std::optional<int> v, std::string_view what, long n, std::string_view hint) {
+    if (!v || *v <= 0)
+      throw ConfigError({fmt::format(
+          "μP base model: {} = {} does not scale to a whole number at model.mup_base_width = {} "
+          "(x {}/{}){}", what, n, C0, C0, C, hint)});
+    return *v;
+  };
+  ModelConfig b = m;
+  b.parametrization = Parametrization::standard;
+  b.d_model = C0;
+  b.d_ff = m.mup_base_d_ff > 0 ? m.mup_base_d_ff
+                               : need(scaled_width(m.d_ff, C0, C), "model.d_ff", m.d_ff,
+                                      "; set model.mup_base_d_ff");
+  const int Cq0 = need(scaled_width(m.q_width(), C0, C), "the query width n_head * head size",
+                       m.q_width(), "");
+  int D0 = m.mup_base_head_dim > 0 ? m.mup_base_head_dim
+           : m.head_dim > 0        ? m.head_dim
+                                   : need(scaled_width(Cq0, 1, m.n_head), "the base query width",
+                                          Cq0, fmt::format(" over {} heads", m.n_head));
+  const int H0 = need(scaled_width(Cq0, 1, D0), "the base query width", Cq0,
+                      fmt::format(" in heads of {}; set model.mup_base_head_dim", D0));
+  const int Hkv0 = need(scaled_width(H0, m.kv_heads(), m.n_head), "model.n_kv_head",
+                        m.kv_heads(), " (key/value heads of the base)");
+  b.n_head = H0;
+  b.n_kv_head = m.n_kv_head > 0 ? Hkv0 : 0;
+  b.head_dim = D0;
+  return b;
+}
+
 std::vector<std::string> validation_errors(const Config& c) {
   Checker k;
   // KEY(model.n_layer) expands to the key's name and its value, so messages cannot drift from the
@@ -316,6 +363,24 @@ std::vector<std::string> validation_errors(const Config& c) {
     if (!any_sliding && m.rope_local_theta > 0)
       k.add(fmt::format("model.rope_local_theta = {} has no effect: no layer is sliding",
                         m.rope_local_theta));
+  }
+
+  k.valid_enum(KEY(model.parametrization));
+  k.at_least(KEY(model.mup_base_width), 0);
+  k.at_least(KEY(model.mup_base_d_ff), 0);
+  k.at_least(KEY(model.mup_base_head_dim), 0);
+  k.greater_than(KEY(model.mup_output_mult), 0.0);
+  if (m.parametrization == Parametrization::mup && k.problems.empty()) {
+    if (m.mup_base_width == 0) {
+      k.add("model.parametrization = \"mup\" needs model.mup_base_width: the d_model of the base "
+            "model whose hyperparameters (optim.lr, model.init_std) are to carry over");
+    } else {
+      try {
+        (void)mup_base_model(m);
+      } catch (const ConfigError& e) {
+        for (const std::string& p : e.problems) k.add(p);
+      }
+    }
   }
 
   k.greater_than(KEY(optim.lr), 0.0);

@@ -260,6 +260,11 @@ const std::vector<KeySpec>& key_table() {
       NL_KEY(model, embed_scale, model_fn),
       NL_KEY(model, init, model_fn),
       NL_KEY(model, init_std, model_fn),
+      NL_KEY(model, parametrization, model_fn),
+      NL_KEY(model, mup_base_width, model_fn),
+      NL_KEY(model, mup_base_d_ff, model_fn),
+      NL_KEY(model, mup_base_head_dim, model_fn),
+      NL_KEY(model, mup_output_mult, model_fn),
 
       NL_KEY(optim, name, optimizer),
       NL_KEY(optim, lr, resumable),

@@ -48,7 +48,7 @@ void Transformer<T>::attn_forward(int l, const T* u, T* f) {
   }
   const QkView qk = qk_view(l);
   const T* v = a.qkv + Cq + Ckv;  // values: never transformed, read in place (stride W3)
-  const T scale = static_cast<T>(cfg_.attn_scale > 0 ? cfg_.attn_scale : 1.0 / std::sqrt(D));
+  const T scale = static_cast<T>(plan_.attn_scale);
   if (kv_) {
     // Append this pass's keys and values to the cache, then attend over everything cached.
     const long lay = static_cast<long>(l) * cfg_.seq_len * Ckv;
@@ -117,7 +117,7 @@ void Transformer<T>::attn_backward(int l, const T* u, const T* df, T* du, ops::A
   T* dq = staged ? d_q_ : d_qkv_;
   T* dk = staged ? d_k_ : d_qkv_ + Cq;
   const QkView qk = qk_view(l);
-  const T scale = static_cast<T>(cfg_.attn_scale > 0 ? cfg_.attn_scale : 1.0 / std::sqrt(D));
+  const T scale = static_cast<T>(plan_.attn_scale);
   ops::attention_backward_tiled(dq, staged ? Cq : W3, dk, staged ? Ckv : W3, d_qkv_ + Cq + Ckv, W3,
                                 d_heads_, Cq, qk.q, qk.ldq, qk.k, qk.ldk, a.qkv + Cq + Ckv, W3,
                                 a.lse, B_, T_, H, Hkv, D, layers_[l].window, scale,

@@ -52,6 +52,30 @@ double max_abs(const T* x, long n) {
   return m;
 }
 
+// The sum of squares, RMS and largest magnitude of x[0, n), in chunks combined in order (the same
+// at any thread count).
+struct SizeStats {
+  double sum_sq = 0, rms = 0, max_abs = 0;
+};
+template <class T>
+SizeStats sum_sq_max(const T* x, long n) {
+  const Chunks ch(n, 32768);
+  double part_ss[kMaxChunks] = {}, part_mx[kMaxChunks] = {};
+  parallel_chunks_indexed(ch, [&](long c, long b, long e) {
+    double s2 = 0, m = 0;
+    for (long i = b; i < e; ++i) {
+      s2 += static_cast<double>(x[i]) * x[i];
+      m = std::fmax(m, std::fabs(static_cast<double>(x[i])));
+    }
+    part_ss[c] = s2;
+    part_mx[c] = m;
+  });
+  SizeStats st;
+  for (long c = 0; c < ch.count; ++c) st.sum_sq += part_ss[c], st.max_abs = std::fmax(st.max_abs, part_mx[c]);
+  st.rms = n > 0 ? std::sqrt(st.sum_sq / static_cast<double>(n)) : 0.0;
+  return st;
+}
+
 // Copies columns [col, col + C) of src (N, ld) into dst (N, C), or back.
 template <class T>
 void gather_cols(T* dst, const T* src, long N, int C, int ld, int col) {

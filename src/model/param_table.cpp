@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "model/mup.h"
+
 namespace normlab {
 
 namespace {
@@ -148,6 +150,7 @@ ParamLayout build_param_table(const ModelConfig& cfg, const ModelPlan& plan) {
   } else {
     sl.lm_head = tb.embedding("lm_head.weight", V, ParamGroup::head);
   }
+  apply_mup(out.table, cfg);
   return out;
 }
 

@@ -47,7 +47,8 @@ struct ParamLayout {
 // Init rules (cfg.init): normal(init_std) or Xavier-uniform for matrices; the residual output
 // projections (wo, w_out) scaled by 1/sqrt(2L) (gpt2) or by DeepNorm's beta; with DeepNorm the
 // MLP input projection and the value rows of wqkv scaled by beta too; norm gains start so that
-// (norm_gain_offset + w) = 1, biases at 0.
+// (norm_gain_offset + w) = 1, biases at 0. Under model.parametrization = mup, apply_mup
+// (model/mup.h) sets the width shapes and rescales the matrix-like weights' initialisation.
 ParamLayout build_param_table(const ModelConfig& cfg, const ModelPlan& plan);
 
 }  // namespace normlab

@@ -21,6 +21,16 @@ struct RowScale {
 enum class ParamGroup { embedding, attention, mlp, norm, head };
 std::string_view to_string(ParamGroup g);
 
+// A parameter's shape against its shape in μP's base model (model/mup.h; the `mup` package's
+// InfShape): a dimension that differs from the base is a width dimension, with multiplier
+// dim / base dim. Under the standard parametrization every dimension is finite (ninf 0, all 1).
+struct WidthShape {
+  int ninf = 0;              // width dimensions: 2 "matrix-like", 1 "vector-like", 0 fixed
+  double fan_in_mult = 1;    // of the last dimension (2-D: in), 1 when it is not a width
+  double fan_out_mult = 1;   // of the first dimension (2-D: out)
+  double main_mult = 1;      // of the last width dimension (mup's width_mult()), 1 without one
+};
+
 struct ParamSpec {
   std::string name;
   std::vector<std::int64_t> shape;
@@ -38,6 +48,7 @@ struct ParamSpec {
   // Ckv for q, k, v; a gated MLP's w_in: F, F for gate and up). Empty: one map. Matrix-wise
   // optimizers (Muon) treat each block as its own matrix, as they would separate q/k/v weights.
   std::vector<std::int64_t> row_blocks;
+  WidthShape width;         // against μP's base model; all 1 under the standard parametrization
   bool hidden_matrix() const {  // a 2-D weight inside the blocks (Muon's parameters)
     return shape.size() == 2 && (group == ParamGroup::attention || group == ParamGroup::mlp);
   }
@@ -48,6 +59,9 @@ class ParamTable {
   // Declares a parameter; returns its arena offset. Throws InternalError on a duplicate name.
   long add(ParamSpec spec);
   const std::vector<ParamSpec>& specs() const { return specs_; }
+  // For rules applied to the whole table after it is declared (μP, model/mup.h); the names,
+  // shapes and offsets must not change.
+  std::vector<ParamSpec>& specs_mut() { return specs_; }
   const ParamSpec* find(std::string_view name) const;
   long total() const { return total_; }
 

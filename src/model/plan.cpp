@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "model/mup.h"
+
 namespace normlab {
 
 namespace {
@@ -37,6 +39,8 @@ ModelPlan build_plan(const ModelConfig& m) {
     plan.blocks.push_back({s, s});
   }
   plan.final_norm = L == 0 || !plan.blocks.back().mlp.norm_after_add;
+  plan.attn_scale = attention_scale(m);
+  plan.readout_mult = readout_multiplier(m);
   return plan;
 }
 

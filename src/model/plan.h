@@ -29,6 +29,10 @@ struct ModelPlan {
   bool final_norm = false;  // needed iff the last sublayer leaves the residual stream unnormalised
   // DeepNorm's initialisation scale for value/output/MLP weights; 0 when not used.
   double deepnorm_beta = 0.0;
+  // The attention-score scale and the readout's multiplier on the logits (model/mup.h:
+  // 1/sqrt(D) or model.attn_scale, and 1, under the standard parametrization).
+  double attn_scale = 0.0;
+  double readout_mult = 1.0;
 };
 
 ModelPlan build_plan(const ModelConfig& m);

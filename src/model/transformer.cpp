@@ -74,6 +74,7 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
   }
   stats_.resid_rms.assign(2 * L + 1, 0.0);
   stats_.resid_max.assign(2 * L + 1, 0.0);
+  stats_.branch_rms.assign(2 * L, 0.0);
   stats_.attn_max_logit.assign(L, 0.0);
   stats_.attn_entropy.assign(L, 0.0);
   stats_.attn_max_logit_head.assign(static_cast<long>(L) * H, 0.0);
@@ -402,26 +403,16 @@ void Transformer<T>::body_forward(int l_begin, int l_end) {
                      true, l);
     sublayer_forward(bp.mlp, blocks_[l].mlp.res, mlp_acts_[l].res, res_[2 * l + 1],
                      res_[2 * l + 2], false, l);
+    if (collect_stats_) {
+      stats_.branch_rms[2 * l] = sum_sq_max(attn_acts_[l].res.f, N * cfg_.d_model).rms;
+      stats_.branch_rms[2 * l + 1] = sum_sq_max(mlp_acts_[l].res.f, N * cfg_.d_model).rms;
+    }
   }
   if (collect_stats_) {
-    const int C = cfg_.d_model;
     for (int k = 2 * l_begin; k <= 2 * l_end; ++k) {
-      const T* x = res_[k];
-      const Chunks ch(N * C, 32768);
-      double part_ss[kMaxChunks] = {}, part_mx[kMaxChunks] = {};
-      parallel_chunks_indexed(ch, [&](long c, long b, long e) {
-        double s2 = 0, m = 0;
-        for (long i = b; i < e; ++i) {
-          s2 += static_cast<double>(x[i]) * x[i];
-          m = std::fmax(m, std::fabs(static_cast<double>(x[i])));
-        }
-        part_ss[c] = s2;
-        part_mx[c] = m;
-      });
-      double ss = 0, mx = 0;
-      for (long c = 0; c < ch.count; ++c) ss += part_ss[c], mx = std::fmax(mx, part_mx[c]);
-      stats_.resid_rms[k] = std::sqrt(ss / (N * C));
-      stats_.resid_max[k] = mx;
+      const SizeStats st = sum_sq_max(res_[k], N * cfg_.d_model);
+      stats_.resid_rms[k] = st.rms;
+      stats_.resid_max[k] = st.max_abs;
     }
   }
 }
@@ -468,7 +459,8 @@ LossStats Transformer<T>::forward(const int* idx, const int* targets, int B, int
   const T* xf = final_hidden();
   const T* W = p(lm_head_);
   const T cap = static_cast<T>(cfg_.final_softcap);
-  double ce = 0, lsq = 0, lse_sum = 0, lse_max = -1e300, max_raw = 0, max_capped = 0;
+  const T head_mult = static_cast<T>(plan_.readout_mult);  // μP's readout multiplier; 1 otherwise
+  double ce = 0, lsq = 0, lse_sum = 0, lse_max = -1e300, max_raw = 0, max_capped = 0, logits_ss = 0;
   T* lse = head_lse_;
   // The head's weight gradient: the first chunk overwrites it when zero_grad() left it unfilled.
   T* dW = need_grad ? g_raw(lm_head_) : nullptr;
@@ -476,8 +468,12 @@ LossStats Transformer<T>::forward(const int* idx, const int* targets, int B, int
   for (long r0 = 0; r0 < N; r0 += head_chunk_) {
     const int rows = static_cast<int>(std::min<long>(head_chunk_, N - r0));
     T* logits = head_logits_;
-    gemm_p<T>(mm_head_, false, true, rows, V, C, T(1), xf + r0 * C, C, W, C, T(0), logits, V);
-    if (collect_stats_) max_raw = std::fmax(max_raw, max_abs(logits, static_cast<long>(rows) * V));
+    gemm_p<T>(mm_head_, false, true, rows, V, C, head_mult, xf + r0 * C, C, W, C, T(0), logits, V);
+    if (collect_stats_) {
+      const SizeStats st = sum_sq_max(logits, static_cast<long>(rows) * V);
+      max_raw = std::fmax(max_raw, st.max_abs);
+      logits_ss += st.sum_sq;
+    }
     if (cap > 0) ops::softcap_forward(logits, logits, static_cast<long>(rows) * V, cap);
     if (collect_stats_) max_capped = std::fmax(max_capped, max_abs(logits, static_cast<long>(rows) * V));
     T* dl = need_grad ? (cap > 0 ? head_dlogits_ : logits) : nullptr;
@@ -492,8 +488,8 @@ LossStats Transformer<T>::forward(const int* idx, const int* targets, int B, int
     }
     if (need_grad) {
       if (cap > 0) ops::softcap_backward(dl, dl, logits, static_cast<long>(rows) * V, cap);
-      gemm_p<T>(mm_head_, false, false, rows, C, V, T(1), dl, V, W, C, T(0), d_final_ + r0 * C, C);
-      gemm_p<T>(mm_head_, true, false, V, C, rows, T(1), dl, V, xf + r0 * C, C, dW_beta, dW, C);
+      gemm_p<T>(mm_head_, false, false, rows, C, V, head_mult, dl, V, W, C, T(0), d_final_ + r0 * C, C);
+      gemm_p<T>(mm_head_, true, false, V, C, rows, head_mult, dl, V, xf + r0 * C, C, dW_beta, dW, C);
       dW_beta = T(1);
     }
   }
@@ -510,6 +506,7 @@ LossStats Transformer<T>::forward(const int* idx, const int* targets, int B, int
     stats_.log_z_max = lse_max;
     stats_.max_logit = max_capped;
     stats_.max_logit_raw = max_raw;
+    stats_.logits_rms = std::sqrt(logits_ss / (static_cast<double>(N) * V));
   }
   return st;
 }
@@ -542,19 +539,6 @@ void Transformer<T>::backward() {
 }
 
 template <class T>
-void Transformer<T>::forward_logits(const int* idx, int B, int Tn, T* logits) {
-  embed(idx, B, Tn);
-  body_forward(0, cfg_.n_layer);
-  const long N = static_cast<long>(B) * Tn;
-  const int C = cfg_.d_model, V = cfg_.vocab_size;
-  if (plan_.final_norm) norm_forward(final_cache_, final_norm_, res_[2 * cfg_.n_layer], N, C, false);
-  gemm_p<T>(mm_head_, false, true, static_cast<int>(N), V, C, T(1), final_hidden(), C, p(lm_head_), C,
-            T(0), logits, V);
-  if (cfg_.final_softcap > 0)
-    ops::softcap_forward(logits, logits, N * V, static_cast<T>(cfg_.final_softcap));
-}
-
-template <class T>
 void Transformer<T>::block_forward(int l, const T* x, T* y, int B, int Tn) {
   NL_CHECK(l >= 0 && l < cfg_.n_layer, "block {} out of range", l);
   NL_CHECK(B <= maxB_ && Tn <= maxT_, "block input too large");
@@ -573,46 +557,6 @@ void Transformer<T>::block_backward(int l, const T* dy, T* dx) {
                     false, l);
   sublayer_backward(bp.attn, blocks_[l].attn.res, attn_acts_[l].res, res_[2 * l], d_resid_b_, dx,
                     true, l);
-}
-
-template <class T>
-typename Transformer<T>::KvCache Transformer<T>::make_cache() const {
-  KvCache c;
-  const long n = static_cast<long>(cfg_.n_layer) * cfg_.seq_len * cfg_.kv_width();
-  c.k.assign(n, T(0));
-  c.v.assign(n, T(0));
-  c.scratch.assign(static_cast<long>(cfg_.n_head) * cfg_.seq_len, T(0));
-  return c;
-}
-
-template <class T>
-void Transformer<T>::forward_cached(const int* idx, int n, KvCache& cache, T* last_logits) {
-  if (cache.len + n > cfg_.seq_len)
-    throw InputError(fmt::format("context of {} tokens exceeds model.seq_len = {}", cache.len + n,
-                                 cfg_.seq_len));
-  kv_ = &cache;
-  pos0_ = cache.len;
-  try {
-    embed(idx, 1, n);
-    body_forward(0, cfg_.n_layer);
-  } catch (...) {
-    kv_ = nullptr;
-    pos0_ = 0;
-    throw;
-  }
-  kv_ = nullptr;
-  pos0_ = 0;
-  cache.len += n;
-  const int C = cfg_.d_model, V = cfg_.vocab_size;
-  const T* last = res_[2 * cfg_.n_layer] + static_cast<long>(n - 1) * C;
-  if (plan_.final_norm) {
-    NormCache one{final_cache_.out, final_cache_.mean, final_cache_.rstd};
-    norm_forward(one, final_norm_, last, 1, C, false);
-    last = final_cache_.out;
-  }
-  gemm_p<T>(mm_head_, false, true, 1, V, C, T(1), last, C, p(lm_head_), C, T(0), last_logits, V);
-  if (cfg_.final_softcap > 0)
-    ops::softcap_forward(last_logits, last_logits, V, static_cast<T>(cfg_.final_softcap));
 }
 
 template class Transformer<float>;

@@ -32,12 +32,14 @@ struct LossStats {
 // off, the forward pass does no extra work.
 struct ForwardStats {
   std::vector<double> resid_rms, resid_max;  // 2L+1 boundaries: embedding, then after each sublayer
+  std::vector<double> branch_rms;            // 2L: each sublayer's branch output f (before N_out)
   std::vector<double> attn_max_logit;        // per layer: max |s| before the soft-cap
   std::vector<double> attn_max_logit_head;   // per layer and head (L * H)
   std::vector<double> attn_entropy;          // per layer: mean entropy of the attention rows (nats)
   double log_z_mean = 0, log_z_std = 0, log_z_max = 0;
   double max_logit = 0;                      // max |logit| after the final soft-cap
   double max_logit_raw = 0;                  // max |logit| before it
+  double logits_rms = 0;                     // RMS of the logits before the final soft-cap
 };
 
 // The LM head computes the (N, V) logits (and their gradient) a chunk of rows at a time: at most
@@ -221,6 +223,8 @@ class Transformer {
                      long rows, int width, bool qk, ops::Accum accum, const T* base = nullptr);
   void check_tokens(const int* ids, long n, const char* what) const;
   const T* final_hidden() const;
+  // logits (rows, V) = readout_mult * h W_head^T, then the final soft-cap (inference).
+  void head_logits(const T* h, long rows, T* logits);
 
   ModelConfig cfg_;
   ModelPlan plan_;

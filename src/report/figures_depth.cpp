@@ -1,5 +1,6 @@
 // The depth figures of the report: the gradient norm by layer and the residual RMS by depth, from
-// the gradflow studies (at initialization) and from each run's last diagnostics record.
+// the gradflow studies (at initialization) and from each run's last diagnostics record; first, the
+// coordinate checks (activation size against width, report/coordcheck_chart.h).
 #include <cstddef>
 #include <filesystem>
 #include <set>
@@ -9,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "normlab/metrics.h"
+#include "report/coordcheck_chart.h"
 #include "report/figures.h"
 #include "report/figures_detail.h"
 
@@ -84,6 +86,20 @@ struct DepthFigures : Builder {
 
 void depth_figures(const Builder& b) {
   DepthFigures f{b};
+  for (const CoordcheckInput& c : b.in.coordchecks) {
+    Figure cf;
+    cf.name = "coordcheck";
+    cf.chart = coordcheck_chart(c.result);
+    if (b.in.coordchecks.size() > 1) {
+      cf.name += "_" + fs::path(c.dir).filename().string();
+      cf.chart.title += " (" + fs::path(c.dir).filename().string() + ")";
+    }
+    cf.caption = "Root mean square of each activation at the last step of the coordinate check "
+                "(coordcheck.json), against d_model; the slope is that of log RMS on log width "
+                "(0: flat, 1: proportional to width).";
+    cf.table_html = coordcheck_table_html(c.result);
+    f.add(std::move(cf), "the coordinate check has no finite value");
+  }
   f.by_depth_gradflow("grad_norm_layers_gradflow", "Gradient norm by layer (gradflow study)",
                       &GradflowResult::grad_norm_layer, "layer", "gradient norm",
                       "L2 norm of the loss gradient with respect to each block's parameters, per layer, at "

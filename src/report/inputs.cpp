@@ -29,6 +29,7 @@ bool is_run_dir(const fs::path& d) {
 }
 bool is_sweep_dir(const fs::path& d) { return fs::is_regular_file(d / "sweep.json"); }
 bool is_gradflow_dir(const fs::path& d) { return fs::is_regular_file(d / "gradflow.json"); }
+bool is_coordcheck_dir(const fs::path& d) { return fs::is_regular_file(d / "coordcheck.json"); }
 
 // `d` without a trailing separator ("runs/post/" -> "runs/post").
 fs::path strip(const fs::path& d) {
@@ -226,6 +227,16 @@ void load_gradflow(const fs::path& dir, ReportInputs& in) {
   in.gradflows.push_back(std::move(g));
 }
 
+void load_coordcheck(const fs::path& dir, ReportInputs& in) {
+  const fs::path path = dir / "coordcheck.json";
+  try {
+    in.coordchecks.push_back({dir.string(), coordcheck_from_json(read_json(path))});
+  } catch (const FormatError& e) {
+    if (std::string_view(e.what()).starts_with(path.string())) throw;
+    throw FormatError(fmt::format("{}: {}", path.string(), e.what()));
+  }
+}
+
 // Loads `dir` if it is of a known kind; returns false otherwise.
 bool load_known(const fs::path& dir, ReportInputs& in) {
   bool known = false;
@@ -235,6 +246,10 @@ bool load_known(const fs::path& dir, ReportInputs& in) {
   }
   if (is_gradflow_dir(dir)) {
     load_gradflow(dir, in);
+    known = true;
+  }
+  if (is_coordcheck_dir(dir)) {
+    load_coordcheck(dir, in);
     known = true;
   }
   if (!known && is_run_dir(dir)) {
@@ -283,7 +298,8 @@ ReportInputs load_inputs(const std::vector<std::string>& dirs) {
     for (const auto& s : subs) any = load_known(s, in) || any;
     if (!any)
       throw FormatError(fmt::format("{} holds no config.toml or metrics.jsonl (run), sweep.json (sweep) or "
-                                    "gradflow.json (gradflow study), nor subdirectories that do",
+                                    "gradflow.json (gradflow study) or coordcheck.json (coordinate "
+                                    "check), nor subdirectories that do",
                                     d));
   }
   // A run given on its own and as part of a sweep (or twice) counts once, as the sweep's run.

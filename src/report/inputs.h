@@ -5,6 +5,7 @@
 //   sweep     sweep.json: the grid, one entry per run (each run's own directory is a run
 //             directory, relative to the sweep) and the learning-rate sensitivity per variant
 //   gradflow  gradflow.json: per-layer gradient norms and hidden-state RMS at initialization
+//   coordcheck  coordcheck.json: activation sizes against width (`normlab coordcheck`)
 //   group     none of these, but subdirectories that are run directories (`normlab compare --out`)
 // Missing values (JSON null: a non-finite number) become NaN. Problems that leave part of an input
 // unusable (a config.toml that no longer parses, a torn last line) are kept as notes for the page;
@@ -16,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lab/coordcheck.h"
 #include "normlab/config.h"
 
 namespace normlab::report {
@@ -68,10 +70,16 @@ struct GradflowInput {
   std::vector<GradflowResult> results;
 };
 
+struct CoordcheckInput {
+  std::string dir;
+  CoordcheckResult result;
+};
+
 struct ReportInputs {
   std::vector<RunInput> runs;             // lone runs and the runs of every sweep
   std::vector<SweepInput> sweeps;
   std::vector<GradflowInput> gradflows;
+  std::vector<CoordcheckInput> coordchecks;
   std::vector<std::string> notes;         // what could only be read in part, one line each
 };
 

@@ -245,6 +245,9 @@ std::string inputs_table(const ReportInputs& in) {
   }
   for (const auto& g : in.gradflows)
     o += fmt::format("<tr><td>{}</td><td>gradflow</td><td>{} results</td></tr>\n", h(g.dir), g.results.size());
+  for (const auto& c : in.coordchecks)
+    o += fmt::format("<tr><td>{}</td><td>coordcheck</td><td>{} widths, {} steps</td></tr>\n", h(c.dir),
+                     c.result.settings.widths.size(), c.result.settings.steps);
   for (const auto& r : in.runs) {
     if (!r.sweep.empty()) continue;
     std::size_t diag = 0;

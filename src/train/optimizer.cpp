@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "model/mup.h"
 #include "normlab/errors.h"
 #include "train/optimizers/adamw_kernel.h"
 #include "train/optimizers/registry.h"
@@ -100,6 +101,11 @@ template void second_moment_rms(const ParamTable&, const StateArena<float>&, dou
                                 std::span<const float>, std::vector<double>&);
 template void second_moment_rms(const ParamTable&, const StateArena<double>&, double, double,
                                 std::span<const double>, std::vector<double>&);
+
+template <class T>
+double Optimizer<T>::lr_multiplier(const ParamSpec& s) const {
+  return adam_lr_multiplier(s);
+}
 
 template <class T>
 bool Optimizer<T>::decayed(const ParamSpec& s) const {

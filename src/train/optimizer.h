@@ -88,6 +88,10 @@ class Optimizer {
   // Whether decoupled weight decay applies to a parameter: the table's decay flag, and
   // optim.decay_embeddings for the embedding group.
   bool decayed(const ParamSpec& s) const;
+  // The factor on the learning rate of one parameter: μP's rule for this optimizer
+  // (model/mup.h; the Adam family's by default), 1 under the standard parametrization. Weight
+  // decay is divided by it, so that the decay factor stays 1 - lr wd (mup's MuAdamW).
+  virtual double lr_multiplier(const ParamSpec& s) const;
   const ParamTable& table() const { return table_; }
   const OptimConfig& config() const { return cfg_; }
   // The precision of the optimizer's own matrix products (Muon's Newton-Schulz iteration), as

@@ -68,6 +68,11 @@ Config every_key_changed() {
   m.embed_scale = std::sqrt(96.0);  // not exactly representable in short decimal
   m.init = InitKind::xavier;
   m.init_std = 0.1 + 0.2;  // 0.30000000000000004: the dump must keep every bit
+  m.parametrization = Parametrization::mup;
+  m.mup_base_width = 48;     // base: d_model 48, d_ff 100, 6 heads of 10 over 3 key/value heads
+  m.mup_base_d_ff = 100;
+  m.mup_base_head_dim = 10;
+  m.mup_output_mult = 2.5;
   OptimConfig& o = c.optim;
   o.lr = 3e-4;
   o.min_lr_ratio = 0.0;

@@ -38,7 +38,6 @@ void AdamAtan2<T>::apply(std::span<T> params, std::span<T> grads, double lr, dou
   const double bc1 = 1.0 - std::pow(c.beta1, t), bc2 = 1.0 - std::pow(c.beta2, t);
   const T w1 = static_cast<T>(1.0 - c.beta1), w2 = static_cast<T>(1.0 - c.beta2);
   const T inv_bc1 = static_cast<T>(1.0 / bc1), den_scale = static_cast<T>(c.atan2_b * c.atan2_b / bc2);
-  const T alpha = static_cast<T>(-lr * c.atan2_a);
   const T k = static_cast<T>(grad_scale);  // 1 exactly without clipping: g * 1 = g
   for (std::size_t i = 0; i < this->m_.specs.size(); ++i) {
     const ParamSpec& s = *this->m_.specs[i];
@@ -46,8 +45,10 @@ void AdamAtan2<T>::apply(std::span<T> params, std::span<T> grads, double lr, dou
     T* g = grads.data() + s.offset;
     T* m = this->m_.at(i);
     T* v = this->v_.at(i);
-    const double wd = this->decayed(s) ? c.weight_decay : 0.0;
-    const T decay = static_cast<T>(1.0 - lr * wd);
+    const double mult = this->lr_multiplier(s);  // 1 but under μP
+    const double wd = this->decayed(s) ? c.weight_decay / mult : 0.0;
+    const T decay = static_cast<T>(1.0 - lr * mult * wd);
+    const T alpha = static_cast<T>(-lr * mult * c.atan2_a);
     parallel_for(s.numel, 32768, [&](long b, long end) {
       update_row(p + b, g + b, m + b, v + b, end - b, k, w1, w2, inv_bc1, den_scale, decay, alpha);
     });

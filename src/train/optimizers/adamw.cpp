@@ -10,8 +10,9 @@ void adamw_group(const Optimizer<T>& opt, StateArena<T>& m, StateArena<T>& v, T*
   const OptimConfig& c = opt.config();
   for (std::size_t i = 0; i < m.specs.size(); ++i) {
     const ParamSpec& s = *m.specs[i];
-    adamw_update(params + s.offset, grads + s.offset, m.at(i), v.at(i), s.numel, lr, c.beta1,
-                 c.beta2, c.eps, opt.decayed(s) ? c.weight_decay : 0.0, t, grad_scale);
+    const double k = opt.lr_multiplier(s);  // 1 but under μP
+    adamw_update(params + s.offset, grads + s.offset, m.at(i), v.at(i), s.numel, lr * k, c.beta1,
+                 c.beta2, c.eps, opt.decayed(s) ? c.weight_decay / k : 0.0, t, grad_scale);
   }
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/mup.h"
 #include "tensor/threading.h"
 #include "train/optimizers/adamw.h"
 #include "train/optimizers/lerp.h"
@@ -87,7 +88,7 @@ void Muon<T>::apply(std::span<T> params, std::span<T> grads, double lr, double g
         }
       });
       ns_.run(u, u, static_cast<int>(rows), static_cast<int>(cols), ns, this->mm_);
-      const T step = static_cast<T>(-lr * adjust(c.adjust_lr, rows, cols));
+      const T step = static_cast<T>(-lr * this->lr_multiplier(s) * adjust(c.adjust_lr, rows, cols));
       parallel_for(n, 32768, [&](long b, long e) {
         for (long j = b; j < e; ++j) {
           const T pj = p[j] * decay;
@@ -97,6 +98,11 @@ void Muon<T>::apply(std::span<T> params, std::span<T> grads, double lr, double g
       row0 += rows;
     }
   }
+}
+
+template <class T>
+double Muon<T>::lr_multiplier(const ParamSpec& s) const {
+  return s.hidden_matrix() ? muon_lr_multiplier(s, this->cfg_.adjust_lr) : adam_lr_multiplier(s);
 }
 
 template class Muon<float>;

@@ -24,6 +24,8 @@ class Muon final : public Optimizer<T> {
   std::vector<double> second_moment_ratio(std::span<const T> grads) const override;
   // The learning-rate scale of a (A, B) matrix under optim.adjust_lr.
   static double adjust(MuonAdjustLr rule, long A, long B);
+  // μP: the matrices' rule (model/mup.h: 1 with adjust_lr original), the AdamW group's as AdamW.
+  double lr_multiplier(const ParamSpec& s) const override;
 
  protected:
   void apply(std::span<T> params, std::span<T> grads, double lr, double grad_scale) override;

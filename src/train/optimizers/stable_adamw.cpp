@@ -56,8 +56,9 @@ void StableAdamW<T>::apply(std::span<T> params, std::span<T> grads, double lr, d
     const double ss = moments(grads.data() + s.offset, m, v, s.numel, w1, b2, e2, k,
                               grad_scale != 1.0);
     const double r = std::sqrt(ss / static_cast<double>(s.numel));
-    const double lr_t = lr / std::max(1.0, r);
-    const T decay = static_cast<T>(1.0 - lr_t * (this->decayed(s) ? c.weight_decay : 0.0));
+    const double mult = this->lr_multiplier(s);  // 1 but under μP
+    const double lr_t = lr * mult / std::max(1.0, r);
+    const T decay = static_cast<T>(1.0 - lr_t * (this->decayed(s) ? c.weight_decay / mult : 0.0));
     const T step = static_cast<T>(lr_t);
     parallel_for(s.numel, 32768, [&](long b, long end) {
       for (long j = b; j < end; ++j) p[j] = p[j] * decay - step * (m[j] / (std::sqrt(v[j]) + e));

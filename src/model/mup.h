@@ -1,0 +1,53 @@
+// μP, the maximal-update parametrization (Yang et al. 2022, "Tensor Programs V: Tuning Large
+// Neural Networks via Zero-Shot Hyperparameter Transfer", Table 3 in the form with an output
+// multiplier, which the `mup` package implements), for model.parametrization = mup.
+//
+// The rules, all relative to the base model (normlab::mup_base_model: the same model at
+// d_model = model.mup_base_width), where every multiplier is 1 and the model is the standard one:
+//   - width shapes: a dimension of a parameter that differs from the base is a width dimension
+//     (mup's set_base_shapes); a parameter with two is matrix-like (the hidden matrices), one
+//     vector-like (embeddings, the head, norm gains, biases), none fixed;
+//   - initialisation: matrix-like weights drawn with std (or Xavier bound) divided by
+//     sqrt(fan_in / base fan_in); Xavier bounds computed from the base shape (mup.init); everything
+//     else as in the base model;
+//   - readout: logits = (mup_output_mult * base_width / d_model) * W_head h (mup's MuReadout and
+//     MuSharedReadout: the same multiplier whether or not the head is tied to the embedding);
+//   - attention: scores scaled by s0 * D0 / D instead of 1/sqrt(D), s0 = model.attn_scale or
+//     1/sqrt(D0), D0 the base head size ("1/d attention": mup's attn_mult / d with attn_mult = D0
+//     s0^2, equal to the standard scale at the base head size);
+//   - learning rates, per optimizer (each optimizer's lr_multiplier reads these):
+//       Adam family (adamw, stable_adamw, adam_atan2): matrix-like lr / (fan_in / base fan_in),
+//       others unchanged (mup's MuAdam/MuAdamW);
+//       muon, hidden matrices: unchanged with adjust_lr = original (its update, orthogonalised and
+//       scaled by sqrt(max(1, out/in)), already has the width-independent spectral norm μP asks
+//       for: Bernstein et al. 2023, "A Spectral Condition for Feature Learning"); divided by
+//       sqrt(fan_in / base fan_in) with match_rms_adamw (whose step is the original's times
+//       0.2 sqrt(fan_in)); Muon's AdamW group as the Adam family;
+//   - weight decay: the decay factor stays 1 - lr wd at the schedule's lr (MuAdamW's default,
+//     decoupled_wd = False: wd multiplied by what divides lr).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "model/params.h"
+#include "normlab/config.h"
+
+namespace normlab {
+
+// Sets every spec's width shape against the base model's table and rescales the initialisation of
+// matrix-like weights (model.parametrization = mup; the table is left as it is otherwise).
+void apply_mup(ParamTable& table, const ModelConfig& cfg);
+
+// The readout (LM head) multiplier: 1 under the standard parametrization.
+double readout_multiplier(const ModelConfig& cfg);
+// The attention-score scale (model.attn_scale, or 1/sqrt(D); μP's s0 D0 / D).
+double attention_scale(const ModelConfig& cfg);
+
+// `normlab info`'s lines on the parametrization of a model with this table (empty: standard).
+std::vector<std::string> describe_mup(const ModelConfig& cfg, const ParamTable& table);
+
+// Learning-rate multipliers of one parameter (1 under the standard parametrization).
+double adam_lr_multiplier(const ParamSpec& s);
+double muon_lr_multiplier(const ParamSpec& s, MuonAdjustLr adjust);
+
+}  // namespace normlab

@@ -23,6 +23,14 @@ struct ParameterView {
   bool decayed = false;             // whether AdamW's weight decay applies (optim.decay_embeddings
                                     // aside, which the optimizer decides)
   std::string group;                // embedding, attention, mlp, norm or head (diagnostics groups)
+  // How init_params draws it (Model::parameters() only): "normal" (std init_scale), "uniform"
+  // (bound init_scale) or "constant" (the value init_scale), before DeepNorm's row scaling.
+  std::string init;
+  double init_scale = 0;
+  // Against μP's base model (model.parametrization = mup): dimensions that are widths (0, 1 or
+  // 2), and the width multipliers of the fan-in (last) and fan-out (first) dimensions.
+  int width_dims = 0;
+  double fan_in_mult = 1, fan_out_mult = 1;
 };
 
 // Losses of one batch: means over its B * T tokens.

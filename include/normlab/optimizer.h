@@ -34,6 +34,9 @@ class ModelOptimizer {
   std::vector<ParameterView> state();
   long steps_taken() const;
   std::string name() const;  // optim.name
+  // The factor on the schedule's learning rate of every parameter (table order): μP's rule for
+  // this optimizer (model/mup.h), 1 under the standard parametrization.
+  std::vector<std::pair<std::string, double>> lr_multipliers() const;
   // QK-Clip of the last step: query heads clipped and the largest logit before (0, 0 when off).
   int qk_clip_heads() const;
   double qk_clip_max_logit() const;

@@ -40,7 +40,8 @@ if _TYPE_CHECKING:  # names of the annotations only: the module's namespace hold
 __version__: str = _core.__version__
 
 __all__ = [
-    "Config", "Model", "Optimizer", "Run", "Metrics", "SweepResult", "train", "doctor", "gradflow", "sweep",
+    "Config", "Model", "Optimizer", "Run", "Metrics", "SweepResult", "train", "doctor", "gradflow",
+    "coordcheck", "sweep",
     "report", "set_num_threads", "get_num_threads", "Error", "ConfigError", "InputError",
     "FormatError", "NotFoundError", "InternalError", "NormlabWarning", "__version__",
 ]
@@ -152,6 +153,22 @@ def gradflow(cfg: Config | Mapping[str, Any] | PathLike | None = None, *,
     return _json.loads(_core.gradflow(c._c, list(placements), [int(x) for x in layers],
                                      list(inits), batches, steps,
                                      "" if out is None else str(out)))
+
+
+def coordcheck(cfg: Config | Mapping[str, Any] | PathLike | None = None, *,
+               widths: Iterable[int] = (64, 128, 256, 512),
+               parametrizations: Iterable[str] = ("standard", "mup"), steps: int = 5,
+               seeds: int = 3, out: PathLike | None = None) -> dict[str, Any]:
+    """As ``normlab coordcheck``: trains the config at every width (d_model; d_ff and the
+    attention widths scale with it) under each parametrization for ``steps`` steps at optim.lr,
+    ``seeds`` initialisations on the same batches, and returns coordcheck.json as a dict:
+    ``curves`` (per parametrization and width: ``rms[activation]`` per step, 0 = at
+    initialisation, and ``loss``) and ``slopes[parametrization][activation]`` per step (the slope
+    of log2 RMS on log2 width: 0 flat, 1 proportional). Written with coordcheck.md and
+    coordcheck.svg to ``out`` when given."""
+    c = _as_config(cfg)
+    return _json.loads(_core.coordcheck(c._c, [int(w) for w in widths], list(parametrizations),
+                                        int(steps), int(seeds), "" if out is None else str(out)))
 
 
 class SweepResult(dict):

@@ -154,10 +154,14 @@ class Model:
         return self._m.parameters()
 
     def param_table(self) -> list[dict[str, Any]]:
-        """One dict per parameter: name, shape, group (embedding, attention, mlp, norm, head)
-        and decay (whether AdamW's weight decay applies)."""
-        return [{"name": n, "shape": tuple(s), "group": g, "decay": d}
-                for n, s, g, d in self._m.param_table()]
+        """One dict per parameter: name, shape, group (embedding, attention, mlp, norm, head),
+        decay (whether AdamW's weight decay applies), init ("normal", "uniform" or "constant") and
+        init_scale (its std, bound or value), and against μP's base model (model.parametrization
+        = "mup"; 0 and 1s otherwise) width_dims (how many dimensions are widths), fan_in_mult and
+        fan_out_mult (width / base width of the last and first dimension)."""
+        return [{"name": n, "shape": tuple(s), "group": g, "decay": d, "init": i,
+                 "init_scale": sc, "width_dims": w, "fan_in_mult": fi, "fan_out_mult": fo}
+                for n, s, g, d, i, sc, w, fi, fo in self._m.param_table()]
 
     def save(self, path: PathLike) -> None:
         """Writes the parameters to a safetensors file (checkpoint names, float32, the config in

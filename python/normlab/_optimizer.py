@@ -61,6 +61,11 @@ class Optimizer:
         """{checkpoint name: float32 view of the optimizer's memory}."""
         return self._o.state()
 
+    def lr_multipliers(self) -> dict[str, float]:
+        """{parameter name: the factor on the schedule's learning rate}: μP's rule for this
+        optimizer (1 for every parameter under the standard parametrization; docs/mup.md)."""
+        return dict(self._o.lr_multipliers())
+
     @property
     def steps_taken(self) -> int:
         return self._o.steps_taken

@@ -3,6 +3,7 @@
 // library (include/normlab, src/lab, src/report) as the CLI does, exchanges structured results as
 // JSON text (the same JSON the CLI writes, so the numbers are the same), hands out parameters and
 // gradients as zero-copy numpy views owned by the Model, and releases the GIL while computing.
+#include <algorithm>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -20,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "doctor/doctor.h"
+#include "lab/coordcheck.h"
 #include "lab/gradflow.h"
 #include "lab/sweep.h"
 #include "model/generate.h"
@@ -32,6 +34,7 @@
 #include "normlab/model.h"
 #include "normlab/optimizer.h"
 #include "normlab/trainer.h"
+#include "report/coordcheck_chart.h"
 #include "report/inputs.h"
 #include "report/report.h"
 #include "tensor/threading.h"
@@ -227,6 +230,32 @@ std::string gradflow(const Config& base, const std::vector<std::string>& placeme
   return j.dump();
 }
 
+// The coordinate check (`normlab coordcheck`): its JSON, the files written to `out` when given.
+std::string coordcheck(const Config& base, const std::vector<int>& widths,
+                       const std::vector<std::string>& parametrizations, int steps, int seeds,
+                       const std::string& out) {
+  nb::gil_scoped_release nogil;
+  CoordcheckSettings s;
+  std::vector<std::string> problems;
+  for (const auto& p : parametrizations) {
+    if (auto v = enum_from_string<Parametrization>(p)) s.parametrizations.push_back(*v);
+    else problems.push_back(fmt::format("parametrizations: '{}' is not standard or mup", p));
+  }
+  for (int w : widths)
+    if (w < 1) problems.push_back(fmt::format("widths: {} is not a width >= 1", w));
+  if (steps < 1) problems.push_back(fmt::format("steps: {} is not >= 1", steps));
+  if (seeds < 1) problems.push_back(fmt::format("seeds: {} is not >= 1", seeds));
+  if (!problems.empty()) throw ConfigError(problems);
+  s.widths = widths;
+  std::sort(s.widths.begin(), s.widths.end());
+  s.widths.erase(std::unique(s.widths.begin(), s.widths.end()), s.widths.end());
+  s.steps = steps;
+  s.seeds = seeds;
+  const CoordcheckResult r = run_coordcheck(base, s);
+  if (!out.empty()) return report::write_coordcheck(out, base, r).dump();
+  return coordcheck_json(base, r).dump();
+}
+
 // One sweep point trained in this process (run_sweep_point, as `normlab sweep --jobs 1`).
 std::string sweep_point(const Config& cfg, const std::string& dir) {
   PyHooks py;
@@ -335,7 +364,9 @@ NB_MODULE(_core, m) {
       .def("param_table", [](Model& m) {
         nb::list rows;
         for (const auto& p : m.parameters())
-          rows.append(nb::make_tuple(p.name, nb::tuple(nb::cast(p.shape)), p.group, p.decayed));
+          rows.append(nb::make_tuple(p.name, nb::tuple(nb::cast(p.shape)), p.group, p.decayed,
+                                     p.init, p.init_scale, p.width_dims, p.fan_in_mult,
+                                     p.fan_out_mult));
         return rows;
       })
       .def("logits", [](Model& m, Tokens idx) {
@@ -392,6 +423,11 @@ NB_MODULE(_core, m) {
       .def("state", [](ModelOptimizer& o) { return views(o.state(), nb::find(&o)); })
       .def_prop_ro("steps_taken", &ModelOptimizer::steps_taken)
       .def_prop_ro("name", &ModelOptimizer::name)
+      .def("lr_multipliers", [](const ModelOptimizer& o) {
+        nb::dict d;
+        for (const auto& [name, k] : o.lr_multipliers()) d[nb::str(name.c_str())] = k;
+        return d;
+      })
       .def_prop_ro("qk_clip_heads", &ModelOptimizer::qk_clip_heads)
       .def_prop_ro("qk_clip_max_logit", &ModelOptimizer::qk_clip_max_logit);
   m.def("train", &train, "cfg"_a.none(), "out"_a, "resume"_a, "callback"_a.none(),
@@ -438,6 +474,7 @@ NB_MODULE(_core, m) {
     return to_json(d).dump();
   });
   m.def("gradflow", &gradflow);
+  m.def("coordcheck", &coordcheck);
   m.def("sweep_points", [](const std::vector<std::string>& specs) {
     std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>> out;
     for (const auto& p : expand_grid(axes_of(specs))) out.emplace_back(p.name, p.overrides);

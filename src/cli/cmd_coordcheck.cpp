@@ -1,8 +1,7 @@
 // `normlab coordcheck`: the coordinate check (lab/coordcheck.h) of a config at several widths,
 // under the standard parametrization and μP by default: a table, coordcheck.json, coordcheck.md and
 // coordcheck.svg; --json prints the JSON instead of the table.
-#include <filesystem>
-#include <fstream>
+#include <algorithm>
 
 #include <fmt/format.h>
 
@@ -59,13 +58,8 @@ void add_coordcheck(CLI::App& app, Action& action) {
                    c.width, c.loss.front(), c.loss.back());
         std::fflush(stdout);
       });
-      const auto dir = std::filesystem::path(o->out);
-      std::filesystem::create_directories(dir);
-      const nlohmann::json j = coordcheck_json(base, r);
-      std::ofstream(dir / "coordcheck.json") << j.dump(1) << '\n';
+      const nlohmann::json j = report::write_coordcheck(o->out, base, r);
       const std::string table = coordcheck_table(r);
-      std::ofstream(dir / "coordcheck.md") << table;
-      std::ofstream(dir / "coordcheck.svg") << svg::render(report::coordcheck_chart(r), true);
       if (o->json) {
         fmt::print("{}\n", j.dump());
       } else {

@@ -37,19 +37,24 @@ const ModelConfig& Model::config() const { return impl_->net.config(); }
 int Model::max_batch() const { return impl_->net.max_batch(); }
 long Model::num_params() const { return impl_->net.table().total(); }
 
+namespace {
+ParameterView view_of(const ParamSpec& s, float* data) {
+  static constexpr const char* kInit[] = {"normal", "uniform", "constant"};
+  return {s.name, s.shape, {data, static_cast<std::size_t>(s.numel)}, s.decay,
+          std::string(to_string(s.group)), kInit[static_cast<int>(s.init)], s.init_scale,
+          s.width.ninf, s.width.fan_in_mult, s.width.fan_out_mult};
+}
+}  // namespace
+
 std::vector<ParameterView> Model::parameters() {
   std::vector<ParameterView> out;
-  for (const ParamSpec& s : impl_->net.table().specs())
-    out.push_back({s.name, s.shape, {impl_->net.param(s), static_cast<std::size_t>(s.numel)}, s.decay,
-                   std::string(to_string(s.group))});
+  for (const ParamSpec& s : impl_->net.table().specs()) out.push_back(view_of(s, impl_->net.param(s)));
   return out;
 }
 
 std::vector<ParameterView> Model::gradients() {
   std::vector<ParameterView> out;
-  for (const ParamSpec& s : impl_->net.table().specs())
-    out.push_back({s.name, s.shape, {impl_->net.grad(s), static_cast<std::size_t>(s.numel)}, s.decay,
-                   std::string(to_string(s.group))});
+  for (const ParamSpec& s : impl_->net.table().specs()) out.push_back(view_of(s, impl_->net.grad(s)));
   return out;
 }
 

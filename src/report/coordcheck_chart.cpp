@@ -1,5 +1,8 @@
 #include "report/coordcheck_chart.h"
 
+#include <filesystem>
+#include <fstream>
+
 #include <fmt/format.h>
 
 namespace normlab::report {
@@ -14,7 +17,7 @@ svg::LineChart coordcheck_chart(const CoordcheckResult& r) {
   c.x.label = "d_model";
   c.x.log = true;
   for (int w : r.settings.widths) c.x.ticks.push_back(w);
-  c.y.label = "RMS of the activation";
+  c.y.label = "RMS (attn_max_logit: largest |score|)";
   c.y.log = true;
   const auto& names = coordcheck_activations();
   for (Parametrization p : r.settings.parametrizations)
@@ -32,6 +35,16 @@ svg::LineChart coordcheck_chart(const CoordcheckResult& r) {
       c.series.push_back(std::move(s));
     }
   return c;
+}
+
+nlohmann::json write_coordcheck(const std::string& dir, const Config& base, const CoordcheckResult& r) {
+  const std::filesystem::path d(dir);
+  std::filesystem::create_directories(d);
+  nlohmann::json j = coordcheck_json(base, r);
+  std::ofstream(d / "coordcheck.json") << j.dump(1) << '\n';
+  std::ofstream(d / "coordcheck.md") << coordcheck_table(r);
+  std::ofstream(d / "coordcheck.svg") << svg::render(coordcheck_chart(r), true);
+  return j;
 }
 
 std::string coordcheck_table_html(const CoordcheckResult& r) {

@@ -13,6 +13,10 @@ namespace normlab::report {
 // for the standard parametrization, both axes logarithmic.
 svg::LineChart coordcheck_chart(const CoordcheckResult& r);
 
+// Writes dir/coordcheck.json (coordcheck_json), coordcheck.md (the table) and coordcheck.svg (the
+// chart), creating dir; returns the JSON.
+nlohmann::json write_coordcheck(const std::string& dir, const Config& base, const CoordcheckResult& r);
+
 // The table of coordcheck_table (RMS per width at the last step, slopes) as HTML.
 std::string coordcheck_table_html(const CoordcheckResult& r);
 

@@ -45,9 +45,20 @@ std::vector<ParameterView> ModelOptimizer::state() {
   for (StateArena<float>* a : impl_->opt->state())
     for (std::size_t i = 0; i < a->specs.size(); ++i) {
       const ParamSpec& s = *a->specs[i];
-      out.push_back({a->prefix + s.name, s.shape, {a->at(i), static_cast<std::size_t>(s.numel)},
-                     impl_->opt->decayed(s), std::string(to_string(s.group))});
+      ParameterView v;
+      v.name = a->prefix + s.name;
+      v.shape = s.shape;
+      v.values = {a->at(i), static_cast<std::size_t>(s.numel)};
+      v.decayed = impl_->opt->decayed(s);
+      v.group = std::string(to_string(s.group));
+      out.push_back(std::move(v));
     }
+  return out;
+}
+
+std::vector<std::pair<std::string, double>> ModelOptimizer::lr_multipliers() const {
+  std::vector<std::pair<std::string, double>> out;
+  for (const ParamSpec& s : impl_->opt->table().specs()) out.emplace_back(s.name, impl_->opt->lr_multiplier(s));
   return out;
 }
 

@@ -96,6 +96,14 @@ std::vector<Case> make_cases() {
         if (m.n_head == 2) m.n_kv_head = 1;
         if (m.n_head == 1) m.head_dim = 6;
       }
+      // μP against a base model of half the width and half the head size (every multiplier != 1:
+      // readout, attention scale, the init of the hidden matrices), once with an output multiplier.
+      if (i % 4 == 2) {
+        m.parametrization = Parametrization::mup;
+        m.mup_base_width = m.d_model / 2;
+        m.mup_base_head_dim = m.head_size() / 2;
+        m.mup_output_mult = i == 6 ? 1.5 : 1.0;
+      }
       // Biases per projection group: none, all (the shorthand), q/k/v only, output + MLP.
       m.bias = i % 4 == 1;
       m.attn_qkv_bias = i % 4 == 2;
@@ -131,6 +139,7 @@ std::vector<Case> make_cases() {
       if (m.norm_gain_offset != 0) c.name += "_gainoffset";
       if (m.embed_scale != 1) c.name += "_embedscale";
       if (m.attn_scale != 0) c.name += "_attnscale";
+      if (m.parametrization == Parametrization::mup) c.name += "_mup";
       if (m.kv_heads() != m.n_head) c.name += fmt::format("_kv{}", m.kv_heads());
       if (m.head_dim > 0) c.name += fmt::format("_hd{}", m.head_dim);
       if (m.attn_qkv_bias) c.name += "_qkvbias";
@@ -298,6 +307,7 @@ TEST(ModelGradCheck, EveryOptionValueAppearsWithEveryPlacement) {
       seen["norm_gain_offset"].insert(fmt::format("{}", m.norm_gain_offset));
       seen["embed_scale"].insert(fmt::format("{}", m.embed_scale));
       seen["attn_scale"].insert(fmt::format("{}", m.attn_scale));
+      seen["parametrization"].insert(std::string(to_string(m.parametrization)));
       seen["kv"].insert(m.kv_heads() == m.n_head ? "mha" : (m.kv_heads() == 1 ? "mqa" : "gqa"));
       seen["head_dim"].insert(m.head_dim > 0 ? "explicit" : "auto");
       seen["biases"].insert(fmt::format("{}{}{}", m.has_qkv_bias(), m.has_out_bias(),
@@ -319,7 +329,7 @@ TEST(ModelGradCheck, EveryOptionValueAppearsWithEveryPlacement) {
         {"norm", 3},        {"qk", 5},  {"cap", 2},   {"z", 2},
         {"pos", 2},         {"mlp", 4}, {"bias", 2},  {"tie", 2},
         {"heads", 4},  // 1, 2, 3 and 4 heads
-        {"norm_gain_offset", 2}, {"embed_scale", 2}, {"attn_scale", 2},
+        {"norm_gain_offset", 2}, {"embed_scale", 2}, {"attn_scale", 2}, {"parametrization", 2},
         {"kv", 3},  // MHA, GQA, MQA
         {"head_dim", 2}, {"biases", 4}, {"window", 4}, {"local_rope", 2}, {"rope_scaling", 3}};
     if (pl == Placement::mix) {

@@ -11,6 +11,11 @@ semantics, the learning-rate schedule) is ref_optim.py.
     params = model.random_params(seed=0)                   # {normlab name: tensor}
     logits, loss, ce, zl = model.forward(params, idx, targets)
     out = model.loss_and_grads(params, idx, targets)       # adds {"grad.<name>": ...}
+
+μP (tests/py/test_mup_parity.py) overrides two pieces from outside, leaving the formulas above as
+they are: `RefModel(cfg, attn_scale=s)` scales the scores by s instead of the config's rule, and
+`RefModel(cfg, head=f)` computes the logits as f(x) (e.g. mup's MuReadout module) instead of
+x @ W^T (the final soft-cap still follows).
 """
 from __future__ import annotations
 
@@ -70,8 +75,13 @@ class ParamSpec:
 
 
 class RefModel:
-    def __init__(self, cfg, dtype=torch.float64):
+    def __init__(self, cfg, dtype=torch.float64, attn_scale=None, head=None):
+        """attn_scale: the attention-score scale (None: the config's, attn_scale or 1/sqrt(D));
+        head: a callable x (B, T, C) -> logits (B, T, V) that replaces x @ W^T (None: the
+        config's head, tied or lm_head.weight)."""
         self.cfg = cfg
+        self.attn_scale = attn_scale
+        self.head = head
         self.m = cfg["model"]
         self.dtype = dtype
         m = self.m
@@ -244,6 +254,8 @@ class RefModel:
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
 
         scale = m["attn_scale"] if m["attn_scale"] != 0 else 1.0 / math.sqrt(D)
+        if self.attn_scale is not None:
+            scale = self.attn_scale
         s = scale * (q @ k.transpose(-1, -2))  # (B, H, T, T)
         cap = m["attn_softcap"]
         if cap > 0:
@@ -301,8 +313,11 @@ class RefModel:
             x = self.block(x, params, l)
         if self.has_final_norm:
             x = self.norm(x, params, "final_norm")
-        w_head = params["tok_emb.weight"] if m["tie_embeddings"] else params["lm_head.weight"]
-        logits = x @ w_head.T
+        if self.head is not None:
+            logits = self.head(x)
+        else:
+            w_head = params["tok_emb.weight"] if m["tie_embeddings"] else params["lm_head.weight"]
+            logits = x @ w_head.T
         cap = m["final_softcap"]
         if cap > 0:
             logits = cap * torch.tanh(logits / cap)

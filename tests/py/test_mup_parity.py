@@ -1,0 +1,279 @@
+"""Parity of normlab's μP (model.parametrization = "mup", src/model/mup.h) with Microsoft's `mup`
+package: the same model built with mup's MuReadout / MuSharedReadout, set_base_shapes and MuAdamW
+on the same widths has the same width shapes, the same initial variances, the same per-parameter
+learning rates and weight decays, the same logits and loss, and the same first updates.
+
+The torch side is written here from mup's own API, independently of normlab's C++: the base model
+is derived from the rule of config.h (d_model = mup_base_width, d_ff and the query / key-value
+widths scaled alike, the head size kept when head_dim is set) and its shapes come from the oracle
+tests/reference/ref_model.py; the forward is that oracle (float64) with the attention scale of
+mup's Transformer example (scores * sqrt(attn_mult) / D, attn_mult chosen so that it equals the
+standard scale at the base head size) and the logits from the MuReadout / MuSharedReadout module
+itself; the optimizer is mup.MuAdamW. Updates are compared as in test_optimizer_parity.py: the
+difference beyond one unit in the last place of the float32 parameter, relative to the largest
+entry of the reference's update.
+
+Model: vocab 40, 2 layers, T = 8, SwiGLU, GQA, pre-LayerNorm, RoPE; base width 32; widths 32, 64
+and 128 with d_ff = 2 d_model; heads either "grow" (4 query / 2 key-value heads, head size
+d_model / 4: the 1/d attention scale differs from 1/sqrt(d)) or "fixed" (head size 8, d_model / 8
+heads); tied and untied head.
+
+Largest errors measured (2-core x86-64, torch 2.x, float32 normlab against the float64 oracle):
+  MEASURED
+    cd tests/py && NORMLAB_BUILD_DIR=$PWD/../../build ../../.venv/bin/python -m pytest -q -s test_mup_parity.py
+"""
+import math
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from normlab_py import normlab
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "reference"))
+from ref_config import make_config  # noqa: E402
+from ref_model import RefModel  # noqa: E402
+
+mup = pytest.importorskip("mup")
+from mup import MuAdamW, MuReadout, MuSharedReadout, set_base_shapes  # noqa: E402
+
+torch.set_num_threads(1)
+
+BASE = 32
+V, L, T, B = 40, 2, 8, 2
+LR, WD = 1e-2, 0.1
+WIDTHS = [32, 64, 128]
+
+
+def model_keys(width, tie, heads, **extra):
+    """The standard-parametrization model section (ref_config keys) at this width."""
+    m = {"vocab_size": V, "n_layer": L, "d_model": width, "d_ff": 2 * width, "seq_len": T,
+         "mlp": "swiglu", "tie_embeddings": tie}
+    if heads == "grow":
+        m.update(n_head=4, n_kv_head=2)
+    else:
+        m.update(n_head=width // 8, n_kv_head=width // 16, head_dim=8)
+    m.update(extra)
+    return m
+
+
+def base_keys(m):
+    """mup_base_model's rule, written here from config.h: d_model = BASE; d_ff and the query width
+    scaled by BASE / d_model; head size kept when head_dim is set, else the base query width over
+    the same number of heads; key/value heads in the same proportion to the query heads."""
+    C, C0 = m["d_model"], BASE
+    H = m["n_head"]
+    D = m.get("head_dim") or C // H
+    Hkv = m.get("n_kv_head") or H
+
+    def scaled(n):
+        assert n * C0 % C == 0, (n, C0, C)
+        return n * C0 // C
+    Cq0 = scaled(H * D)
+    D0 = m.get("head_dim") or Cq0 // H
+    H0 = Cq0 // D0
+    return {**m, "d_model": C0, "d_ff": scaled(m["d_ff"]), "n_head": H0,
+            "n_kv_head": H0 * Hkv // H, "head_dim": D0}
+
+
+def normlab_config(m, output_mult=1.0, optim=None):
+    return normlab.Config({"model": {**m, "parametrization": "mup", "mup_base_width": BASE,
+                                     "mup_output_mult": output_mult},
+                           "optim": optim or {}})
+
+
+# -- the torch model --------------------------------------------------------------------------
+
+class Norm(nn.Module):
+    def __init__(self, n, bias, dtype):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(n, dtype=dtype))
+        if bias:
+            self.bias = nn.Parameter(torch.zeros(n, dtype=dtype))
+
+
+def torch_model(ref, output_mult=1.0, dtype=torch.float64):
+    """An nn.Module holding the model's tensors under normlab's names (Linear for the matrices,
+    Embedding for tok_emb, the head a MuReadout or, tied, a MuSharedReadout of tok_emb.weight)."""
+    root = nn.Module()
+    specs = {s.name: s for s in ref.specs}
+    prefixes = []
+    for s in ref.specs:
+        p = s.name.rsplit(".", 1)[0]
+        if p not in prefixes and p != "lm_head":
+            prefixes.append(p)
+    for p in prefixes:
+        w = specs[p + ".weight"]
+        has_bias = p + ".bias" in specs
+        if w.kind == "linear":
+            mod = nn.Linear(w.shape[1], w.shape[0], bias=has_bias, dtype=dtype)
+        elif w.kind == "embedding":
+            mod = nn.Embedding(*w.shape, dtype=dtype)
+        else:
+            mod = Norm(w.shape[0], has_bias, dtype)
+        *path, leaf = p.split(".")
+        parent = root
+        for q in path:
+            if q not in parent._modules:
+                parent.add_module(q, nn.Module())
+            parent = parent._modules[q]
+        parent.add_module(leaf, mod)
+    C = ref.C
+    if ref.m["tie_embeddings"]:
+        root.lm_head = MuSharedReadout(root.tok_emb.weight, bias=False, output_mult=output_mult)
+    else:
+        root.lm_head = MuReadout(C, V, bias=False, output_mult=output_mult, dtype=dtype)
+    return root
+
+
+def mup_pair(m, output_mult=1.0, dtype=torch.float64):
+    """(oracle at the width, torch module with mup's base shapes set, its base module)."""
+    ref = RefModel(make_config(model=m))
+    ref0 = RefModel(make_config(model=base_keys(m)))
+    mod = torch_model(ref, output_mult, dtype)
+    base = torch_model(ref0, output_mult, dtype)
+    set_base_shapes(mod, base, rescale_params=False)
+    return ref, mod, base
+
+
+def mup_attn_scale(m, attn_scale=0.0):
+    """mup's 1/d attention (examples/Transformer/model.py: q scaled by sqrt(attn_mult) / D), with
+    attn_mult set so that the base model has the standard scale s0 (attn_scale, or 1/sqrt(D0))."""
+    b = base_keys(m)
+    D0 = b["head_dim"]
+    D = m.get("head_dim") or m["d_model"] // m["n_head"]
+    s0 = attn_scale if attn_scale > 0 else 1.0 / math.sqrt(D0)
+    attn_mult = (s0 * D0) ** 2
+    return math.sqrt(attn_mult) / D
+
+
+def sp_std(name, init, L_):
+    """The standard parametrization's init std of a normal-initialised tensor (gpt2: wo, w_out
+    scaled by 1/sqrt(2L); normal: none)."""
+    s = 0.02
+    if init == "gpt2" and (name.endswith("attn.wo.weight") or name.endswith("mlp.w_out.weight")):
+        s /= math.sqrt(2 * L_)
+    return s
+
+
+# -- 1. width shapes, 2. initial variances, 3. learning rates -----------------------------------
+
+TABLE_CASES = [(w, tie, heads) for w in WIDTHS for tie in (True, False)
+               for heads in ("grow", "fixed")]
+
+
+@pytest.mark.parametrize("width,tie,heads", TABLE_CASES)
+def test_width_shapes_match_set_base_shapes(width, tie, heads):
+    m = model_keys(width, tie, heads)
+    ref, mod, _ = mup_pair(m)
+    nm = normlab.Model(normlab_config(m), seed=3)
+    table = {r["name"]: r for r in nm.param_table()}
+    params = dict(mod.named_parameters())
+    assert set(params) == set(table), (set(params) ^ set(table))
+    for n, p in params.items():
+        r = table[n]
+        assert tuple(p.shape) == r["shape"], n
+        assert p.infshape.ninf() == r["width_dims"], (n, p.infshape, r)
+        if p.dim() == 2:
+            fi, fo = p.infshape.fanin_fanout()
+            assert fi.width_mult() == r["fan_in_mult"], (n, p.infshape, r)
+            assert fo.width_mult() == r["fan_out_mult"], (n, p.infshape, r)
+        # and the oracle's README decay rule is normlab's decay column
+        assert ref.decayed(n) == r["decay"], n
+    # the readout's multiplier: 1 / width_mult of the head's weight (d_model / BASE)
+    assert mod.lm_head.width_mult() == width / BASE
+
+
+def empirical_ok(a, b, n):
+    """Two sample stds of n >= 4096 draws each agree within 6 standard errors of their ratio
+    (sqrt(1/(2n)) each): 6 sqrt(1/n) <= 9.4%, where a dropped factor sqrt(2) is 29%-41% away."""
+    return abs(a / b - 1) < 6 / math.sqrt(n)
+
+
+@pytest.mark.parametrize("init", ["gpt2", "normal", "xavier"])
+@pytest.mark.parametrize("width,tie,heads", TABLE_CASES)
+def test_initial_variances_match_mup_init(width, tie, heads, init):
+    m = model_keys(width, tie, heads, init=init)
+    ref, mod, _ = mup_pair(m)
+    nm = normlab.Model(normlab_config(m), seed=11)
+    table = {r["name"]: r for r in nm.param_table()}
+    weights = nm.parameters()
+    torch.manual_seed(5)
+    checked = 0
+    for n, p in mod.named_parameters():
+        r, kind = table[n], {s.name: s.kind for s in ref.specs}[n]
+        w = weights[n]
+        if kind in ("gain", "bias"):  # constants: 1 - g0 and 0 (g0 = 0 here), width-independent
+            assert r["init"] == "constant"
+            want = 1.0 if kind == "gain" else 0.0
+            assert r["init_scale"] == want and np.all(w == want), n
+            continue
+        if init == "xavier" and kind == "linear":
+            # mup.init.xavier_uniform_: bound sqrt(3) std, std from the base shape, / sqrt(fan-in
+            # mult) for matrix-like tensors.
+            with torch.no_grad():
+                mup.init.xavier_uniform_(p)
+            fo, fi = p.shape
+            fi0 = p.infshape[1].base_dim or fi
+            fo0 = p.infshape[0].base_dim or fo
+            bound = math.sqrt(6.0 / (fi0 + fo0))
+            if p.infshape.ninf() == 2:
+                bound /= math.sqrt(p.infshape.width_mult())
+            assert r["init"] == "uniform", n
+            assert r["init_scale"] == pytest.approx(bound, rel=1e-12), n
+            assert float(p.abs().max()) <= bound
+            assert float(np.abs(w).max()) <= r["init_scale"] * (1 + 1e-6), n
+            std_mup, std_nl = float(p.std()), float(np.std(w.astype(np.float64)))
+            want_std = bound / math.sqrt(3)
+        else:
+            s = 0.02 if kind == "embedding" else sp_std(n, init, L)
+            with torch.no_grad():
+                mup.init.normal_(p, std=s)
+            # mup's prescription (init.constant_std_init_): width_mult^-1/2 for two width dims.
+            want_std = s * (p.infshape.width_mult() ** -0.5 if p.infshape.ninf() == 2 else 1.0)
+            assert r["init"] == "normal", n
+            assert r["init_scale"] == pytest.approx(want_std, rel=1e-12), (n, r["init_scale"],
+                                                                         want_std)
+            std_mup, std_nl = float(p.std()), float(np.std(w.astype(np.float64)))
+        if w.size >= 4096:
+            checked += 1
+            assert empirical_ok(std_nl, std_mup, w.size), (n, std_nl, std_mup)
+            assert empirical_ok(std_nl, want_std, 2 * w.size), (n, std_nl, want_std)
+    assert checked >= (2 if width == 32 else 5)
+
+
+@pytest.mark.parametrize("width,tie,heads", TABLE_CASES)
+def test_learning_rates_match_muadamw(width, tie, heads):
+    m = model_keys(width, tie, heads)
+    ref, mod, _ = mup_pair(m)
+    cfg = normlab_config(m, optim={"name": "adamw", "weight_decay": WD})
+    nm = normlab.Model(cfg, seed=3)
+    mult = normlab.Optimizer(cfg, nm).lr_multipliers()
+    opt = mu_adamw(mod, ref)
+    seen = set()
+    for g in opt.param_groups:
+        for p in g["params"]:
+            n = name_of(mod, p)
+            seen.add(n)
+            assert g["lr"] / LR == pytest.approx(mult[n], rel=1e-12), (n, g["lr"], mult[n])
+            want = LR * WD if ref.decayed(n) else 0.0
+            assert g["lr"] * g["weight_decay"] == pytest.approx(want, rel=1e-12, abs=0), n
+    assert seen == set(mult)
+
+
+def name_of(mod, p):
+    return next(n for n, q in mod.named_parameters() if q is p)
+
+
+def mu_adamw(mod, ref, cls=None, betas=(0.9, 0.95), eps=1e-8):
+    """mup.MuAdamW over two groups: decayed (ref.decayed: matrices, embeddings, the head) and
+    not (norm gains, biases). cls: another optimizer with the same groups (negative control)."""
+    named = dict(mod.named_parameters())
+    groups = [{"params": [p for n, p in named.items() if ref.decayed(n)], "weight_decay": WD},
+              {"params": [p for n, p in named.items() if not ref.decayed(n)],
+               "weight_decay": 0.0}]
+    make = cls or MuAdamW
+    return make(groups, lr=LR, weight_decay=WD, betas=betas, eps=eps)

@@ -18,6 +18,7 @@
 #include "normlab/trainer.h"
 #include "tensor/gemm_bf16.h"
 #include "tensor/threading.h"
+#include "model/mup.h"
 #include "model/param_table.h"
 #include "train/checkpoint.h"
 #include "train/optimizer.h"
@@ -225,9 +226,11 @@ void add_train(CLI::App& app, Action& action) {
                      rewind ? fmt::format(" (rewound to {}: later checkpoints and metrics records "
                                           "removed)", from->checkpoint)
                             : "");
-        const std::string optim = describe_optimizer(
-            build_param_table(cfg.model, build_plan(cfg.model)).table, cfg.optim);
+        const ParamTable table = build_param_table(cfg.model, build_plan(cfg.model)).table;
+        const std::string optim = describe_optimizer(table, cfg.optim);
         if (!optim.empty()) fmt::print("{}\n", optim);
+        const auto mup = describe_mup(cfg.model, table);
+        if (!mup.empty()) fmt::print("{}\n", mup.front());  // the base model; info has the rest
         // The sample training's validation loss is measured on (the banner's last line).
         fmt::print("{}\n",
                    describe_validation(trainer.config(), trainer.val_tokens(), comm.world()));

@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 
 #include "interop/hf_family.h"
+#include "model/mup.h"
 #include "model/param_table.h"
 #include "model/plan.h"
 #include "normlab/errors.h"
@@ -309,6 +310,19 @@ HfFamily hf_family_for(const ModelConfig& m) {
         m.placement == Placement::mix ? fmt::format(" (mix_ratio = {})", m.mix_ratio) : "",
         by_placement)});
   std::vector<std::string> p;
+  if (m.parametrization == Parametrization::mup) {
+    // Hugging Face's models compute logits as h W^T and scores with their own fixed scale.
+    const double D = m.head_size(), sp_scale = m.attn_scale > 0 ? m.attn_scale : 1.0 / std::sqrt(D);
+    if (readout_multiplier(m) != 1.0)
+      p.push_back(fmt::format("model.parametrization = mup: the readout multiplier {:.6g} "
+                              "(mup_output_mult x mup_base_width / d_model) has no place in {}'s "
+                              "config [export to {}]", readout_multiplier(m), f->model_type,
+                              f->model_type));
+    if (std::fabs(attention_scale(m) - sp_scale) > 1e-12 * sp_scale)
+      p.push_back(fmt::format("model.parametrization = mup: the attention scale {:.6g} (1/d "
+                              "against the base head size) is not {}'s {:.6g} [export to {}]",
+                              attention_scale(m), f->model_type, sp_scale, f->model_type));
+  }
   for (const hf::Requirement& r : f->needs)
     if (!r.ok(m, *f)) p.push_back(r.why(m, *f) + fmt::format(" [export to {}]", f->model_type));
   if (!p.empty()) throw ConfigError(std::move(p));

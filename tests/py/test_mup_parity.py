@@ -18,8 +18,19 @@ and 128 with d_ff = 2 d_model; heads either "grow" (4 query / 2 key-value heads,
 d_model / 4: the 1/d attention scale differs from 1/sqrt(d)) or "fixed" (head size 8, d_model / 8
 heads); tied and untied head.
 
-Largest errors measured (2-core x86-64, torch 2.x, float32 normlab against the float64 oracle):
-  MEASURED
+Largest errors measured (x86-64, 2 cores, torch 2.13 CPU; normlab float32, the oracle float64;
+printed with -s):
+  - width shapes, decay groups: exact; prescribed init std / Xavier bound: rel 2.2e-16; MuAdamW's
+    group lr / LR against lr_multipliers(): 0 (and lr * weight_decay = LR * WD, rel 1e-12);
+  - drawn weights: the sample std of every tensor of >= 4096 entries against mup.init's draw
+    within 0.28 of the tolerance (6 standard errors);
+  - end to end (own gradients, eps 1e-4, 3 steps): logits 7.2e-7, loss 1.9e-8, gradients 1.3e-6
+    (tests/reference's rule), updates 4.1e-4 (eps amplification: see
+    test_first_updates_match_muadamw);
+  - on normlab's gradients (eps 1e-8, 3 steps): updates 3.7e-7;
+  - negative controls (test_a_dropped_multiplier_fails): plain AdamW lrs 0.5 on the update, a
+    readout without 1/width 0.75 on the logits, attention at 1/sqrt(D) or at s0 without D0/D
+    7.2e-3-0.66 on the gradients, matrix init x sqrt(2) 0.41 on the std.
     cd tests/py && NORMLAB_BUILD_DIR=$PWD/../../build ../../.venv/bin/python -m pytest -q -s test_mup_parity.py
 """
 import math
@@ -37,7 +48,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "reference"
 from ref_config import make_config  # noqa: E402
 from ref_model import RefModel  # noqa: E402
 
-mup = pytest.importorskip("mup")
+import mup  # noqa: E402  (mup 1.0.0: scripts/install-deps.sh)
 from mup import MuAdamW, MuReadout, MuSharedReadout, set_base_shapes  # noqa: E402
 
 torch.set_num_threads(1)
@@ -46,6 +57,12 @@ BASE = 32
 V, L, T, B = 40, 2, 8, 2
 LR, WD = 1e-2, 0.1
 WIDTHS = [32, 64, 128]
+RESULTS = {}  # the largest errors, printed at the end (with -s)
+
+
+def record(key, err):
+    for k, v in err.items():
+        RESULTS[(key, k)] = max(RESULTS.get((key, k), 0.0), v)
 
 
 def model_keys(width, tie, heads, **extra):
@@ -224,9 +241,9 @@ def test_initial_variances_match_mup_init(width, tie, heads, init):
                 bound /= math.sqrt(p.infshape.width_mult())
             assert r["init"] == "uniform", n
             assert r["init_scale"] == pytest.approx(bound, rel=1e-12), n
-            assert float(p.abs().max()) <= bound
+            assert float(p.detach().abs().max()) <= bound
             assert float(np.abs(w).max()) <= r["init_scale"] * (1 + 1e-6), n
-            std_mup, std_nl = float(p.std()), float(np.std(w.astype(np.float64)))
+            std_mup, std_nl = float(p.detach().std()), float(np.std(w.astype(np.float64)))
             want_std = bound / math.sqrt(3)
         else:
             s = 0.02 if kind == "embedding" else sp_std(n, init, L)
@@ -237,9 +254,14 @@ def test_initial_variances_match_mup_init(width, tie, heads, init):
             assert r["init"] == "normal", n
             assert r["init_scale"] == pytest.approx(want_std, rel=1e-12), (n, r["init_scale"],
                                                                          want_std)
-            std_mup, std_nl = float(p.std()), float(np.std(w.astype(np.float64)))
+            std_mup, std_nl = float(p.detach().std()), float(np.std(w.astype(np.float64)))
+        record("init", {"init_scale rel": abs(r["init_scale"] / (bound if init == "xavier"
+                                                                   and kind == "linear"
+                                                                   else want_std) - 1)})
         if w.size >= 4096:
             checked += 1
+            record("init", {"empirical std / mup's, in tolerances": abs(std_nl / std_mup - 1)
+                            / (6 / math.sqrt(w.size))})
             assert empirical_ok(std_nl, std_mup, w.size), (n, std_nl, std_mup)
             assert empirical_ok(std_nl, want_std, 2 * w.size), (n, std_nl, want_std)
     assert checked >= (2 if width == 32 else 5)
@@ -259,6 +281,7 @@ def test_learning_rates_match_muadamw(width, tie, heads):
             n = name_of(mod, p)
             seen.add(n)
             assert g["lr"] / LR == pytest.approx(mult[n], rel=1e-12), (n, g["lr"], mult[n])
+            record("lr", {"lr rel": abs(g["lr"] / LR / mult[n] - 1)})
             want = LR * WD if ref.decayed(n) else 0.0
             assert g["lr"] * g["weight_decay"] == pytest.approx(want, rel=1e-12, abs=0), n
     assert seen == set(mult)
@@ -277,3 +300,200 @@ def mu_adamw(mod, ref, cls=None, betas=(0.9, 0.95), eps=1e-8):
                "weight_decay": 0.0}]
     make = cls or MuAdamW
     return make(groups, lr=LR, weight_decay=WD, betas=betas, eps=eps)
+
+
+# -- 4. logits, loss and first updates ----------------------------------------------------------
+
+def batch(seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, V, (B, T)), rng.integers(0, V, (B, T))
+
+
+def rel(a, b):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.abs(a - b).max() / np.abs(b).max())
+
+
+def update_error(u, ur, after):
+    """As test_optimizer_parity.compare: the difference of the updates beyond one unit in the last
+    place of the float32 parameter, relative to the largest entry of the reference's update."""
+    scale = float(np.abs(ur).max())
+    assert scale > 0
+    beyond = np.maximum(np.abs(u - ur) - np.spacing(np.abs(after)), 0)
+    return float(beyond.max()) / scale
+
+
+class Pair:
+    """normlab's model and optimizer beside the mup model (float64, oracle forward) and MuAdamW."""
+
+    def __init__(self, m, output_mult=1.0, attn_scale=0.0, eps=1e-8, seed=3, opt_cls=None):
+        nm_keys = {**m, "attn_scale": attn_scale}
+        self.cfg = normlab_config(nm_keys, output_mult,
+                                  optim={"name": "adamw", "weight_decay": WD, "eps": eps})
+        self.nm = normlab.Model(self.cfg, seed=seed)
+        self.opt = normlab.Optimizer(self.cfg, self.nm)
+        ref_m = {**m}  # the oracle's attention scale is given explicitly, its head is MuReadout
+        _, self.mod, _ = mup_pair(ref_m, output_mult)
+        self.ref = RefModel(make_config(model=ref_m), attn_scale=mup_attn_scale(m, attn_scale),
+                            head=self.mod.lm_head)
+        with torch.no_grad():
+            for n, p in self.mod.named_parameters():
+                p.copy_(torch.from_numpy(np.array(self.nm.parameters()[n])))
+        c = self.cfg  # beta1, beta2: normlab's defaults (0.9, 0.95)
+        self.topt = mu_adamw(self.mod, self.ref, cls=opt_cls,
+                             betas=(c["optim.beta1"], c["optim.beta2"]), eps=c["optim.eps"])
+
+    def torch_forward(self, idx, tgt):
+        params = dict(self.mod.named_parameters())
+        return self.ref.forward(params, torch.as_tensor(idx), torch.as_tensor(tgt))
+
+    def step(self, idx, tgt, shared_grads=False):
+        """One step on both sides from equal parameters: returns {"logits", "loss", "grad",
+        "update"} (the largest error of each; "grad" by tests/reference's rule) and the name of
+        the tensor with the largest update error."""
+        before = {k: v.copy() for k, v in self.nm.parameters().items()}
+        for n, p in self.mod.named_parameters():  # both sides start the step equal
+            np.testing.assert_array_equal(p.detach().numpy().astype(np.float32), before[n])
+        logits = self.nm.forward(idx)
+        losses, grads = self.nm.loss_and_grads(idx, tgt)
+        self.topt.zero_grad()
+        tl, tloss, _, _ = self.torch_forward(idx, tgt)
+        tloss.backward()
+        named = dict(self.mod.named_parameters())
+        err = {"logits": rel(logits, tl.detach().numpy()),
+               "loss": abs(losses["loss"] - tloss.item()) / tloss.item(),
+               "grad": grad_error(grads, {n: p.grad.numpy() for n, p in named.items()})}
+        if shared_grads:  # torch steps on normlab's gradients instead of its own
+            for n, p in named.items():
+                p.grad = torch.from_numpy(np.array(grads[n])).to(p.dtype)
+        self.opt.step(None, LR)
+        self.topt.step()
+        errs = {}
+        for n, p in named.items():
+            after = p.detach().numpy().astype(np.float32)  # normlab keeps float32 parameters
+            u = self.nm.parameters()[n] - before[n]
+            errs[n] = update_error(u, after - before[n], after)
+        worst = max(errs, key=errs.get)
+        err["update"] = errs[worst]
+        # continue from the same parameters on both sides (each step compared on its own update)
+        with torch.no_grad():
+            for n, p in named.items():
+                a = p.detach().numpy().astype(np.float32)
+                p.copy_(torch.from_numpy(a))
+                self.nm.parameters()[n][...] = a
+        return err, worst
+
+
+def grad_error(grads, ref):
+    """tests/reference/harness.py's rule: max|a - b| / max(max|b|, 0.01 S), S the largest |b| of
+    all gradients (the floor only matters for gradients that vanish in exact arithmetic)."""
+    S = max(float(np.abs(g).max()) for g in ref.values())
+    return max(float(np.abs(np.asarray(grads[n], np.float64) - g).max())
+               / max(float(np.abs(g).max()), 0.01 * S) for n, g in ref.items())
+
+
+UPDATE_CASES = [
+    # (width, tie, heads, extra): output_mult, attn_scale, init_std
+    (64, True, "grow", {}),
+    (64, False, "fixed", {}),
+    (128, False, "grow", {}),
+    (128, True, "fixed", {}),
+    (128, True, "grow", {"output_mult": 2.0, "attn_scale": 0.3}),
+    (128, False, "grow", {"init_std": 0.2}),   # scores O(1): the attention scale shows in logits
+    (32, False, "grow", {}),                    # the base width: every multiplier is 1
+]
+
+
+def case_pair(width, tie, heads, extra, **kw):
+    """A Pair for one of UPDATE_CASES (kw: Pair's eps, opt_cls)."""
+    m = model_keys(width, tie, heads, **({"init_std": extra["init_std"]} if "init_std" in extra
+                                         else {}))
+    return Pair(m, output_mult=extra.get("output_mult", 1.0),
+                attn_scale=extra.get("attn_scale", 0.0), **kw)
+
+
+@pytest.mark.parametrize("width,tie,heads,extra", UPDATE_CASES)
+def test_first_updates_match_muadamw(width, tie, heads, extra):
+    """End to end: each side computes its own logits, loss and gradients (normlab in float32, the
+    oracle in float64 with mup's readout module) and steps them with its own optimizer.
+
+    Adam's eps here is 1e-4 (tests/reference's parity configs), not normlab's default 1e-8: the
+    first step is lr g / (|g| + eps), whose slope at |g| ~ eps is lr / (4 eps), so float32 round-off
+    in the gradients (~1e-9 here, ~6e-7 of the largest) moves the update of an entry with |g| ~ 1e-8
+    by 1e-2 of lr (measured: 1.2e-2, also at the base width where every μP multiplier is 1). With
+    eps = 1e-4 what is left of that amplification is measured at <= 4.1e-4 (init_std 0.2, whose
+    O(1) attention scores make the gradients' round-off larger), so updates are held to 2e-3 here;
+    test_first_updates_on_shared_gradients holds them to 1e-5 at the default eps on equal
+    gradients. A dropped μP factor moves an update by >= 50% (test_a_dropped_multiplier_fails)."""
+    pair = case_pair(width, tie, heads, extra, eps=1e-4)
+    for s in range(3):
+        err, worst = pair.step(*batch(s))
+        record("own gradients, eps 1e-4", err)
+        print(f"\nmup {width} tie={tie} {heads} {extra} step {s}: "
+              + " ".join(f"{k} {v:.1e}" for k, v in err.items()) + f" ({worst})", end="")
+        assert err["logits"] < 1e-4 and err["loss"] < 1e-4 and err["grad"] < 1e-4, err
+        assert err["update"] < 2e-3, (err, worst)
+
+
+@pytest.mark.parametrize("width,tie,heads,extra", UPDATE_CASES)
+def test_first_updates_on_shared_gradients(width, tie, heads, extra):
+    """normlab's default optimizer settings (eps 1e-8), MuAdamW stepping on normlab's gradients:
+    the updates of MuAdamW's per-group lr and weight decay against normlab's lr multipliers."""
+    pair = case_pair(width, tie, heads, extra)
+    for s in range(3):
+        err, worst = pair.step(*batch(s), shared_grads=True)
+        record("shared gradients, eps 1e-8", err)
+        print(f"\nmup {width} tie={tie} {heads} {extra} step {s}: shared-gradient update "
+              f"{err['update']:.1e} ({worst})", end="")
+        assert err["logits"] < 1e-4 and err["loss"] < 1e-4 and err["grad"] < 1e-4, err
+        assert err["update"] < 1e-5, (err, worst)
+
+
+# -- 5. the comparison can fail ------------------------------------------------------------------
+
+def test_a_dropped_multiplier_fails():
+    """Each μP factor, left out of the mup side, makes the comparison fail by far."""
+    out = {}
+    # the learning rates: torch.optim.AdamW on the same groups (no 1/fan-in mult): matrices' first
+    # steps twice normlab's at width 64
+    pair = case_pair(64, False, "grow", {}, opt_cls=torch.optim.AdamW)
+    err, worst = pair.step(*batch(0), shared_grads=True)
+    out["lr (plain AdamW)"] = err["update"]
+    assert err["update"] > 0.4, (err, worst)
+    # the readout: a plain Linear head (no output_mult / width_mult) at width 128: the reference's
+    # logits x4, normlab's 1/4 of them
+    pair = case_pair(128, False, "grow", {})
+    w = pair.mod.lm_head.weight
+    pair.ref.head = lambda x: x @ w.T
+    err, _ = pair.step(*batch(0))
+    out["readout (no 1/width)"] = err["logits"]
+    assert err["logits"] > 0.7, err
+    # the attention: the scale without μP's D0 / D at width 128, head size 32 (base 8): 1/sqrt(D)
+    # (init_std 0.02 and 0.2: O(1) scores), and attn_scale = 0.3 as given
+    for extra, wrong in (({}, 1 / math.sqrt(32)), ({"init_std": 0.2}, 1 / math.sqrt(32)),
+                         ({"attn_scale": 0.3, "output_mult": 2.0}, 0.3)):
+        pair = case_pair(128, True, "grow", extra)
+        pair.ref.attn_scale = wrong
+        err, _ = pair.step(*batch(0))
+        out[f"attention {wrong:.3g} {extra}"] = err["grad"]
+        assert err["logits"] > 1e-4 and err["grad"] > 10 * 1e-4, err
+    # the init: normlab's draws of a matrix-like tensor times sqrt(2) (as if the 1/sqrt(fan-in
+    # mult) were dropped at width 64) are far outside the empirical tolerance
+    m = model_keys(64, False, "grow")
+    _, mod, _ = mup_pair(m)
+    nm = normlab.Model(normlab_config(m), seed=11)
+    p = dict(mod.named_parameters())["blocks.0.mlp.w_in.weight"]
+    torch.manual_seed(5)
+    with torch.no_grad():
+        mup.init.normal_(p, std=0.02)
+    w = nm.parameters()["blocks.0.mlp.w_in.weight"].astype(np.float64)
+    assert empirical_ok(float(np.std(w)), float(p.detach().std()), w.size)
+    assert not empirical_ok(float(np.std(w)) * math.sqrt(2), float(p.detach().std()), w.size)
+    out["init (x sqrt 2)"] = float(np.std(w)) * math.sqrt(2) / float(p.detach().std()) - 1
+    print("\nnegative controls: " + ", ".join(f"{k} error {v:.2g}" for k, v in out.items()))
+
+
+def teardown_module():
+    if RESULTS:
+        print("\nlargest errors: " + "; ".join(f"{a}: {b} {v:.2e}"
+                                              for (a, b), v in sorted(RESULTS.items())))

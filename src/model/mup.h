@@ -13,8 +13,9 @@
 //   - readout: logits = (mup_output_mult * base_width / d_model) * W_head h (mup's MuReadout and
 //     MuSharedReadout: the same multiplier whether or not the head is tied to the embedding);
 //   - attention: scores scaled by s0 * D0 / D instead of 1/sqrt(D), s0 = model.attn_scale or
-//     1/sqrt(D0), D0 the base head size ("1/d attention": mup's attn_mult / d with attn_mult = D0
-//     s0^2, equal to the standard scale at the base head size);
+//     1/sqrt(D0), D0 the base head size ("1/d attention": mup's Transformer example scales
+//     scores by sqrt(attn_mult) / D, here with attn_mult = (s0 D0)^2; equal to the standard scale
+//     at the base head size);
 //   - learning rates, per optimizer (each optimizer's lr_multiplier reads these):
 //       Adam family (adamw, stable_adamw, adam_atan2): matrix-like lr / (fan_in / base fan_in),
 //       others unchanged (mup's MuAdam/MuAdamW);

@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""The tables and figures of finding 16 (docs/findings.md) from the sweeps scripts/findings_mup.sh
+wrote: per optimizer, parametrization and width, the best learning rate (on the grid and from a
+parabola through the best point and its neighbours in log2 lr), the best final val loss, the
+learning-rate sensitivity, the final val loss at every learning rate, and what tuning at d 64 costs
+at each width ("transfer regret": the loss at d 64's best learning rate minus the width's own
+best). Markdown on stdout; with --svg DIR, one figure per optimizer (final val loss against the
+learning rate, a panel per parametrization, a line per width) as DIR/mup_<optimizer>.svg.
+
+    python3 scripts/findings_mup_tables.py runs/findings [--svg docs/findings]
+"""
+import json
+import math
+import pathlib
+import sys
+
+ARGS = [a for a in sys.argv[1:] if not a.startswith("--")]
+ROOT = pathlib.Path(ARGS[0] if ARGS else "runs/findings") / "mup"
+SVG_DIR = pathlib.Path(sys.argv[sys.argv.index("--svg") + 1]) if "--svg" in sys.argv else None
+if SVG_DIR is not None and str(SVG_DIR) in ARGS:
+    ARGS.remove(str(SVG_DIR))
+OPTIMIZERS = ["adamw", "muon"]
+PARAMS = ["standard", "mup"]
+COLORS = ["#0072b2", "#e69f00", "#009e73", "#cc79a7", "#d55e00"]
+
+
+def sweep(path):
+    p = ROOT / path / "sweep.json"
+    return json.loads(p.read_text()) if p.exists() else None
+
+
+def curves(opt):
+    """{param: {width: [(lr, final val loss or None), ...] sorted by lr}}."""
+    out = {p: {} for p in PARAMS}
+    for d in sorted(int(x.name[1:].split("_")[0]) for x in ROOT.glob(f"d*_{opt}")):
+        s = sweep(f"d{d}_{opt}")
+        if not s:
+            continue
+        for r in s["runs"]:
+            p = r["overrides"].get("model.parametrization")
+            lr = float(r["overrides"]["optim.lr"])
+            v = r.get("final_val_loss")
+            ok = r.get("status") == "done" and v is not None and math.isfinite(v)
+            out[p].setdefault(d, []).append((lr, v if ok else None))
+        for p in PARAMS:
+            out[p].get(d, []).sort()
+    return out
+
+
+def best(points):
+    """(grid lr, loss, interpolated lr) of the lowest loss; the interpolation is the vertex of the
+    parabola through the best point and its two neighbours in log2 lr (the grid lr at an edge)."""
+    finite = [(i, lr, v) for i, (lr, v) in enumerate(points) if v is not None]
+    if not finite:
+        return None, None, None
+    i, lr, v = min(finite, key=lambda t: t[2])
+    if 0 < i < len(points) - 1 and points[i - 1][1] is not None and points[i + 1][1] is not None:
+        x = [math.log2(points[k][0]) for k in (i - 1, i, i + 1)]
+        y = [points[k][1] for k in (i - 1, i, i + 1)]
+        den = (x[0] - x[1]) * (x[0] - x[2]) * (x[1] - x[2])
+        a = (x[2] * (y[1] - y[0]) + x[1] * (y[0] - y[2]) + x[0] * (y[2] - y[1])) / den
+        b = (x[2] ** 2 * (y[0] - y[1]) + x[1] ** 2 * (y[2] - y[0]) + x[0] ** 2 * (y[1] - y[2])) / den
+        if a > 0:
+            return lr, v, 2 ** (-b / (2 * a))
+    return lr, v, lr
+
+
+def sensitivity(points):
+    """Mean over the grid of min(final val loss, initial loss ~ ln 256) minus the best (the sweep's
+    definition, with a diverged run counted at the initial loss)."""
+    init = math.log(256)
+    vals = [min(v, init) if v is not None else init for _, v in points]
+    b = min(vals)
+    return sum(vals) / len(vals) - b
+
+
+def fmt(x, nd=3):
+    return "n/a" if x is None else f"{x:.{nd}f}"
+
+
+def tables():
+    for opt in OPTIMIZERS:
+        c = curves(opt)
+        widths = sorted(set(c["standard"]) | set(c["mup"]))
+        if not widths:
+            continue
+        print(f"### {opt}\n")
+        print("| parametrization | " + " | ".join(f"d {d}" for d in widths) + " |")
+        print("|---|" + "---|" * len(widths))
+        for p in PARAMS:
+            cells = []
+            for d in widths:
+                pts = c[p].get(d)
+                if not pts:
+                    cells.append("")
+                    continue
+                lr, v, lr_fit = best(pts)
+                cells.append(f"{fmt(v)} at {lr:.3g} (fit {lr_fit:.3g}); sens {sensitivity(pts):.3f}")
+            print(f"| {p} | " + " | ".join(cells) + " |")
+        print("\nTransfer regret (final val loss at d 64's best learning rate minus the width's best):\n")
+        print("| parametrization | " + " | ".join(f"d {d}" for d in widths) + " |")
+        print("|---|" + "---|" * len(widths))
+        for p in PARAMS:
+            base = c[p].get(widths[0])
+            lr0 = best(base)[0] if base else None
+            cells = []
+            for d in widths:
+                pts = dict(c[p].get(d, []))
+                b = best(c[p].get(d, []))[1]
+                v = pts.get(lr0)
+                cells.append("n/a" if v is None or b is None else f"{v - b:+.3f}")
+            print(f"| {p} | " + " | ".join(cells) + " |")
+        print("\nFinal val loss per learning rate (div: diverged or failed):\n")
+        print("| parametrization | width | " + " | ".join(
+            f"{lr:.3g}" for lr, _ in c["standard"][widths[0]]) + " |")
+        print("|---|---|" + "---|" * len(c["standard"][widths[0]]))
+        for p in PARAMS:
+            for d in widths:
+                pts = c[p].get(d, [])
+                row = {lr: v for lr, v in pts}
+                b = best(pts)[0]
+                cells = []
+                for lr, _ in c["standard"][widths[0]]:
+                    if lr not in row:
+                        cells.append("")
+                    elif row[lr] is None:
+                        cells.append("div")
+                    else:
+                        cells.append(f"**{row[lr]:.3f}**" if lr == b else f"{row[lr]:.3f}")
+                print(f"| {p} | {d} | " + " | ".join(cells) + " |")
+        print()
+
+
+def svg(opt):
+    c = curves(opt)
+    widths = sorted(set(c["standard"]) | set(c["mup"]))
+    pts = [(lr, v) for p in PARAMS for d in widths for lr, v in c[p].get(d, []) if v is not None]
+    if not pts:
+        return
+    lx = [math.log2(lr) for lr, _ in pts]
+    x0, x1 = min(lx) - 0.3, max(lx) + 0.3
+    best_all = min(v for _, v in pts)
+    y0, y1 = best_all - 0.05, min(max(v for _, v in pts), best_all + 1.2) + 0.05
+    W, H, M = 460, 320, 55
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{2 * W + 150}" height="{H + 40}" '
+           'font-family="sans-serif" font-size="12">',
+           f'<rect width="{2 * W + 150}" height="{H + 40}" fill="white"/>']
+    for k, p in enumerate(PARAMS):
+        ox = k * W
+        sx = lambda x: ox + M + (x - x0) / (x1 - x0) * (W - M - 15)
+        sy = lambda y: 30 + (y1 - min(y, y1)) / (y1 - y0) * (H - 70)
+        out.append(f'<text x="{ox + W / 2}" y="18" text-anchor="middle" font-weight="bold">'
+                   f'{opt}, {p}</text>')
+        out.append(f'<rect x="{ox + M}" y="30" width="{W - M - 15}" height="{H - 70}" fill="none" '
+                   'stroke="#888"/>')
+        for e in range(math.ceil(x0), math.floor(x1) + 1):
+            if e % 2 == 0 or x1 - x0 < 8:
+                out.append(f'<text x="{sx(e):.1f}" y="{H - 25}" text-anchor="middle">{2.0 ** e:.2g}</text>')
+                out.append(f'<line x1="{sx(e):.1f}" x2="{sx(e):.1f}" y1="30" y2="{H - 40}" stroke="#eee"/>')
+        t = math.ceil(y0 * 5) / 5
+        while t <= y1:
+            out.append(f'<text x="{ox + M - 5}" y="{sy(t) + 4:.1f}" text-anchor="end">{t:.1f}</text>')
+            out.append(f'<line x1="{ox + M}" x2="{ox + W - 15}" y1="{sy(t):.1f}" y2="{sy(t):.1f}" stroke="#eee"/>')
+            t += 0.2
+        out.append(f'<text x="{ox + W / 2}" y="{H - 8}" text-anchor="middle">optim.lr (the base '
+                   'model\'s for mup)</text>')
+        for i, d in enumerate(widths):
+            line = [(math.log2(lr), v) for lr, v in c[p].get(d, []) if v is not None]
+            if not line:
+                continue
+            col = COLORS[i % len(COLORS)]
+            path = " ".join(f"{'M' if j == 0 else 'L'}{sx(x):.1f},{sy(y):.1f}" for j, (x, y) in enumerate(line))
+            out.append(f'<path d="{path}" fill="none" stroke="{col}" stroke-width="2"/>')
+            bx, by = min(line, key=lambda t: t[1])
+            out.append(f'<circle cx="{sx(bx):.1f}" cy="{sy(by):.1f}" r="4" fill="{col}"/>')
+    out.append(f'<text x="{M - 45}" y="{H / 2}" transform="rotate(-90 {M - 45} {H / 2})" '
+               'text-anchor="middle">final val loss</text>')
+    for i, d in enumerate(widths):
+        y = 50 + 18 * i
+        out.append(f'<line x1="{2 * W + 10}" x2="{2 * W + 35}" y1="{y}" y2="{y}" '
+                   f'stroke="{COLORS[i % len(COLORS)]}" stroke-width="2"/>')
+        out.append(f'<text x="{2 * W + 40}" y="{y + 4}">d_model {d}</text>')
+    out.append(f'<text x="{2 * W + 10}" y="{60 + 18 * len(widths)}">dot: best lr</text>')
+    out.append("</svg>")
+    SVG_DIR.mkdir(parents=True, exist_ok=True)
+    (SVG_DIR / f"mup_{opt}.svg").write_text("\n".join(out) + "\n")
+
+
+if __name__ == "__main__":
+    tables()
+    if SVG_DIR is not None:
+        for o in OPTIMIZERS:
+            svg(o)

@@ -16,13 +16,7 @@ namespace {
 // Two pre-norm blocks of heads that widen with the model (so that μP's 1/d attention matters),
 // on the embedded corpus, at a learning rate where the standard model's updates dominate.
 Config coord_base() {
-  Config c;
-  c.model.n_layer = 2;
-  c.model.d_model = 32;
-  c.model.n_head = 2;
-  c.model.d_ff = 64;
-  c.model.seq_len = 32;
-  c.train.batch_size = 4;
+  Config c = tiny_run(1);  // L 2, C 32, 2 heads, F 64, T 32, batches of 4
   c.train.threads = 1;
   c.optim.lr = 1e-2;
   return c;

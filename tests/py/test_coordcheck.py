@@ -55,3 +55,20 @@ def test_python_returns_the_clis_numbers(tmp_path):
     assert (tmp_path / "py" / "coordcheck.svg").exists()
     with pytest.raises(nl.ConfigError, match="parametrizations"):
         nl.coordcheck(cfg, widths=[32, 64], parametrizations=["sp"])
+
+
+def test_mup_trains_from_python_and_resumes_bitwise(tmp_path):
+    """A μP run from Python: trains, keeps its parametrization in the run's config, and resumes
+    to the same loss as the uninterrupted run."""
+    model = {"n_layer": 2, "d_model": 64, "n_head": 2, "d_ff": 128, "seq_len": 32,
+             "parametrization": "mup", "mup_base_width": 32}
+    base = {"model": model, "train": {"batch_size": 4, "threads": 1, "steps": 6, "log_interval": 1,
+                                      "eval_interval": 0, "checkpoint_interval": 3},
+            "optim": {"lr": 1e-2, "warmup_steps": 2, "name": "muon"}}
+    full = nl.train(nl.Config(base), out=tmp_path / "full")
+    stop = nl.train(nl.Config(base), out=tmp_path / "part", callback=lambda r: r["step"] < 3)
+    assert stop.status == "interrupted"
+    part = nl.train(None, out=tmp_path / "part", resume=True)
+    assert part.config["model.parametrization"] == "mup"
+    assert part.records[-1]["step"] == full.records[-1]["step"] == 6
+    assert part.records[-1]["loss"] == full.records[-1]["loss"]

@@ -8,8 +8,9 @@
 # Every run: STEPS steps of 8 x 64 tokens of the embedded corpus (bytes), 10% warmup, cosine to
 # 10%, evaluation on 8 batches at the end, diagnostics every 25 steps (finding 8's setting).
 # Usage: scripts/findings_mup.sh [OUT_DIR] (default runs/findings); needs build/normlab (or
-# NORMLAB=path). STEPS (default 150), JOBS (default 2) and WIDE (default 1: the d 512 arm) may be
-# set. scripts/findings_mup_tables.py OUT_DIR prints the tables of docs/findings.md.
+# NORMLAB=path). STEPS (default 150), JOBS (default 2), WIDE (default 1: the d 512 arm) and LONG
+# (default 1: AdamW at d 64 and 256 for 4 x STEPS steps, 4 learning rates) may be set.
+# scripts/findings_mup_tables.py OUT_DIR prints the tables of docs/findings.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-runs/findings}
@@ -17,6 +18,7 @@ NL=${NORMLAB:-build/normlab}
 STEPS=${STEPS:-150}
 JOBS=${JOBS:-2}
 WIDE=${WIDE:-1}
+LONG=${LONG:-1}
 WARMUP=$(( STEPS / 10 ))
 COMMON=(--set model.n_layer=4 --set model.placement=pre --set model.seq_len=64
         --set model.mlp=gelu --set model.pos=rope --set train.batch_size=8
@@ -39,6 +41,14 @@ if [ "$WIDE" = 1 ]; then  # d 512, AdamW, the six learning rates around the opti
   W=($(width 512))
   $NL sweep "${COMMON[@]}" "${W[@]}" --grid "$PARAMS" --grid optim.lr=5e-4,1e-3,2e-3,4e-3,8e-3,1.6e-2 \
     --out "$OUT/mup/d512_adamw" -j "$JOBS"
+fi
+if [ "$LONG" = 1 ]; then  # does the transfer (and the gap) hold over a 4x longer run?
+  for d in 256 64; do
+    W=($(width $d))
+    $NL sweep "${COMMON[@]}" "${W[@]}" --set train.steps=$(( 4 * STEPS )) \
+      --set train.eval_interval=$(( 4 * STEPS )) --set optim.warmup_steps=$(( 4 * WARMUP )) \
+      --grid "$PARAMS" --grid optim.lr=1e-3,2e-3,4e-3,8e-3 --out "$OUT/mup/long_d${d}_adamw" -j "$JOBS"
+  done
 fi
 $NL report "$OUT"/mup/d*_adamw --out "$OUT/mup/adamw_report.html" \
   --title "normlab finding 16: standard against muP, AdamW"

@@ -84,7 +84,10 @@ def tables():
         widths = sorted(set(c["standard"]) | set(c["mup"]))
         if not widths:
             continue
+        common = set.intersection(*[{lr for lr, _ in c[p][d]} for p in PARAMS for d in widths if d in c[p]])
         print(f"### {opt}\n")
+        print(f"Best final val loss, its learning rate, and the sensitivity over the {len(common)} "
+              f"learning rates every width has ({min(common):.3g} to {max(common):.3g}):\n")
         print("| parametrization | " + " | ".join(f"d {d}" for d in widths) + " |")
         print("|---|" + "---|" * len(widths))
         for p in PARAMS:
@@ -95,7 +98,8 @@ def tables():
                     cells.append("")
                     continue
                 lr, v, lr_fit = best(pts)
-                cells.append(f"{fmt(v)} at {lr:.3g} (fit {lr_fit:.3g}); sens {sensitivity(pts):.3f}")
+                sens = sensitivity([(l, x) for l, x in pts if l in common])
+                cells.append(f"{fmt(v)} at {lr:.3g} (fit {lr_fit:.3g}); sens {sens:.3f}")
             print(f"| {p} | " + " | ".join(cells) + " |")
         print("\nTransfer regret (final val loss at d 64's best learning rate minus the width's best):\n")
         print("| parametrization | " + " | ".join(f"d {d}" for d in widths) + " |")

@@ -1,3 +1,5 @@
+// The rows of norm operations (model/norm_ops.h): each kind's traits and its op behind one
+// signature.
 #include "model/norm_ops.h"
 
 #include <iterator>
@@ -11,7 +13,7 @@ namespace normlab {
 
 NormTraits norm_traits(NormKind k) {
   switch (k) {
-    //                                  bias   alpha  shift  row_stats
+    // {bias, alpha, shift, row_stats}
     case NormKind::layernorm: return {true, false, false, true};
     case NormKind::rmsnorm: return {false, false, false, true};
     case NormKind::dyt: return {true, true, false, false};
@@ -77,11 +79,17 @@ struct DytRow {
     ops::dyt_backward(F, dx, g.dw, g.db, g.dalpha, g.dshift, dout, x, *p.alpha, shift(p), p.w,
                       static_cast<int>(rows), width, p.g0, accum, base);
   }
+  static double saturated(const T* x, const NormParams<T>& p, long n) {
+    return ops::dyt_saturated_fraction(F, x, n, *p.alpha, shift(p));
+  }
 };
 
 template <class R, class T>
 constexpr NormOps<T> row_of() {
-  return {&R::forward, &R::backward};
+  if constexpr (requires { &R::saturated; })
+    return {&R::forward, &R::backward, &R::saturated};
+  else
+    return {&R::forward, &R::backward, nullptr};
 }
 
 }  // namespace

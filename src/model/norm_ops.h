@@ -46,6 +46,9 @@ struct NormOps {
   void (*backward)(T* dx, const NormGrads<T>& g, const T* dout, const T* x, const T* mean,
                    const T* rstd, const NormParams<T>& p, long rows, int width, ops::Accum accum,
                    const T* base);
+  // Diagnostics: the fraction of the n inputs x in the kind's saturated range (DyT, Derf:
+  // ops::dyt_saturated_fraction); null for kinds that do not saturate.
+  double (*saturated)(const T* x, const NormParams<T>& p, long n);
 };
 template <class T>
 const NormOps<T>& norm_ops(NormKind k);

@@ -77,6 +77,7 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
   stats_.attn_max_logit.assign(L, 0.0);
   stats_.attn_entropy.assign(L, 0.0);
   stats_.attn_max_logit_head.assign(static_cast<long>(L) * H, 0.0);
+  stats_.norm_saturated.assign(table_.specs().size(), std::nan(""));
   if (allocate) {
     attn_stat_max_.assign(static_cast<long>(L) * max_batch * H, T(0));
     attn_stat_ent_.assign(static_cast<long>(L) * max_batch * H, T(0));
@@ -279,7 +280,10 @@ void Transformer<T>::norm_forward(NormCache& c, const NormSlots& s, const T* x, 
                                   int width) {
   const NormParams<T> np{p(s.w), p(s.b), p(s.alpha), p(s.shift), static_cast<T>(cfg_.norm_eps),
                          static_cast<T>(cfg_.norm_gain_offset)};
-  norm_ops<T>(s.kind).forward(c.out, c.mean, c.rstd, x, np, rows, width);
+  const NormOps<T>& op = norm_ops<T>(s.kind);
+  op.forward(c.out, c.mean, c.rstd, x, np, rows, width);
+  if (collect_stats_ && op.saturated)
+    stats_.norm_saturated[spec_at(table_, s.alpha)] = op.saturated(x, np, rows * width);
 }
 
 template <class T>

@@ -40,6 +40,9 @@ struct ForwardStats {
   double max_logit = 0;                      // max |logit| after the final soft-cap
   double max_logit_raw = 0;                  // max |logit| before it
   double logits_rms = 0;                     // RMS of the logits before the final soft-cap
+  // Per parameter-table entry (table order): at a DyT/Derf site's `.alpha`, the fraction of the
+  // site's inputs in the saturated range (ops::dyt_saturated_fraction); NaN elsewhere.
+  std::vector<double> norm_saturated;
 };
 
 // The LM head computes the (N, V) logits (and their gradient) a chunk of rows at a time: at most

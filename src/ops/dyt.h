@@ -158,4 +158,21 @@ void dyt_backward(Squash f, T* dx, T* dw, T* db, T* dalpha, T* dshift, const T* 
   if (db) add_row_chunk_partials(db, pb_all, ch.count, C);
 }
 
+// A diagnostic, not part of the op: the fraction of x's n values whose z = alpha x + shift lies
+// in phi's saturated range, where phi'(z) has fallen below a tenth of phi'(0):
+//   tanh: 1 - tanh^2 z < 0.1  <=>  |z| > atanh(sqrt(0.9)) = 1.8184...
+//   erf:  exp(-z^2) < 0.1     <=>  |z| > sqrt(ln 10)     = 1.5174...
+// There the site passes back less than a tenth of the gradient it would pass in its linear part.
+inline double dyt_saturation_bound(Squash f) {
+  return f == Squash::tanh ? 1.8184464592320666 : 1.5174271293851465;
+}
+template <class T>
+double dyt_saturated_fraction(Squash f, const T* x, long n, T alpha, T shift) {
+  const T bound = static_cast<T>(dyt_saturation_bound(f));
+  long count = 0;
+#pragma omp simd reduction(+ : count)
+  for (long i = 0; i < n; ++i) count += std::fabs(alpha * x[i] + shift) > bound;
+  return n > 0 ? static_cast<double>(count) / static_cast<double>(n) : 0.0;
+}
+
 }  // namespace normlab::ops

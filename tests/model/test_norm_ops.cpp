@@ -6,6 +6,7 @@
 // LayerNorm and RMSNorm tables are unchanged by the new keys.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -175,6 +176,40 @@ TEST(NormOps, InitParamsSetsAlphaAndShift) {
   EXPECT_FLOAT_EQ(value("blocks.0.attn.k_norm.alpha"), 0.9f);
   EXPECT_EQ(value("blocks.0.mlp.norm_in.shift"), 0.f);
   EXPECT_EQ(value("blocks.0.mlp.norm_in.weight"), 0.f);  // offset 1 + w = 1
+}
+
+// The diagnostics statistic per site (ForwardStats::norm_saturated, at each `.alpha`'s table
+// entry): gathered only while collecting; every input saturated with a huge alpha, none with a
+// tiny one; NaN for every other parameter.
+TEST(NormOps, SaturationPerSiteWhileCollecting) {
+  const ModelConfig m = norm_test_model(Placement::peri, NormKind::dyt, QKNormKind::derf);
+  Transformer<float> model(m, 2, 8);
+  model.init_params(5);
+  for (const ParamSpec& s : model.table().specs())
+    if (ends_with(s.name, ".alpha"))
+      model.params()[s.offset] = s.name.find(".attn.") != std::string::npos ? 1e8f : 1e-6f;
+  std::vector<int> idx(16), tgt(16);
+  for (int i = 0; i < 16; ++i) idx[i] = (3 * i) % m.vocab_size, tgt[i] = (5 * i + 1) % m.vocab_size;
+  const auto& specs = model.table().specs();
+  model.forward(idx.data(), tgt.data(), 2, 8, 0.0, false);  // not collecting
+  for (double v : model.stats().norm_saturated) EXPECT_TRUE(std::isnan(v));
+  model.set_collect_stats(true);
+  model.forward(idx.data(), tgt.data(), 2, 8, 0.0, false);
+  const auto& sat = model.stats().norm_saturated;
+  ASSERT_EQ(sat.size(), specs.size());
+  int sites = 0;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    if (!ends_with(specs[i].name, ".alpha")) {
+      EXPECT_TRUE(std::isnan(sat[i])) << specs[i].name;
+      continue;
+    }
+    ++sites;
+    if (specs[i].name.find(".attn.") != std::string::npos)
+      EXPECT_GT(sat[i], 0.99) << specs[i].name;  // all but |x| < 2e-8
+    else
+      EXPECT_EQ(sat[i], 0.0) << specs[i].name;
+  }
+  EXPECT_EQ(sites, 2 * (2 + 2 + 2) + 1);  // per block: attn/mlp norm_in, norm_out; q, k; final
 }
 
 }  // namespace

@@ -212,5 +212,24 @@ TEST(Ops, DytBackwardOntoABaseEqualsCopyThenAdd) {
   }
 }
 
+// The saturation statistic: its bounds are where phi' is a tenth of phi'(0), and it counts
+// |alpha x + shift| above them.
+TEST(Ops, DytSaturatedFraction) {
+  const double bt = ops::dyt_saturation_bound(Squash::tanh),
+               be = ops::dyt_saturation_bound(Squash::erf);
+  EXPECT_NEAR(1 - std::tanh(bt) * std::tanh(bt), 0.1, 1e-15);
+  EXPECT_NEAR(std::exp(-be * be), 0.1, 1e-15);
+  Rng rng(17);
+  const Vec x = random_vec(1000, rng, 2.0, 0.3);
+  for (Squash f : {Squash::tanh, Squash::erf}) {
+    const double a = 0.9, s = f == Squash::erf ? -0.4 : 0.0;
+    long want = 0;
+    for (double v : x) want += std::fabs(a * v + s) > ops::dyt_saturation_bound(f);
+    EXPECT_EQ(ops::dyt_saturated_fraction(f, x.data(), 1000, a, s), want / 1000.0) << name_of(f);
+    EXPECT_GT(want, 100) << name_of(f);
+    EXPECT_LT(want, 900) << name_of(f);
+  }
+}
+
 }  // namespace
 }  // namespace normlab::test

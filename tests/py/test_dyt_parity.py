@@ -95,8 +95,8 @@ def site_config(kind, unit_offset, width):
                         "norm_gain_offset": 1.0 if unit_offset else 0.0, "pos": "learned"})
 
 
-SITE_CASES = [(kind, unit_offset, alpha) for kind in ("dyt", "derf") for unit_offset in (False, True)
-              for alpha in (0.5, 0.8, 1.7)]
+SITE_CASES = [(kind, unit_offset, alpha) for kind in ("dyt", "derf")
+              for unit_offset in (False, True) for alpha in (0.5, 0.8, 1.7)]
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +131,7 @@ def test_norm_site_matches_x_transformers(kind, unit_offset, alpha, tmp_path, su
 
     cfg = site_config(kind, unit_offset, W)
     got = harness.run_driver(tmp_path, cfg, params, {"x": x, "dy": dy}, mode="norm")
-    assert set(k for k in got if k.startswith("grad.")) == set(k for k in ref if k.startswith("grad."))
+    assert {k for k in got if k.startswith("grad.")} == {k for k in ref if k.startswith("grad.")}
     label = f"site-{kind}-{'offset' if unit_offset else 'plain'}-a{alpha}"
     errs = harness.compare(got, ref, sorted(ref))
     # dalpha = sum dz x and dshift = sum dz are sums of N W = 960 terms of both signs: normlab's
@@ -255,7 +255,8 @@ def block_case(kind, placement, extra, seed):
     block = x_block(kind, extra, seed)
     params = model.random_params(seed=seed + 1)
     grads = block_params(block, kind, placement, params)
-    assert set(grads) == set(model.block_param_names()), sorted(set(grads) ^ set(model.block_param_names()))
+    names = set(model.block_param_names())
+    assert set(grads) == names, sorted(set(grads) ^ names)
     gen = torch.Generator().manual_seed(seed + 2)
     x = f32(1.5 * torch.randn(B, T, C, generator=gen, dtype=torch.float64))
     dy = f32(torch.randn(B, T, C, generator=gen, dtype=torch.float64))

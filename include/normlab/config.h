@@ -15,8 +15,12 @@ namespace normlab {
 
 // Where normalization sits relative to the residual add of each sublayer (see model/plan.h).
 enum class Placement { post, pre, peri, reordered, deepnorm, mix };
-enum class NormKind { layernorm, rmsnorm };
-enum class QKNormKind { none, rmsnorm, layernorm };
+// layernorm, rmsnorm: normalise each row by its statistics. dyt (Zhu et al. 2025, "Transformers
+// without Normalization"): gamma tanh(alpha x) + beta; derf (Chen et al. 2025, "Stronger
+// Normalization-Free Transformers"): gamma erf(alpha x + s) + beta. DyT and Derf are pointwise
+// (no statistics) with a learnable scalar alpha (Derf: and shift s) per site; ops/dyt.h.
+enum class NormKind { layernorm, rmsnorm, dyt, derf };
+enum class QKNormKind { none, rmsnorm, layernorm, dyt, derf };
 enum class QKNormScope { head, full };
 enum class QKNormPosition { pre_rope, post_rope };
 enum class PosKind { rope, learned };
@@ -74,8 +78,16 @@ struct ModelConfig {
   double mix_ratio = 0.25;  // Mix-LN: fraction of blocks (rounded up) that use post-norm
   NormKind norm = NormKind::layernorm;
   double norm_eps = 1e-5;
-  bool norm_bias = false;          // LayerNorm with a learnable bias
+  bool norm_bias = false;          // LayerNorm, DyT and Derf with a learnable bias (beta)
   double norm_gain_offset = 0.0;   // gain applied as (offset + w); Gemma uses 1 with w init 0
+  // DyT / Derf: the initial alpha of every site of a kind: the norms of the attention sublayer
+  // (in, out, after the add), of the MLP sublayer, the final norm, and the QK-norms. Defaults:
+  // the DyT paper's LLaMA 7B recipe (attention 0.8, others 0.2); its default for every other
+  // model is 0.5, which the QK sites, which no paper tunes, take.
+  double dyt_alpha_attn = 0.8;
+  double dyt_alpha_mlp = 0.2;
+  double dyt_alpha_final = 0.2;
+  double dyt_alpha_qk = 0.5;
   QKNormKind qk_norm = QKNormKind::none;
   QKNormScope qk_norm_scope = QKNormScope::head;
   QKNormPosition qk_norm_position = QKNormPosition::pre_rope;

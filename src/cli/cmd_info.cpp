@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "model/mup.h"
+#include "model/norm_ops.h"
 #include "model/param_table.h"
 #include "normlab/data.h"
 #include "train/run_tokenizer.h"
@@ -71,7 +72,21 @@ void add_info(CLI::App& app, Action& action) {
                      ? ""
                      : fmt::format(" ({}, {})", to_string(m.qk_norm_scope), to_string(m.qk_norm_position)),
                  to_string(m.pos), to_string(m.mlp), m.attn_softcap, m.final_softcap);
-      const ParamLayout layout = build_param_table(m, build_plan(m));
+      const ModelPlan plan = build_plan(m);
+      // DyT / Derf: the learnable alpha's starting value at each kind of site the model has.
+      const NormTraits res = norm_traits(m.norm);
+      const NormTraits qkt = m.qk_norm != QKNormKind::none ? norm_traits(qk_norm_kind(m.qk_norm))
+                                                           : NormTraits{};
+      std::string alpha0;
+      if (res.alpha)
+        alpha0 = fmt::format("attention sublayer {}, MLP sublayer {}{}", m.dyt_alpha_attn,
+                             m.dyt_alpha_mlp,
+                             plan.final_norm ? fmt::format(", final {}", m.dyt_alpha_final) : "");
+      if (qkt.alpha) alpha0 += fmt::format("{}QK {}", alpha0.empty() ? "" : ", ", m.dyt_alpha_qk);
+      if (!alpha0.empty())
+        fmt::print("initial alpha (model.dyt_alpha_*): {}{}\n", alpha0,
+                   res.shift || qkt.shift ? "; Derf's shift s starts at 0" : "");
+      const ParamLayout layout = build_param_table(m, plan);
       for (const std::string& line : describe_mup(m, layout.table)) fmt::print("{}\n", line);
       fmt::print("\nparameters: {:L} total\n", s.params);
       for (const auto& [g, n] : s.params_by_group) fmt::print("  {:<10} {:>12}\n", g, n);

@@ -33,13 +33,13 @@ struct EnumTable<Placement> {
 };
 template <>
 struct EnumTable<NormKind> {
-  static constexpr std::string_view names[] = {"layernorm", "rmsnorm"};
-  static constexpr NormKind last = NormKind::rmsnorm;
+  static constexpr std::string_view names[] = {"layernorm", "rmsnorm", "dyt", "derf"};
+  static constexpr NormKind last = NormKind::derf;
 };
 template <>
 struct EnumTable<QKNormKind> {
-  static constexpr std::string_view names[] = {"none", "rmsnorm", "layernorm"};
-  static constexpr QKNormKind last = QKNormKind::layernorm;
+  static constexpr std::string_view names[] = {"none", "rmsnorm", "layernorm", "dyt", "derf"};
+  static constexpr QKNormKind last = QKNormKind::derf;
 };
 template <>
 struct EnumTable<QKNormScope> {
@@ -301,6 +301,12 @@ std::vector<std::string> validation_errors(const Config& c) {
   k.valid_enum(KEY(model.norm));
   k.greater_than(KEY(model.norm_eps), 0.0);
   k.is_finite(KEY(model.norm_gain_offset));
+  // DyT / Derf: a positive finite initial alpha (the papers' range; 0 would start every site at
+  // its bias).
+  k.greater_than(KEY(model.dyt_alpha_attn), 0.0);
+  k.greater_than(KEY(model.dyt_alpha_mlp), 0.0);
+  k.greater_than(KEY(model.dyt_alpha_final), 0.0);
+  k.greater_than(KEY(model.dyt_alpha_qk), 0.0);
   k.valid_enum(KEY(model.qk_norm));
   k.valid_enum(KEY(model.qk_norm_scope));
   k.valid_enum(KEY(model.qk_norm_position));

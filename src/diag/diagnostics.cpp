@@ -3,6 +3,7 @@
 #include "normlab/metrics.h"
 
 #include <cmath>
+#include <string_view>
 
 namespace normlab {
 
@@ -77,6 +78,18 @@ nlohmann::json diagnostics_json(const Transformer<float>& model, std::span<const
   j[metric::log_z_max] = finite_or_null(st.log_z_max);
   j[metric::max_logit] = finite_or_null(st.max_logit);
   j[metric::max_logit_raw] = finite_or_null(st.max_logit_raw);
+  // DyT / Derf sites (`<site>.alpha` in the table): alpha now, and the saturated fraction of the
+  // inputs of the forward pass that collected the statistics.
+  const auto& specs = model.table().specs();
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const ParamSpec& s = specs[i];
+    constexpr std::string_view tail = ".alpha";
+    if (s.group != ParamGroup::norm || !s.name.ends_with(tail)) continue;
+    const std::string site = s.name.substr(0, s.name.size() - tail.size());
+    j[metric::dyt_alpha][site] = finite_or_null(model.params()[s.offset]);
+    if (i < st.norm_saturated.size())
+      j[metric::dyt_saturated][site] = finite_or_null(st.norm_saturated[i]);
+  }
   if (!before.empty()) {
     std::map<std::string, std::pair<double, double>> acc;  // group -> (|dw|^2, |w|^2)
     const auto after = model.params();

@@ -283,6 +283,18 @@ std::vector<HfLink> hf_links(HfFamily family, const ModelConfig& m) {
 }
 
 HfFamily hf_family_for(const ModelConfig& m) {
+  // No transformers family has a norm-free layer: DyT and Derf are refused by name, at any
+  // placement, before a family is looked for.
+  {
+    std::vector<std::string> p;
+    if (m.norm == NormKind::dyt || m.norm == NormKind::derf)
+      p.push_back(fmt::format("model.norm = {}: no supported transformers family has DyT or Derf "
+                              "(their norms are LayerNorm or RMSNorm)", to_string(m.norm)));
+    if (m.qk_norm == QKNormKind::dyt || m.qk_norm == QKNormKind::derf)
+      p.push_back(fmt::format("model.qk_norm = {}: no supported transformers family has DyT or "
+                              "Derf (their QK-norms are RMSNorm)", to_string(m.qk_norm)));
+    if (!p.empty()) throw ConfigError(std::move(p));
+  }
   Placement placement = m.placement;
   if (placement == Placement::mix) {
     // Mix-LN whose post-norm share rounds to zero blocks is pre-norm in every block.

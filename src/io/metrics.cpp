@@ -64,6 +64,11 @@ constexpr MetricField kFields[] = {
      "bias-corrected second moment (Adam family; Muon's AdamW group)"},
     {metric::rms_g2v_max, "diagnostic", "the largest per-tensor RMS(g^2 / v_hat) of the step"},
     {metric::rms_g2v_max_tensor, "diagnostic", "the tensor it belongs to"},
+    {metric::dyt_alpha, "diagnostic",
+     "DyT / Derf models: per norm site, the learnable alpha after the step"},
+    {metric::dyt_saturated, "diagnostic",
+     "DyT / Derf models: per norm site, the fraction of its inputs (in the step's last forward "
+     "pass) where |alpha x + s| is past phi's saturation: phi'(z) < phi'(0) / 10"},
     {metric::event, "event", "the kind of event: \"rollback\" or \"end\""},
     {metric::to_step, "event", "the step of the checkpoint rolled back to"},
     {metric::checkpoint, "event", "the checkpoint folder rolled back to"},

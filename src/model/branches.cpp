@@ -12,9 +12,7 @@
 #include "ops/activation.h"
 #include "ops/attention.h"
 #include "ops/glu.h"
-#include "ops/layernorm.h"
 #include "ops/linear.h"
-#include "ops/rmsnorm.h"
 #include "ops/rope.h"
 #include "tensor/threading.h"
 
@@ -39,8 +37,8 @@ void Transformer<T>::attn_forward(int l, const T* u, T* f) {
   for (std::size_t st = 0; st < qk_stages_.size(); ++st) {
     if (qk_stages_[st] == QkStage::norm) {
       NormCache qc{a.qs[st + 1], a.qn.mean, a.qn.rstd}, kc{a.ks[st + 1], a.kn.mean, a.kn.rstd};
-      norm_forward(qc, s.q_norm, a.qs[st], head ? N * H : N, head ? D : Cq, true);
-      norm_forward(kc, s.k_norm, a.ks[st], head ? N * Hkv : N, head ? D : Ckv, true);
+      norm_forward(qc, s.q_norm, a.qs[st], head ? N * H : N, head ? D : Cq);
+      norm_forward(kc, s.k_norm, a.ks[st], head ? N * Hkv : N, head ? D : Ckv);
     } else {
       ops::rope_forward(a.qs[st + 1], a.qs[st], rope_cos(l), rope_sin(l), B_, T_, H, D, pos0_);
       ops::rope_forward(a.ks[st + 1], a.ks[st], rope_cos(l), rope_sin(l), B_, T_, Hkv, D, pos0_);
@@ -132,7 +130,7 @@ void Transformer<T>::attn_backward(int l, const T* u, const T* df, T* du, ops::A
       for (std::size_t st = last; st-- > 0;) {
         T* dprev = scratch[st % 2];
         if (qk_stages_[st] == QkStage::norm)
-          norm_backward(nc, ns, stages[st], dcur, dprev, rows, width, true, ops::Accum::overwrite);
+          norm_backward(nc, ns, stages[st], dcur, dprev, rows, width, ops::Accum::overwrite);
         else
           ops::rope_backward(dprev, dcur, rope_cos(l), rope_sin(l), B_, T_, heads, D,
                              ops::Accum::overwrite);

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "model/mup.h"
+#include "model/norm_ops.h"
 
 namespace normlab {
 
@@ -42,12 +43,20 @@ class TableBuilder {
     s.is_bias = bias;
     return table_.add(std::move(s));
   }
-  NormSlots norm(const std::string& name, std::int64_t n, bool layernorm, int l, int sub) {
+  // A norm site of `kind` over n values: its gain, and what norm_traits(kind) gives it (a bias
+  // with model.norm_bias; DyT's and Derf's scalar alpha, starting at alpha0; Derf's shift). All in
+  // the norm group, none decayed.
+  NormSlots norm(const std::string& name, std::int64_t n, NormKind kind, double alpha0, int l,
+                 int sub) {
     NormSlots ns;
+    ns.kind = kind;
+    const NormTraits t = norm_traits(kind);
     const double gain0 = 1.0 - cfg_.norm_gain_offset;  // so that (offset + w) starts at 1
     ns.w = vec(name + ".weight", n, gain0, ParamGroup::norm, l, sub, false);
-    if (layernorm && cfg_.norm_bias)
+    if (t.bias && cfg_.norm_bias)
       ns.b = vec(name + ".bias", n, 0.0, ParamGroup::norm, l, sub, true);
+    if (t.alpha) ns.alpha = vec(name + ".alpha", 1, alpha0, ParamGroup::norm, l, sub, false);
+    if (t.shift) ns.shift = vec(name + ".shift", 1, 0.0, ParamGroup::norm, l, sub, false);
     return ns;
   }
   // An embedding-like (rows, C) matrix drawn from normal(init_std).
@@ -77,13 +86,15 @@ class TableBuilder {
 BlockSlots block_params(TableBuilder& tb, const ModelConfig& cfg, const BlockPlan& bp, int l,
                         double beta, double out_scale) {
   const int C = cfg.d_model, D = cfg.head_size(), F = cfg.d_ff;
-  const bool ln = cfg.norm == NormKind::layernorm;
+  const NormKind nk = cfg.norm;
   const std::string pre = fmt::format("blocks.{}.", l);
+  // The residual norms of a sublayer; DyT/Derf start at the sublayer's alpha (attention or MLP).
   auto res_norms = [&](SublayerSlots& rs, const SublayerPlan& pl, const std::string& base,
                        int sub) {
-    if (pl.norm_in) rs.norm_in = tb.norm(base + "norm_in", C, ln, l, sub);
-    if (pl.norm_out) rs.norm_out = tb.norm(base + "norm_out", C, ln, l, sub);
-    if (pl.norm_after_add) rs.norm_post = tb.norm(base + "norm_post", C, ln, l, sub);
+    const double a0 = sub == 0 ? cfg.dyt_alpha_attn : cfg.dyt_alpha_mlp;
+    if (pl.norm_in) rs.norm_in = tb.norm(base + "norm_in", C, nk, a0, l, sub);
+    if (pl.norm_out) rs.norm_out = tb.norm(base + "norm_out", C, nk, a0, l, sub);
+    if (pl.norm_after_add) rs.norm_post = tb.norm(base + "norm_post", C, nk, a0, l, sub);
   };
   BlockSlots b;
   AttnSlots& at = b.attn;
@@ -100,9 +111,9 @@ BlockSlots block_params(TableBuilder& tb, const ModelConfig& cfg, const BlockPla
     at.bqkv = tb.vec(ab + "wqkv.bias", Cq + 2 * Ckv, 0.0, ParamGroup::attention, l, 0, true);
   if (cfg.qk_norm != QKNormKind::none) {
     const bool per_head = cfg.qk_norm_scope == QKNormScope::head;
-    const bool qln = cfg.qk_norm == QKNormKind::layernorm;
-    at.q_norm = tb.norm(ab + "q_norm", per_head ? D : Cq, qln, l, 0);
-    at.k_norm = tb.norm(ab + "k_norm", per_head ? D : Ckv, qln, l, 0);
+    const NormKind qk = qk_norm_kind(cfg.qk_norm);
+    at.q_norm = tb.norm(ab + "q_norm", per_head ? D : Cq, qk, cfg.dyt_alpha_qk, l, 0);
+    at.k_norm = tb.norm(ab + "k_norm", per_head ? D : Ckv, qk, cfg.dyt_alpha_qk, l, 0);
   }
   at.wo = tb.weight(ab + "wo.weight", C, Cq, ParamGroup::attention, l, 0, out_scale);
   if (cfg.has_out_bias()) at.bo = tb.vec(ab + "wo.bias", C, 0.0, ParamGroup::attention, l, 0, true);
@@ -142,7 +153,7 @@ ParamLayout build_param_table(const ModelConfig& cfg, const ModelPlan& plan) {
   for (int l = 0; l < L; ++l)
     sl.blocks.push_back(block_params(tb, cfg, plan.blocks[l], l, plan.deepnorm_beta, out_scale));
   if (plan.final_norm)
-    sl.final_norm = tb.norm("final_norm", C, cfg.norm == NormKind::layernorm, -1, -1);
+    sl.final_norm = tb.norm("final_norm", C, cfg.norm, cfg.dyt_alpha_final, -1, -1);
   if (cfg.tie_embeddings) {
     sl.lm_head = sl.tok_emb;
   } else if (cfg.init == InitKind::xavier) {

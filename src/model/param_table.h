@@ -13,8 +13,11 @@ namespace normlab {
 
 inline constexpr long kNoSlot = -1;  // an absent parameter
 
+// A norm site: its kind (model/norm_ops.h; fixed here, once) and its parameters: the gain w, the
+// bias b, and DyT's / Derf's scalars alpha and shift (kNoSlot where the kind has none).
 struct NormSlots {
-  long w = kNoSlot, b = kNoSlot;
+  NormKind kind = NormKind::layernorm;
+  long w = kNoSlot, b = kNoSlot, alpha = kNoSlot, shift = kNoSlot;
   bool present() const { return w != kNoSlot; }
 };
 struct SublayerSlots {
@@ -47,8 +50,10 @@ struct ParamLayout {
 // Init rules (cfg.init): normal(init_std) or Xavier-uniform for matrices; the residual output
 // projections (wo, w_out) scaled by 1/sqrt(2L) (gpt2) or by DeepNorm's beta; with DeepNorm the
 // MLP input projection and the value rows of wqkv scaled by beta too; norm gains start so that
-// (norm_gain_offset + w) = 1, biases at 0. Under model.parametrization = mup, apply_mup
-// (model/mup.h) sets the width shapes and rescales the matrix-like weights' initialisation.
+// (norm_gain_offset + w) = 1, biases at 0; DyT's and Derf's alpha at the site's model.dyt_alpha_*
+// (attention sublayer, MLP sublayer, final, QK), Derf's shift at 0. Under model.parametrization =
+// mup, apply_mup (model/mup.h) sets the width shapes and rescales the matrix-like weights'
+// initialisation (a scalar alpha or shift has no width dimension: fixed, as in the base model).
 ParamLayout build_param_table(const ModelConfig& cfg, const ModelPlan& plan);
 
 }  // namespace normlab

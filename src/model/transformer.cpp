@@ -8,15 +8,14 @@
 #include <fmt/format.h>
 
 #include "model/model_detail.h"
+#include "model/norm_ops.h"
 #include "normlab/errors.h"
 #include "ops/activation.h"
 #include "ops/attention.h"
 #include "ops/cross_entropy.h"
 #include "ops/embedding.h"
 #include "ops/glu.h"
-#include "ops/layernorm.h"
 #include "ops/linear.h"
-#include "ops/rmsnorm.h"
 #include "ops/rope.h"
 #include "ops/softcap.h"
 #include "tensor/rng.h"
@@ -78,6 +77,7 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
   stats_.attn_max_logit.assign(L, 0.0);
   stats_.attn_entropy.assign(L, 0.0);
   stats_.attn_max_logit_head.assign(static_cast<long>(L) * H, 0.0);
+  stats_.norm_saturated.assign(table_.specs().size(), std::nan(""));
   if (allocate) {
     attn_stat_max_.assign(static_cast<long>(L) * max_batch * H, T(0));
     attn_stat_ent_.assign(static_cast<long>(L) * max_batch * H, T(0));
@@ -272,32 +272,28 @@ void Transformer<T>::settle_grads() const {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Norms: the kind is fixed by the config (residual norms) or by qk_norm (QK-norms).
+// Norms: each site's kind was fixed by the parameter table (NormSlots::kind); its row of
+// operations (model/norm_ops.h) runs it.
 
 template <class T>
 void Transformer<T>::norm_forward(NormCache& c, const NormSlots& s, const T* x, long rows,
-                                  int width, bool qk) {
-  const bool rms = qk ? cfg_.qk_norm == QKNormKind::rmsnorm : cfg_.norm == NormKind::rmsnorm;
-  const T eps = static_cast<T>(cfg_.norm_eps), g0 = static_cast<T>(cfg_.norm_gain_offset);
-  if (rms)
-    ops::rmsnorm_forward(c.out, c.rstd, x, p(s.w), static_cast<int>(rows), width, eps, g0);
-  else
-    ops::layernorm_forward(c.out, c.mean, c.rstd, x, p(s.w), p(s.b), static_cast<int>(rows), width,
-                           eps, g0);
+                                  int width) {
+  const NormParams<T> np{p(s.w), p(s.b), p(s.alpha), p(s.shift), static_cast<T>(cfg_.norm_eps),
+                         static_cast<T>(cfg_.norm_gain_offset)};
+  const NormOps<T>& op = norm_ops<T>(s.kind);
+  op.forward(c.out, c.mean, c.rstd, x, np, rows, width);
+  if (collect_stats_ && op.saturated)
+    stats_.norm_saturated[spec_at(table_, s.alpha)] = op.saturated(x, np, rows * width);
 }
 
 template <class T>
 void Transformer<T>::norm_backward(const NormCache& c, const NormSlots& s, const T* x,
-                                   const T* dout, T* dx, long rows, int width, bool qk,
-                                   ops::Accum accum, const T* base) {
-  const bool rms = qk ? cfg_.qk_norm == QKNormKind::rmsnorm : cfg_.norm == NormKind::rmsnorm;
-  const T g0 = static_cast<T>(cfg_.norm_gain_offset);
-  if (rms)
-    ops::rmsnorm_backward(dx, g(s.w), dout, x, c.rstd, p(s.w), static_cast<int>(rows), width, g0,
-                          accum, base);
-  else
-    ops::layernorm_backward(dx, g(s.w), g(s.b), dout, x, c.mean, c.rstd, p(s.w),
-                            static_cast<int>(rows), width, g0, accum, base);
+                                   const T* dout, T* dx, long rows, int width, ops::Accum accum,
+                                   const T* base) {
+  const NormParams<T> np{p(s.w), p(s.b), p(s.alpha), p(s.shift), static_cast<T>(cfg_.norm_eps),
+                         static_cast<T>(cfg_.norm_gain_offset)};
+  const NormGrads<T> ng{g(s.w), g(s.b), g(s.alpha), g(s.shift)};
+  norm_ops<T>(s.kind).backward(dx, ng, dout, x, c.mean, c.rstd, np, rows, width, accum, base);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -310,7 +306,7 @@ void Transformer<T>::sublayer_forward(const SublayerPlan& pl, const SublayerSlot
   const int C = cfg_.d_model;
   const T* u = x;
   if (pl.norm_in) {
-    norm_forward(a.in, sl.norm_in, x, N, C, false);
+    norm_forward(a.in, sl.norm_in, x, N, C);
     u = a.in.out;
   }
   if (attn)
@@ -319,7 +315,7 @@ void Transformer<T>::sublayer_forward(const SublayerPlan& pl, const SublayerSlot
     mlp_forward(l, u, a.f);
   const T* gout = a.f;
   if (pl.norm_out) {
-    norm_forward(a.out, sl.norm_out, a.f, N, C, false);
+    norm_forward(a.out, sl.norm_out, a.f, N, C);
     gout = a.out.out;
   }
   const T alpha = static_cast<T>(pl.alpha);
@@ -327,7 +323,7 @@ void Transformer<T>::sublayer_forward(const SublayerPlan& pl, const SublayerSlot
   scaled_add(sum, alpha, x, gout, N * C);
   if (pl.norm_after_add) {
     NormCache post{y, a.post.mean, a.post.rstd};
-    norm_forward(post, sl.norm_post, a.s, N, C, false);
+    norm_forward(post, sl.norm_post, a.s, N, C);
   }
 }
 
@@ -342,7 +338,7 @@ void Transformer<T>::sublayer_backward(const SublayerPlan& pl, const SublayerSlo
   const T* ds = dy;
   if (pl.norm_after_add) {
     NormCache post{nullptr, a.post.mean, a.post.rstd};
-    norm_backward(post, sl.norm_post, a.s, dy, d_post_in_, N, C, false, ops::Accum::overwrite);
+    norm_backward(post, sl.norm_post, a.s, dy, d_post_in_, N, C, ops::Accum::overwrite);
     ds = d_post_in_;
   }
   const T alpha = static_cast<T>(pl.alpha);
@@ -353,7 +349,7 @@ void Transformer<T>::sublayer_backward(const SublayerPlan& pl, const SublayerSlo
   if (!fused) scaled_add<T>(dx, alpha, ds, nullptr, N * C);
   const T* df = ds;
   if (pl.norm_out) {
-    norm_backward(a.out, sl.norm_out, a.f, ds, d_branch_out_, N, C, false, ops::Accum::overwrite);
+    norm_backward(a.out, sl.norm_out, a.f, ds, d_branch_out_, N, C, ops::Accum::overwrite);
     df = d_branch_out_;
   }
   const T* u = pl.norm_in ? a.in.out : x;
@@ -366,7 +362,7 @@ void Transformer<T>::sublayer_backward(const SublayerPlan& pl, const SublayerSlo
   else
     mlp_backward(l, u, df, du, du_accum);
   if (pl.norm_in)
-    norm_backward(a.in, sl.norm_in, x, d_branch_in_, dx, N, C, false, ops::Accum::add,
+    norm_backward(a.in, sl.norm_in, x, d_branch_in_, dx, N, C, ops::Accum::add,
                   fused ? ds : nullptr);
 }
 
@@ -455,7 +451,7 @@ LossStats Transformer<T>::forward(const int* idx, const int* targets, int B, int
   body_forward(0, cfg_.n_layer);
   const long N = static_cast<long>(B) * Tn;
   const int C = cfg_.d_model, V = cfg_.vocab_size;
-  if (plan_.final_norm) norm_forward(final_cache_, final_norm_, res_[2 * cfg_.n_layer], N, C, false);
+  if (plan_.final_norm) norm_forward(final_cache_, final_norm_, res_[2 * cfg_.n_layer], N, C);
   const T* xf = final_hidden();
   const T* W = p(lm_head_);
   const T cap = static_cast<T>(cfg_.final_softcap);
@@ -519,7 +515,7 @@ void Transformer<T>::backward() {
   const int C = cfg_.d_model, L = cfg_.n_layer;
   T* dcur = d_resid_a_;
   if (plan_.final_norm) {
-    norm_backward(final_cache_, final_norm_, res_[2 * L], d_final_, dcur, N, C, false,
+    norm_backward(final_cache_, final_norm_, res_[2 * L], d_final_, dcur, N, C,
                   ops::Accum::overwrite);
   } else {
     std::memcpy(dcur, d_final_, sizeof(T) * N * C);

@@ -40,6 +40,9 @@ struct ForwardStats {
   double max_logit = 0;                      // max |logit| after the final soft-cap
   double max_logit_raw = 0;                  // max |logit| before it
   double logits_rms = 0;                     // RMS of the logits before the final soft-cap
+  // Per parameter-table entry (table order): at a DyT/Derf site's `.alpha`, the fraction of the
+  // site's inputs in the saturated range (ops::dyt_saturated_fraction); NaN elsewhere.
+  std::vector<double> norm_saturated;
 };
 
 // The LM head computes the (N, V) logits (and their gradient) a chunk of rows at a time: at most
@@ -216,11 +219,12 @@ class Transformer {
   QkView qk_view(int l) const;
   void mlp_forward(int l, const T* u, T* f);
   void mlp_backward(int l, const T* u, const T* df, T* du, ops::Accum du_accum);
-  void norm_forward(NormCache& c, const NormSlots& s, const T* x, long rows, int width, bool qk);
+  // A norm site, run by the operations of its kind (s.kind, model/norm_ops.h).
+  void norm_forward(NormCache& c, const NormSlots& s, const T* x, long rows, int width);
   // dx (+)= through the norm (ops::Accum::add adds into dx, ::overwrite replaces it); with base
   // (Accum::add), dx = base + through the norm.
   void norm_backward(const NormCache& c, const NormSlots& s, const T* x, const T* dout, T* dx,
-                     long rows, int width, bool qk, ops::Accum accum, const T* base = nullptr);
+                     long rows, int width, ops::Accum accum, const T* base = nullptr);
   void check_tokens(const int* ids, long n, const char* what) const;
   const T* final_hidden() const;
   // logits (rows, V) = readout_mult * h W_head^T, then the final soft-cap (inference).

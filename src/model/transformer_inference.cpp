@@ -15,7 +15,7 @@ void Transformer<T>::forward_logits(const int* idx, int B, int Tn, T* logits) {
   body_forward(0, cfg_.n_layer);
   const long N = static_cast<long>(B) * Tn;
   if (plan_.final_norm)
-    norm_forward(final_cache_, final_norm_, res_[2 * cfg_.n_layer], N, cfg_.d_model, false);
+    norm_forward(final_cache_, final_norm_, res_[2 * cfg_.n_layer], N, cfg_.d_model);
   head_logits(final_hidden(), N, logits);
 }
 
@@ -60,7 +60,7 @@ void Transformer<T>::forward_cached(const int* idx, int n, KvCache& cache, T* la
   const T* last = res_[2 * cfg_.n_layer] + static_cast<long>(n - 1) * C;
   if (plan_.final_norm) {
     NormCache one{final_cache_.out, final_cache_.mean, final_cache_.rstd};
-    norm_forward(one, final_norm_, last, 1, C, false);
+    norm_forward(one, final_norm_, last, 1, C);
     last = final_cache_.out;
   }
   head_logits(last, 1, last_logits);

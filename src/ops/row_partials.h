@@ -19,15 +19,21 @@ T* row_chunk_partials(long n, int slot = 0) {
   return thread_scratch<RowPartials, 2, T>(slot, n);
 }
 
-// dst[c] += sum over chunks k, in order, of part[k * C + c]. The sums build up in part's first
-// row (its contents are consumed).
+// part[c] = sum over chunks k, in order, of part[k * C + c]: the sums build up in part's first
+// row (the other rows are consumed).
 template <class T>
-void add_row_chunk_partials(T* dst, T* part, long chunks, int C) {
+void sum_row_chunk_partials(T* part, long chunks, int C) {
   for (long k = 1; k < chunks; ++k) {
     const T* pk = part + k * C;
 #pragma omp simd
     for (int c = 0; c < C; ++c) part[c] += pk[c];
   }
+}
+
+// dst[c] += sum over chunks k, in order, of part[k * C + c] (part's contents are consumed).
+template <class T>
+void add_row_chunk_partials(T* dst, T* part, long chunks, int C) {
+  sum_row_chunk_partials(part, chunks, C);
 #pragma omp simd
   for (int c = 0; c < C; ++c) dst[c] += part[c];
 }

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "model/norm_ops.h"
 #include "tensor/threading.h"
 
 namespace normlab {
@@ -44,6 +45,32 @@ std::vector<std::string> config_warnings(const Config& c, int cores) {
   if (o.qk_clip <= 0 && o.qk_clip_alpha != d.qk_clip_alpha)
     out.push_back(fmt::format("optim.qk_clip_alpha has no effect while optim.qk_clip = 0 (QK-Clip "
                               "is off)"));
+  // DyT / Derf starting alphas while no site of theirs has an alpha; norm_eps while every site is
+  // DyT or Derf (no statistics, no epsilon).
+  const ModelConfig dm;
+  const ModelConfig& m = c.model;
+  const bool qk = m.qk_norm != QKNormKind::none;
+  const NormTraits res = norm_traits(m.norm);
+  const NormTraits qkt = qk ? norm_traits(qk_norm_kind(m.qk_norm)) : NormTraits{};
+  const auto no_alpha = [&](const char* key, bool changed, const char* kind_key,
+                            std::string_view kind) {
+    if (changed)
+      out.push_back(fmt::format("model.{} has no effect with model.{} = {} (it is the initial "
+                                "alpha of DyT and Derf sites)",
+                                key, kind_key, kind));
+  };
+  if (!res.alpha) {
+    no_alpha("dyt_alpha_attn", m.dyt_alpha_attn != dm.dyt_alpha_attn, "norm", to_string(m.norm));
+    no_alpha("dyt_alpha_mlp", m.dyt_alpha_mlp != dm.dyt_alpha_mlp, "norm", to_string(m.norm));
+    no_alpha("dyt_alpha_final", m.dyt_alpha_final != dm.dyt_alpha_final, "norm",
+             to_string(m.norm));
+  }
+  if (!qkt.alpha)
+    no_alpha("dyt_alpha_qk", m.dyt_alpha_qk != dm.dyt_alpha_qk, "qk_norm", to_string(m.qk_norm));
+  if (!res.row_stats && !qkt.row_stats && m.norm_eps != dm.norm_eps)
+    out.push_back(fmt::format("model.norm_eps has no effect with model.norm = {} and model.qk_norm "
+                              "= {} (DyT and Derf have no epsilon)",
+                              to_string(m.norm), to_string(m.qk_norm)));
   return out;
 }
 

@@ -10,11 +10,13 @@
 //   head of a group lands exactly at tau, the others at or below it.
 // - Biases of the rescaled rows (attn_qkv_bias) are rescaled with them: the head's whole query
 //   (key) projection scales, so its logits scale by gamma_h^alpha gamma_k^(1 - alpha).
-// - With QK-Norm the norm removes any scale of the projection, so the clip rescales the q_norm and
-//   k_norm gains instead (and their biases), as the effective gain (norm_gain_offset + w): per
-//   head where the gain is per channel of the full width (qk_norm_scope = full); where one gain of
-//   head_dim is shared by every head (scope = head), by the smallest gamma of the layer's query
-//   heads (keys: of its key heads), which brings the layer's worst head to tau.
+// - With QK-Norm the norm removes any scale of the projection (LayerNorm, RMSNorm) or bounds it
+//   (DyT, Derf: gamma phi(alpha x + s) + beta), so the clip rescales the q_norm and k_norm gains
+//   instead (and their biases), which scales the norm's output exactly, as the effective gain
+//   (norm_gain_offset + w): per head where the gain is per channel of the full width
+//   (qk_norm_scope = full); where one gain of head_dim is shared by every head (scope = head), by
+//   the smallest gamma of the layer's query heads (keys: of its key heads), which brings the
+//   layer's worst head to tau.
 #pragma once
 #include <span>
 #include <vector>

@@ -280,6 +280,32 @@ TEST(HfRecords, RefusalsNameTheOptionAndTheFamilies) {
       << rg;
 }
 
+// DyT and Derf (residual norms or QK-norms) are refused by name at every placement, before a
+// family is looked for.
+TEST(HfRecords, NormFreeLayersAreRefusedByName) {
+  for (Placement p : {Placement::pre, Placement::post, Placement::peri}) {
+    ModelConfig m = base();
+    m.placement = p;
+    m.norm = NormKind::dyt;
+    m.qk_norm = QKNormKind::derf;
+    const std::string r = refusal(m);
+    EXPECT_NE(r.find("model.norm = dyt: no supported transformers family has DyT or Derf (their "
+                     "norms are LayerNorm or RMSNorm)"),
+              std::string::npos)
+        << r;
+    EXPECT_NE(r.find("model.qk_norm = derf: no supported transformers family has DyT or Derf "
+                     "(their QK-norms are RMSNorm)"),
+              std::string::npos)
+        << r;
+    EXPECT_EQ(r.find("model.placement"), std::string::npos) << r;
+  }
+  ModelConfig m = base();
+  m.qk_norm = QKNormKind::dyt;
+  EXPECT_NE(refusal(m).find("model.qk_norm = dyt: no supported transformers family"),
+            std::string::npos)
+      << refusal(m);
+}
+
 TEST(HfRecords, CanonicalLayerPattern) {
   using hf::canonical_layer_pattern;
   EXPECT_EQ(canonical_layer_pattern({false, false}), "global");

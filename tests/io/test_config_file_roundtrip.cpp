@@ -41,6 +41,10 @@ Config every_key_changed() {
   m.norm_eps = 1e-6;
   m.norm_bias = true;
   m.norm_gain_offset = 1.0;
+  m.dyt_alpha_attn = 0.6;  // the DyT paper's LLaMA 13B recipe
+  m.dyt_alpha_mlp = 0.15;
+  m.dyt_alpha_final = 0.05;
+  m.dyt_alpha_qk = 1.0 / 3.0;  // every bit kept
   m.qk_norm = QKNormKind::layernorm;
   m.qk_norm_scope = QKNormScope::full;
   m.qk_norm_position = QKNormPosition::post_rope;

@@ -104,10 +104,16 @@ TEST(Metrics, EveryKeyARunWritesIsDocumented) {
   fs::remove_all(dir);
   Trainer(c, dir.string(), false).run({});
   for (auto& rec : read_metrics(dir.string())) records.push_back(std::move(rec));
+  // And DyT / Derf sites (dyt_alpha, dyt_saturated).
+  c.model.norm = NormKind::dyt;
+  c.model.qk_norm = QKNormKind::derf;
+  fs::remove_all(dir);
+  Trainer(c, dir.string(), false).run({});
+  for (auto& rec : read_metrics(dir.string())) records.push_back(std::move(rec));
   const std::set<std::string> keys = documented();
   const std::set<std::string> doc = documented_in_doc();
   bool saw_diag = false, saw_event = false, saw_update_ratio = false, saw_val = false, saw_end = false;
-  bool saw_clip = false, saw_g2v = false;
+  bool saw_clip = false, saw_g2v = false, saw_dyt = false;
   for (const auto& rec : records) {
     for (const auto& [k, v] : rec.items()) {
       EXPECT_TRUE(keys.contains(k)) << "key " << k << " is not in metric_fields()";
@@ -120,7 +126,9 @@ TEST(Metrics, EveryKeyARunWritesIsDocumented) {
     saw_end |= rec.value(metric::event, "") == "end";
     saw_clip |= rec.value(metric::qk_clip_heads, 0) > 0;
     saw_g2v |= rec.contains(metric::rms_g2v_max_tensor);
+    saw_dyt |= rec.contains(metric::dyt_alpha) && rec.contains(metric::dyt_saturated);
   }
+  EXPECT_TRUE(saw_dyt);
   EXPECT_TRUE(saw_clip);
   EXPECT_TRUE(saw_g2v);
   EXPECT_TRUE(saw_diag);

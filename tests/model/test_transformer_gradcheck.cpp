@@ -34,7 +34,18 @@ const QkOpt kQk[] = {
     {QKNormKind::layernorm, QKNormScope::full, QKNormPosition::pre_rope, "qkln_full"},
     {QKNormKind::rmsnorm, QKNormScope::full, QKNormPosition::post_rope, "qkrms_full_post"},
     {QKNormKind::layernorm, QKNormScope::head, QKNormPosition::post_rope, "qkln_head_post"},
+    {QKNormKind::dyt, QKNormScope::head, QKNormPosition::pre_rope, "qkdyt_head"},
+    {QKNormKind::derf, QKNormScope::full, QKNormPosition::post_rope, "qkderf_full_post"},
 };
+// The residual norm kinds, each without and (where it has one) with its bias.
+struct NormOpt {
+  NormKind kind;
+  bool bias;
+};
+const NormOpt kNorms[] = {{NormKind::layernorm, false}, {NormKind::layernorm, true},
+                          {NormKind::rmsnorm, false},   {NormKind::dyt, false},
+                          {NormKind::dyt, true},        {NormKind::derf, false},
+                          {NormKind::derf, true}};
 const Placement kPlacements[] = {Placement::post, Placement::pre, Placement::peri,
                                  Placement::reordered, Placement::deepnorm, Placement::mix};
 // (n_head, d_model): odd head counts too; 3 heads need a width divisible by 3 (D = 4).
@@ -52,7 +63,7 @@ struct Case {
 };
 
 // Case i of a placement cycles every option list with its own stride, so that over
-// kPerPlacement cases each value of each option appears (lists have at most 5 values; the
+// kPerPlacement cases each value of each option appears (lists have at most 7 values; the
 // attention layout, GQA/MQA and an explicit head size, is on for the second half, which meets
 // every head count);
 // EveryOptionValueAppearsWithEveryPlacement holds the design to that.
@@ -72,10 +83,15 @@ std::vector<Case> make_cases() {
       m.n_head = h.n_head;
       m.placement = pl;
       m.mix_ratio = kMixRatios[(i / 2) % 3];
-      const int nk = i % 3;  // layernorm, layernorm+bias, rmsnorm
-      m.norm = nk == 2 ? NormKind::rmsnorm : NormKind::layernorm;
-      m.norm_bias = nk == 1;
-      const QkOpt& q = kQk[i % 5];
+      const NormOpt& nk = kNorms[i % 7];
+      m.norm = nk.kind;
+      m.norm_bias = nk.bias;
+      // DyT / Derf alphas start at 1 (before the perturbation below). With the defaults (0.2 in
+      // the MLP) the signal shrinks through the sites, early layers' gradients fall below kFloor
+      // and are checked absolutely at the differences' own rounding noise: measured up to 8.4e-7
+      // against kTol = 1e-6, 3.1e-7 at 1. (The sites' own starting values: test_norm_ops.cpp.)
+      m.dyt_alpha_attn = m.dyt_alpha_mlp = m.dyt_alpha_final = m.dyt_alpha_qk = 1.0;
+      const QkOpt& q = kQk[(i + 4) % 7];
       m.qk_norm = q.kind;
       m.qk_norm_scope = q.scope;
       m.qk_norm_position = q.pos;
@@ -326,7 +342,7 @@ TEST(ModelGradCheck, EveryOptionValueAppearsWithEveryPlacement) {
       }
     }
     std::map<std::string, std::size_t> want = {
-        {"norm", 3},        {"qk", 5},  {"cap", 2},   {"z", 2},
+        {"norm", 7},        {"qk", 7},  {"cap", 2},   {"z", 2},
         {"pos", 2},         {"mlp", 4}, {"bias", 2},  {"tie", 2},
         {"heads", 4},  // 1, 2, 3 and 4 heads
         {"norm_gain_offset", 2}, {"embed_scale", 2}, {"attn_scale", 2}, {"parametrization", 2},

@@ -82,6 +82,17 @@ def test_info_shows_plan():
     assert "final norm before the LM head: yes" in p.stdout
 
 
+def test_info_shows_dyt_alphas():
+    p = normlab("info", "--set", "model.norm=derf", "--set", "model.qk_norm=dyt", check=0)
+    assert "placement pre  norm derf  qk_norm dyt (head, pre_rope)" in p.stdout, p.stdout
+    assert "initial alpha (model.dyt_alpha_*): attention sublayer 0.8, MLP sublayer 0.2, final " \
+        "0.2, QK 0.5; Derf's shift s starts at 0" in p.stdout, p.stdout
+    q = normlab("info", "--set", "model.placement=post", "--set", "model.norm=dyt", check=0)
+    assert "initial alpha (model.dyt_alpha_*): attention sublayer 0.8, MLP sublayer 0.2\n" \
+        in q.stdout, q.stdout  # post-norm: no final norm
+    assert "initial alpha" not in normlab("info", check=0).stdout
+
+
 def test_info_shows_the_attention_layout():
     # 8 query heads over 2 key/value heads of 24 dims, Gemma 2's alternation with a window of 32.
     p = normlab("info", "--set", "model.n_head=8", "--set", "model.n_kv_head=2", "--set",

@@ -31,6 +31,10 @@ DEFAULTS = {
         "norm_eps": 1e-5,
         "norm_bias": False,
         "norm_gain_offset": 0.0,
+        "dyt_alpha_attn": 0.8,
+        "dyt_alpha_mlp": 0.2,
+        "dyt_alpha_final": 0.2,
+        "dyt_alpha_qk": 0.5,
         "qk_norm": "none",
         "qk_norm_scope": "head",
         "qk_norm_position": "pre_rope",
@@ -79,8 +83,8 @@ DEFAULTS = {
 
 CHOICES = {
     "placement": ("post", "pre", "peri", "reordered", "deepnorm", "mix"),
-    "norm": ("layernorm", "rmsnorm"),
-    "qk_norm": ("none", "rmsnorm", "layernorm"),
+    "norm": ("layernorm", "rmsnorm", "dyt", "derf"),
+    "qk_norm": ("none", "rmsnorm", "layernorm", "dyt", "derf"),
     "qk_norm_scope": ("head", "full"),
     "qk_norm_position": ("pre_rope", "post_rope"),
     "pos": ("rope", "learned"),

@@ -71,7 +71,7 @@ def block_plans(model_cfg):
 class ParamSpec:
     name: str
     shape: tuple
-    kind: str  # "embedding", "linear" (a matrix), "gain", "bias"
+    kind: str  # "embedding", "linear" (a matrix), "gain", "bias", "alpha", "shift" (scalars)
 
 
 class RefModel:
@@ -100,8 +100,12 @@ class RefModel:
     # -- parameters ---------------------------------------------------------------------------
     def _norm_specs(self, prefix, kind, width, specs):
         specs.append(ParamSpec(f"{prefix}.weight", (width,), "gain"))
-        if kind == "layernorm" and self.m["norm_bias"]:
+        if kind in ("layernorm", "dyt", "derf") and self.m["norm_bias"]:
             specs.append(ParamSpec(f"{prefix}.bias", (width,), "bias"))
+        if kind in ("dyt", "derf"):
+            specs.append(ParamSpec(f"{prefix}.alpha", (1,), "alpha"))
+        if kind == "derf":
+            specs.append(ParamSpec(f"{prefix}.shift", (1,), "shift"))
 
     def _linear_specs(self, prefix, n_out, n_in, specs, bias):
         specs.append(ParamSpec(f"{prefix}.weight", (n_out, n_in), "linear"))
@@ -153,7 +157,7 @@ class RefModel:
 
     def decayed(self, name):
         """README: decay linear weights and lm_head; embeddings iff decay_embeddings (a tied
-        tok_emb.weight is an embedding); never norm gains or biases."""
+        tok_emb.weight is an embedding); never norm gains, biases, alphas or shifts."""
         kind = {s.name: s.kind for s in self.specs}[name]
         if kind == "linear":
             return True
@@ -163,17 +167,20 @@ class RefModel:
 
     def random_params(self, seed, dtype=torch.float32):
         """Random, non-trivial values for every parameter: effective norm gains g0 + w spread over
-        [0.5, 1.5], biases ~ N(0, 0.2^2), linear weights ~ N(0, 1/fan_in) (q/k rows a bit larger
-        so that soft-caps saturate), embeddings ~ N(0, 0.5^2). Rounded to float32 so that the
-        oracle and normlab start from the same numbers."""
+        [0.5, 1.5], biases ~ N(0, 0.2^2), DyT/Derf alphas over [0.5, 1.5] (so that tanh and erf
+        both bend and saturate), Derf shifts ~ N(0, 0.2^2), linear weights ~ N(0, 1/fan_in) (q/k
+        rows a bit larger so that soft-caps saturate), embeddings ~ N(0, 0.5^2). Rounded to
+        float32 so that the oracle and normlab start from the same numbers."""
         gen = torch.Generator().manual_seed(seed)
         g0 = self.m["norm_gain_offset"]
         params = {}
         for s in self.specs:
             if s.kind == "gain":
                 t = torch.rand(s.shape, generator=gen, dtype=torch.float64) + 0.5 - g0
-            elif s.kind == "bias":
+            elif s.kind in ("bias", "shift"):
                 t = 0.2 * torch.randn(s.shape, generator=gen, dtype=torch.float64)
+            elif s.kind == "alpha":
+                t = torch.rand(s.shape, generator=gen, dtype=torch.float64) + 0.5
             elif s.kind == "embedding":
                 t = 0.5 * torch.randn(s.shape, generator=gen, dtype=torch.float64)
             else:
@@ -186,10 +193,16 @@ class RefModel:
     # -- forward pieces -----------------------------------------------------------------------
     def norm(self, x, params, prefix, kind=None):
         """LayerNorm: (x - mean) / sqrt(var + eps) * (g0 + w) + b (biased var);
-        RMSNorm: x / sqrt(mean(x^2) + eps) * (g0 + w). Over the last dimension."""
+        RMSNorm: x / sqrt(mean(x^2) + eps) * (g0 + w). Over the last dimension.
+        DyT (Zhu et al. 2025): tanh(alpha x) * (g0 + w) + b; Derf (Chen et al. 2025):
+        erf(alpha x + s) * (g0 + w) + b; alpha and s scalars, elementwise (no statistics)."""
         kind = kind or self.m["norm"]
         eps, g0 = self.m["norm_eps"], self.m["norm_gain_offset"]
-        if kind == "layernorm":
+        if kind == "dyt":
+            y = torch.tanh(params[f"{prefix}.alpha"] * x)
+        elif kind == "derf":
+            y = torch.erf(params[f"{prefix}.alpha"] * x + params[f"{prefix}.shift"])
+        elif kind == "layernorm":
             mean = x.mean(-1, keepdim=True)
             var = ((x - mean) ** 2).mean(-1, keepdim=True)
             y = (x - mean) / torch.sqrt(var + eps)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -30,10 +31,13 @@ CASES_PER_PLACEMENT = 10
 ADAM_STEPS = 3
 
 # (norm, norm_bias): RMSNorm with norm_bias = true has no bias, but a LayerNorm QK-norm then does.
-NORMS = [("layernorm", True), ("layernorm", False), ("rmsnorm", False), ("rmsnorm", True)]
+# The attention-layout cases take the first four only.
+NORMS = [("layernorm", True), ("layernorm", False), ("rmsnorm", False), ("rmsnorm", True),
+         ("dyt", False), ("dyt", True), ("derf", False), ("derf", True)]
 QK_NORMS = [("none", "head", "pre_rope"), ("rmsnorm", "head", "pre_rope"),
             ("layernorm", "full", "pre_rope"), ("rmsnorm", "full", "post_rope"),
-            ("layernorm", "head", "post_rope")]
+            ("layernorm", "head", "post_rope"), ("dyt", "head", "pre_rope"),
+            ("derf", "full", "post_rope")]
 MLPS = ref_config.CHOICES["mlp"]
 
 
@@ -49,8 +53,8 @@ def case_config(placement, i):
     pi = PLACEMENTS.index(placement)
     j = i + 3 * pi
     r = j % 8
-    norm, norm_bias = NORMS[j % 4]
-    qk, scope, position = QK_NORMS[(2 * j + pi) % 5]
+    norm, norm_bias = NORMS[j % 8]
+    qk, scope, position = QK_NORMS[(2 * j + pi) % 7]
     capped = _parity(r & 1)
     model = {
         "vocab_size": 32, "n_layer": 3 if placement == "mix" else 2, "d_model": 16,
@@ -504,6 +508,13 @@ def test_parity(case_id, cfg, tmp_path, summary):
     for n in names:
         got[f"update.{n}"] = got[f"param_after.{n}"].double() - params[n].double()
         ref[f"update.{n}"] = replay[f"param_after.{n}"] - params[n].double()
+        # Both sides round the parameter to float32 after each step, and a float32 step that
+        # differs from the float64 replay by round-off can land one unit in the last place of the
+        # parameter away (a DyT alpha near 1 with an update of 4e-4: 1.6e-4 of it). As
+        # test_optimizer_parity.py, the update is compared beyond one ulp of the parameter.
+        diff = got[f"update.{n}"] - ref[f"update.{n}"]
+        ulp = torch.from_numpy(np.spacing(np.abs(got[f"param_after.{n}"].numpy()))).double()
+        got[f"update.{n}"] = ref[f"update.{n}"] + torch.sign(diff) * (diff.abs() - ulp).clamp(min=0)
     compared = (["logits", "loss", "ce", "z_loss"] + [f"grad.{n}" for n in names]
                 + [f"grad_step.0.{n}" for n in names]
                 + [f"loss_step.{k}" for k in range(ADAM_STEPS)] + [f"update.{n}" for n in names]

@@ -1,12 +1,14 @@
 // Runs normlab on weights and a batch given as safetensors files and writes what the PyTorch
-// oracle compares (see tests/reference/README.md for the protocol).
+// oracle compares (see tests/reference/README.md for the protocol). Modes: model (the default),
+// block (block 0 alone), norm (one norm site alone: tests/py/test_dyt_parity.py).
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "model/weights.h"
+#include "model/norm_ops.h"
 #include "model/transformer.h"
+#include "model/weights.h"
 #include "normlab/config_file.h"
 #include "normlab/errors.h"
 #include "normlab/safetensors.h"
@@ -52,6 +54,46 @@ int run(int argc, char** argv) {
   std::vector<TensorToWrite> out;
   std::vector<std::vector<float>> keep;  // storage behind the records
   keep.reserve(64);
+
+  if (mode == "norm") {
+    // One norm site of kind model.norm over the rows of x (N, C): y, dx = d sum(y * dy) / dx and
+    // the gradients of the parameters the kind has (norm.weight, .bias with model.norm_bias,
+    // .alpha, .shift), through the model's own table of norm operations (model/norm_ops.h).
+    const TensorInfo* xi = batch.find("x");
+    if (!xi || xi->shape.size() != 2) throw Error("batch needs x (N, C)");
+    const int N = static_cast<int>(xi->shape[0]), W = static_cast<int>(xi->shape[1]);
+    const NormKind kind = cfg.model.norm;
+    const NormTraits t = norm_traits(kind);
+    const bool has[4] = {true, t.bias && cfg.model.norm_bias, t.alpha, t.shift};
+    const char* names[4] = {"norm.weight", "norm.bias", "norm.alpha", "norm.shift"};
+    const long sizes[4] = {W, W, 1, 1};
+    std::vector<float> p[4], g[4];
+    for (int i = 0; i < 4; ++i)
+      if (has[i]) {
+        p[i].resize(sizes[i]);
+        weights.read_f32(names[i], p[i]);
+        g[i].assign(sizes[i], 0.f);
+      }
+    auto ptr = [](std::vector<float>& v) { return v.empty() ? nullptr : v.data(); };
+    std::vector<float> x(static_cast<long>(N) * W), dy(x.size()), y(x.size()), dx(x.size()),
+        mean(N), rstd(N);
+    batch.read_f32("x", x);
+    batch.read_f32("dy", dy);
+    const NormParams<float> np{ptr(p[0]), ptr(p[1]), ptr(p[2]), ptr(p[3]),
+                               static_cast<float>(cfg.model.norm_eps),
+                               static_cast<float>(cfg.model.norm_gain_offset)};
+    const NormGrads<float> ng{ptr(g[0]), ptr(g[1]), ptr(g[2]), ptr(g[3])};
+    const NormOps<float>& op = norm_ops<float>(kind);
+    op.forward(y.data(), mean.data(), rstd.data(), x.data(), np, N, W);
+    op.backward(dx.data(), ng, dy.data(), x.data(), mean.data(), rstd.data(), np, N, W,
+                ops::Accum::overwrite, nullptr);
+    out.push_back(rec("y", {N, W}, y));
+    out.push_back(rec("dx", {N, W}, dx));
+    for (int i = 0; i < 4; ++i)
+      if (has[i]) out.push_back(rec(std::string("grad.") + names[i], {sizes[i]}, g[i]));
+    write_safetensors(out_path, out);
+    return 0;
+  }
 
   if (mode == "block") {
     const TensorInfo* xi = batch.find("x");

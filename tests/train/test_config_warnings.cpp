@@ -66,5 +66,29 @@ TEST(ConfigWarnings, AnotherOptimizersKeys) {
   EXPECT_TRUE(config_warnings(c, 8).empty());
 }
 
+TEST(ConfigWarnings, DytKeysWithoutDytSites) {
+  Config c;
+  c.model.dyt_alpha_attn = 0.5;  // model.norm = layernorm
+  c.model.dyt_alpha_qk = 0.3;    // model.qk_norm = none
+  auto w = config_warnings(c, 8);
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[0], "model.dyt_alpha_attn has no effect with model.norm = layernorm (it is the "
+                  "initial alpha of DyT and Derf sites)");
+  EXPECT_EQ(w[1], "model.dyt_alpha_qk has no effect with model.qk_norm = none (it is the initial "
+                  "alpha of DyT and Derf sites)");
+  c.model.norm = NormKind::derf;
+  c.model.qk_norm = QKNormKind::dyt;
+  EXPECT_TRUE(config_warnings(c, 8).empty());
+  // Every site DyT or Derf: norm_eps is unused; a LayerNorm QK-norm uses it.
+  c.model.norm_eps = 1e-6;
+  w = config_warnings(c, 8);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0], "model.norm_eps has no effect with model.norm = derf and model.qk_norm = dyt "
+                  "(DyT and Derf have no epsilon)");
+  c.model.qk_norm = QKNormKind::layernorm;
+  c.model.dyt_alpha_qk = Config{}.model.dyt_alpha_qk;
+  EXPECT_TRUE(config_warnings(c, 8).empty());
+}
+
 }  // namespace
 }  // namespace normlab

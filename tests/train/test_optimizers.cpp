@@ -216,7 +216,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(ClipCase{QKNormKind::none, QKNormScope::head, 0.0},
                       ClipCase{QKNormKind::rmsnorm, QKNormScope::full, 0.0},
                       ClipCase{QKNormKind::layernorm, QKNormScope::full, 0.0},
-                      ClipCase{QKNormKind::rmsnorm, QKNormScope::head, 1.0}),
+                      ClipCase{QKNormKind::rmsnorm, QKNormScope::head, 1.0},
+                      ClipCase{QKNormKind::dyt, QKNormScope::full, 0.0},
+                      ClipCase{QKNormKind::derf, QKNormScope::head, 1.0}),
     [](const auto& info) {
       return std::string(to_string(info.param.qk_norm)) + "_" +
              std::string(to_string(info.param.scope)) + (info.param.gain_offset > 0 ? "_offset" : "");

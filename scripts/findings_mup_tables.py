@@ -135,6 +135,31 @@ def tables():
         print()
 
 
+def long_tables():
+    """The 4x-longer AdamW arm: final val loss per learning rate at d 64 and d 256."""
+    rows = []
+    for d in (64, 256):
+        s = sweep(f"long_d{d}_adamw")
+        if not s:
+            continue
+        for p in PARAMS:
+            pts = sorted((float(r["overrides"]["optim.lr"]),
+                          r["final_val_loss"] if r.get("status") == "done" else None)
+                         for r in s["runs"] if r["overrides"].get("model.parametrization") == p)
+            rows.append((p, d, pts, s["runs"][0]["steps"]))
+    if not rows:
+        return
+    lrs = [lr for lr, _ in rows[0][2]]
+    print(f"### adamw, {rows[0][3]} steps\n")
+    print("| parametrization | width | " + " | ".join(f"{lr:.3g}" for lr in lrs) + " |")
+    print("|---|---|" + "---|" * len(lrs))
+    for p, d, pts, _ in sorted(rows):
+        b = best(pts)[0]
+        cells = ["div" if v is None else (f"**{v:.3f}**" if lr == b else f"{v:.3f}") for lr, v in pts]
+        print(f"| {p} | {d} | " + " | ".join(cells) + " |")
+    print()
+
+
 def svg(opt):
     c = curves(opt)
     widths = sorted(set(c["standard"]) | set(c["mup"]))
@@ -192,6 +217,7 @@ def svg(opt):
 
 if __name__ == "__main__":
     tables()
+    long_tables()
     if SVG_DIR is not None:
         for o in OPTIMIZERS:
             svg(o)

@@ -9,7 +9,7 @@
 # 10%, evaluation on 8 batches at the end, diagnostics every 25 steps (finding 8's setting).
 # Usage: scripts/findings_mup.sh [OUT_DIR] (default runs/findings); needs build/normlab (or
 # NORMLAB=path). STEPS (default 150), JOBS (default 2), WIDE (default 1: the d 512 arm) and LONG
-# (default 1: AdamW at d 64 and 256 for 4 x STEPS steps, 4 learning rates) may be set.
+# (default 1: AdamW at d 64 and 256 for 4 x STEPS steps, 6 learning rates) may be set.
 # scripts/findings_mup_tables.py OUT_DIR prints the tables of docs/findings.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,9 +47,12 @@ if [ "$LONG" = 1 ]; then  # does the transfer (and the gap) hold over a 4x longe
     W=($(width $d))
     $NL sweep "${COMMON[@]}" "${W[@]}" --set train.steps=$(( 4 * STEPS )) \
       --set train.eval_interval=$(( 4 * STEPS )) --set optim.warmup_steps=$(( 4 * WARMUP )) \
-      --grid "$PARAMS" --grid optim.lr=1e-3,2e-3,4e-3,8e-3 --out "$OUT/mup/long_d${d}_adamw" -j "$JOBS"
+      --grid "$PARAMS" --grid optim.lr=5e-4,1e-3,2e-3,4e-3,8e-3,1.6e-2 --out "$OUT/mup/long_d${d}_adamw" -j "$JOBS"
   done
 fi
+# The coordinate check of this setting (at the best learning rate of d 64 on the grid above).
+$NL coordcheck "${COMMON[@]}" --set model.head_dim=32 --set model.n_head=4 --set optim.lr=4e-3 \
+  --widths 64,128,256,512 --steps 10 --seeds 2 --out "$OUT/mup/coordcheck"
 $NL report "$OUT"/mup/d*_adamw --out "$OUT/mup/adamw_report.html" \
   --title "normlab finding 16: standard against muP, AdamW"
 $NL report "$OUT"/mup/d*_muon --out "$OUT/mup/muon_report.html" \

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "fixtures.h"
 #include "model/norm_ops.h"
 #include "model/param_table.h"
 #include "model/transformer.h"
@@ -18,13 +19,7 @@ namespace normlab {
 namespace {
 
 ModelConfig norm_test_model(Placement p, NormKind norm, QKNormKind qk) {
-  ModelConfig m;
-  m.vocab_size = 32;
-  m.d_model = 16;
-  m.n_head = 2;
-  m.d_ff = 24;
-  m.n_layer = 2;
-  m.seq_len = 8;
+  ModelConfig m = test::tiny_model();
   m.placement = p;
   m.norm = norm;
   m.qk_norm = qk;

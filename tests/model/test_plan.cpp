@@ -135,5 +135,58 @@ TEST(Plan, Describe) {
             "x = N_post(2 * x + F(x))");
 }
 
+// model.residual_scale puts a scale on the branch output, before the add (after N_out), in every
+// sublayer: a scalar (rezero at 0, skipinit at skipinit_init) or per channel (layerscale).
+TEST(Plan, ResidualScale) {
+  ModelConfig m = with(Placement::post, 3);
+  m.residual_scale = ResidualScale::rezero;
+  m.skipinit_init = 0.5;  // not rezero's
+  for (const BlockPlan& b : build_plan(m).blocks)
+    for (const SublayerPlan& s : {b.attn, b.mlp}) {
+      EXPECT_EQ(s.branch_scale, BranchScale::scalar);
+      EXPECT_EQ(s.branch_scale_init, 0.0);
+    }
+  EXPECT_EQ(describe(build_plan(m).blocks[0].attn), "x = N_post(x + a * F(x))");
+  m.residual_scale = ResidualScale::skipinit;
+  EXPECT_EQ(build_plan(m).blocks[2].mlp.branch_scale_init, 0.5);
+  m.residual_scale = ResidualScale::layerscale;
+  m.layerscale_init = 1e-4;
+  m.placement = Placement::peri;
+  const SublayerPlan s = build_plan(m).blocks[1].mlp;
+  EXPECT_EQ(s.branch_scale, BranchScale::channel);
+  EXPECT_EQ(s.branch_scale_init, 1e-4);
+  EXPECT_EQ(describe(s), "x = x + diag(l) N_out(F(N_in(x)))");
+  m.residual_scale = ResidualScale::none;
+  EXPECT_EQ(build_plan(m).blocks[0].attn.branch_scale, BranchScale::none);
+}
+
+// DeepNorm refuses every residual scale by name; the other placements take each.
+TEST(Plan, ResidualScaleRefusedWithDeepNorm) {
+  for (ResidualScale r :
+       {ResidualScale::rezero, ResidualScale::skipinit, ResidualScale::layerscale}) {
+    for (Placement p : {Placement::post, Placement::pre, Placement::peri, Placement::reordered,
+                        Placement::deepnorm, Placement::mix}) {
+      Config c;
+      c.model.placement = p;
+      c.model.residual_scale = r;
+      const auto errors = validation_errors(c);
+      if (p == Placement::deepnorm) {
+        ASSERT_EQ(errors.size(), 1u) << to_string(r);
+        EXPECT_EQ(errors[0], fmt::format("model.residual_scale = \"{}\" does not combine with "
+                                         "model.placement = \"deepnorm\": DeepNorm already "
+                                         "scales the residual (alpha) and the branch weights "
+                                         "(beta)",
+                                         to_string(r)));
+      } else {
+        EXPECT_TRUE(errors.empty()) << to_string(p) << " " << to_string(r);
+      }
+    }
+  }
+  Config c;
+  c.model.layerscale_init = std::nan("");
+  c.model.skipinit_init = INFINITY;
+  EXPECT_EQ(validation_errors(c).size(), 2u);
+}
+
 }  // namespace
 }  // namespace normlab

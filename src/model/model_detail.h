@@ -1,5 +1,5 @@
-// Small helpers shared by the Transformer's translation units (transformer.cpp, sublayer.cpp, branches.cpp):
-// private to src/model.
+// Small helpers shared by the Transformer's translation units (transformer.cpp, sublayer.cpp,
+// branches.cpp): private to src/model.
 #pragma once
 #include <algorithm>
 #include <cmath>

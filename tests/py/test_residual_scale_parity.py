@@ -16,9 +16,13 @@ use_layerscale), on the same inputs and parameters, forward and gradients:
    front of a norm would be normalised away).
 
 x-transformers has no ReZero or SkipInit module (a scalar gate); those are held to the oracle by
-tests/reference/test_parity.py. Largest errors measured (x86-64, 2 cores; normlab float32 against
-float64; printed with -s), relative to the largest entry of the reference tensor: see the
-summary lines; the oracle against x-transformers in float64 within 1e-10.
+tests/reference/test_parity.py. Largest errors measured (x86-64, 2 cores, torch CPU; normlab float32
+against float64; printed with -s), relative to the largest entry of the reference tensor:
+  - a block (2 cases, tolerance 1e-4): y 2.4e-7, dx 2.6e-7, parameter gradients (res_scale
+    included) 2.8e-7;
+  - the wrapped branch and the oracle's block against x-transformers' in float64: within 1e-12
+    and 1e-10.
+The whole file runs in about 3 s.
 
     cd tests/py && NORMLAB_BUILD_DIR=$PWD/../../build ../../.venv/bin/python -m pytest -q -s test_residual_scale_parity.py
 """

@@ -160,33 +160,5 @@ TEST(Plan, ResidualScale) {
   EXPECT_EQ(build_plan(m).blocks[0].attn.branch_scale, BranchScale::none);
 }
 
-// DeepNorm refuses every residual scale by name; the other placements take each.
-TEST(Plan, ResidualScaleRefusedWithDeepNorm) {
-  for (ResidualScale r :
-       {ResidualScale::rezero, ResidualScale::skipinit, ResidualScale::layerscale}) {
-    for (Placement p : {Placement::post, Placement::pre, Placement::peri, Placement::reordered,
-                        Placement::deepnorm, Placement::mix}) {
-      Config c;
-      c.model.placement = p;
-      c.model.residual_scale = r;
-      const auto errors = validation_errors(c);
-      if (p == Placement::deepnorm) {
-        ASSERT_EQ(errors.size(), 1u) << to_string(r);
-        EXPECT_EQ(errors[0], fmt::format("model.residual_scale = \"{}\" does not combine with "
-                                         "model.placement = \"deepnorm\": DeepNorm already "
-                                         "scales the residual (alpha) and the branch weights "
-                                         "(beta)",
-                                         to_string(r)));
-      } else {
-        EXPECT_TRUE(errors.empty()) << to_string(p) << " " << to_string(r);
-      }
-    }
-  }
-  Config c;
-  c.model.layerscale_init = std::nan("");
-  c.model.skipinit_init = INFINITY;
-  EXPECT_EQ(validation_errors(c).size(), 2u);
-}
-
 }  // namespace
 }  // namespace normlab

@@ -11,25 +11,28 @@
 namespace normlab::test {
 namespace {
 
-constexpr int N = 5, C = 7;
+// Rows and width of the gradient-check cases (names unique in a unity build).
+constexpr int kScaleRows = 5, kScaleWidth = 7;
+constexpr long kScaleN = static_cast<long>(kScaleRows) * kScaleWidth;
 
 GradCase residual_scale_case(int aw, double alpha, Rng& rng) {
   GradCase c;
   // x, g, a
-  c.inputs = {random_vec(N * C, rng), random_vec(N * C, rng, 1.5), random_vec(aw, rng, 0.5, 0.3)};
+  c.inputs = {random_vec(kScaleN, rng), random_vec(kScaleN, rng, 1.5),
+              random_vec(aw, rng, 0.5, 0.3)};
   c.forward = [=](const std::vector<Vec>& in) {
-    Vec y(N * C);
-    ops::residual_scale_forward(y.data(), alpha, in[0].data(), in[1].data(), in[2].data(), N, C,
-                                aw);
+    Vec y(kScaleN);
+    ops::residual_scale_forward(y.data(), alpha, in[0].data(), in[1].data(), in[2].data(),
+                                kScaleRows, kScaleWidth, aw);
     return y;
   };
   c.backward = [=](const std::vector<Vec>& in, const Vec& dy) {
     Rng r(97);
-    Vec dx = random_vec(N * C, r, 1.0, 1e3), dg = random_vec(N * C, r, 1.0, 1e3);
+    Vec dx = random_vec(kScaleN, r, 1.0, 1e3), dg = random_vec(kScaleN, r, 1.0, 1e3);
     const Vec da0 = random_vec(aw, r, 2.0);
     Vec da = da0;
     ops::residual_scale_backward(dx.data(), dg.data(), da.data(), dy.data(), in[1].data(),
-                                 in[2].data(), alpha, N, C, aw);
+                                 in[2].data(), alpha, kScaleRows, kScaleWidth, aw);
     for (int i = 0; i < aw; ++i) da[i] -= da0[i];
     return std::vector<Vec>{dx, dg, da};
   };
@@ -38,7 +41,7 @@ GradCase residual_scale_case(int aw, double alpha, Rng& rng) {
 
 TEST(OpsGradCheck, ResidualScale) {
   Rng rng(11);
-  for (int aw : {1, C})
+  for (int aw : {1, kScaleWidth})
     for (double alpha : {1.0, 1.7}) {
       const double e = grad_check(residual_scale_case(aw, alpha, rng));
       report("ops", fmt::format("residual_scale_aw{}_alpha{}", aw, alpha), e);

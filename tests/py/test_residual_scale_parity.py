@@ -88,8 +88,8 @@ def test_wrapped_branch_matches_x_transformers(unit_offset):
     params = {"blk.res_scale": a}
     y2 = model.sublayer(x2, params, "blk", plan, lambda u, p, prefix: u @ w.T)
     (y2 * dy).sum().backward()
-    for name, ours, theirs in (("y", y2, y), ("dx", x2.grad, x.grad), ("dgamma", a.grad, mod.gamma.grad),
-                               ("dW", w.grad, fn.weight.grad)):
+    for name, ours, theirs in (("y", y2, y), ("dx", x2.grad, x.grad),
+                               ("dgamma", a.grad, mod.gamma.grad), ("dW", w.grad, fn.weight.grad)):
         torch.testing.assert_close(ours.detach(), theirs.detach(), rtol=1e-12, atol=1e-12,
                                    msg=lambda m, n=name: f"{n}: {m}")
 

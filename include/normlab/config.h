@@ -64,6 +64,20 @@ enum class MatmulPrecision { float32, bf16, automatic };
 // "Tensor Programs V", as the `mup` package implements it) against the base model
 // mup_base_model() describes; model/mup.h states every rule.
 enum class Parametrization { standard, mup };
+// A learnable scale on each residual branch, applied to the branch output g (after N_out, when
+// the placement has one) before the add (model/plan.h, ops/residual_scale.h):
+//   none:       s = alpha x + g
+//   rezero:     s = x + a g,         a one scalar per sublayer starting at 0 (Bachlechner et al.
+//               2020, "ReZero is All You Need"; the paper drops the norms, here they stay as the
+//               placement puts them)
+//   skipinit:   s = x + a g,         a one scalar per sublayer starting at skipinit_init (De & Smith
+//               2020, "Batch Normalization Biases Residual Blocks Towards the Identity Function";
+//               with skipinit_init = 0, the default, the same model as rezero)
+//   layerscale: s = x + diag(l) g,   l (d_model) per sublayer starting at layerscale_init
+//               (Touvron et al. 2021, "Going deeper with Image Transformers", CaiT)
+// Under post-norm (norm_after_add) the sum is then normalised: x' = N_post(x + a g). DeepNorm,
+// whose alpha already scales the residual, refuses it.
+enum class ResidualScale { none, rezero, skipinit, layerscale };
 
 struct ModelConfig {
   int vocab_size = 256;
@@ -88,6 +102,11 @@ struct ModelConfig {
   double dyt_alpha_mlp = 0.2;
   double dyt_alpha_final = 0.2;
   double dyt_alpha_qk = 0.5;
+  // The residual branch scale (ResidualScale) and the initial values of its parameters. CaiT uses
+  // 0.1 up to depth 18, 1e-5 at 24, 1e-6 deeper; normlab's models are shallow, so 0.1.
+  ResidualScale residual_scale = ResidualScale::none;
+  double layerscale_init = 0.1;
+  double skipinit_init = 0.0;
   QKNormKind qk_norm = QKNormKind::none;
   QKNormScope qk_norm_scope = QKNormScope::head;
   QKNormPosition qk_norm_position = QKNormPosition::pre_rope;
@@ -274,6 +293,7 @@ std::string_view to_string(MuonAdjustLr v);
 std::string_view to_string(SpikePolicy v);
 std::string_view to_string(MatmulPrecision v);
 std::string_view to_string(Parametrization v);
+std::string_view to_string(ResidualScale v);
 
 // Every enumerator's name in declaration order: enum_names<E>()[i] == to_string(E(i)).
 // Defined for the enums above.

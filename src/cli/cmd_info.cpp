@@ -86,6 +86,16 @@ void add_info(CLI::App& app, Action& action) {
       if (!alpha0.empty())
         fmt::print("initial alpha (model.dyt_alpha_*): {}{}\n", alpha0,
                    res.shift || qkt.shift ? "; Derf's shift s starts at 0" : "");
+      // The residual branch scale (model.residual_scale): its width and starting value, the same
+      // in every sublayer.
+      if (!plan.blocks.empty() && plan.blocks[0].attn.branch_scale != BranchScale::none) {
+        const SublayerPlan& sp = plan.blocks[0].attn;
+        fmt::print("residual branch scale (model.residual_scale = {}): {} per sublayer, starting "
+                   "at {}\n",
+                   to_string(m.residual_scale),
+                   sp.branch_scale == BranchScale::channel ? "one value per channel" : "a scalar",
+                   sp.branch_scale_init);
+      }
       const ParamLayout layout = build_param_table(m, plan);
       for (const std::string& line : describe_mup(m, layout.table)) fmt::print("{}\n", line);
       fmt::print("\nparameters: {:L} total\n", s.params);

@@ -102,6 +102,11 @@ struct EnumTable<Parametrization> {
   static constexpr std::string_view names[] = {"standard", "mup"};
   static constexpr Parametrization last = Parametrization::mup;
 };
+template <>
+struct EnumTable<ResidualScale> {
+  static constexpr std::string_view names[] = {"none", "rezero", "skipinit", "layerscale"};
+  static constexpr ResidualScale last = ResidualScale::layerscale;
+};
 
 template <class E>
 bool is_valid_enum(E v) {
@@ -147,6 +152,7 @@ NL_ENUM(MuonAdjustLr)
 NL_ENUM(SpikePolicy)
 NL_ENUM(MatmulPrecision)
 NL_ENUM(Parametrization)
+NL_ENUM(ResidualScale)
 #undef NL_ENUM
 
 namespace {
@@ -307,6 +313,16 @@ std::vector<std::string> validation_errors(const Config& c) {
   k.greater_than(KEY(model.dyt_alpha_mlp), 0.0);
   k.greater_than(KEY(model.dyt_alpha_final), 0.0);
   k.greater_than(KEY(model.dyt_alpha_qk), 0.0);
+  // The residual branch scale: any finite initial value (0 is ReZero's and x-transformers'
+  // LayerScale's). DeepNorm already scales the residual (alpha) and the branch weights (beta).
+  k.valid_enum(KEY(model.residual_scale));
+  k.is_finite(KEY(model.layerscale_init));
+  k.is_finite(KEY(model.skipinit_init));
+  if (m.residual_scale != ResidualScale::none && m.placement == Placement::deepnorm)
+    k.add(fmt::format("model.residual_scale = \"{}\" does not combine with model.placement = "
+                      "\"deepnorm\": DeepNorm already scales the residual (alpha) and the branch "
+                      "weights (beta)",
+                      to_string(m.residual_scale)));
   k.valid_enum(KEY(model.qk_norm));
   k.valid_enum(KEY(model.qk_norm_scope));
   k.valid_enum(KEY(model.qk_norm_position));

@@ -283,8 +283,8 @@ std::vector<HfLink> hf_links(HfFamily family, const ModelConfig& m) {
 }
 
 HfFamily hf_family_for(const ModelConfig& m) {
-  // No transformers family has a norm-free layer: DyT and Derf are refused by name, at any
-  // placement, before a family is looked for.
+  // No transformers family has a norm-free layer or a residual branch scale: DyT, Derf and
+  // model.residual_scale are refused by name, at any placement, before a family is looked for.
   {
     std::vector<std::string> p;
     if (m.norm == NormKind::dyt || m.norm == NormKind::derf)
@@ -293,6 +293,10 @@ HfFamily hf_family_for(const ModelConfig& m) {
     if (m.qk_norm == QKNormKind::dyt || m.qk_norm == QKNormKind::derf)
       p.push_back(fmt::format("model.qk_norm = {}: no supported transformers family has DyT or "
                               "Derf (their QK-norms are RMSNorm)", to_string(m.qk_norm)));
+    if (m.residual_scale != ResidualScale::none)
+      p.push_back(fmt::format("model.residual_scale = {}: no supported transformers family has a "
+                              "learnable scale on the residual branches",
+                              to_string(m.residual_scale)));
     if (!p.empty()) throw ConfigError(std::move(p));
   }
   Placement placement = m.placement;

@@ -1,6 +1,6 @@
 // The two branches of a block, forward and backward: attention (QKV projection, QK-norm and
 // RoPE stages, tiled causal attention with the optional soft-cap, output projection) and the MLP
-// (plain or gated). The residual update around them is transformer.cpp's sublayer routine.
+// (plain or gated). The residual update around them is sublayer.cpp's sublayer routine.
 #include "model/transformer.h"
 
 #include <algorithm>

@@ -1,15 +1,27 @@
-// Small helpers shared by the Transformer's translation units (transformer.cpp, branches.cpp):
-// private to src/model.
+// Small helpers shared by the Transformer's translation units (transformer.cpp, sublayer.cpp,
+// branches.cpp): private to src/model.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "model/params.h"
 #include "normlab/config.h"
+#include "normlab/errors.h"
 #include "ops/activation.h"
 #include "ops/rope.h"
 #include "tensor/threading.h"
 
 namespace normlab::model_detail {
+
+// Index of the parameter at arena offset off (the table's offsets increase in declaration order).
+inline std::size_t spec_at(const ParamTable& t, long off) {
+  const auto& sp = t.specs();
+  const auto it = std::lower_bound(sp.begin(), sp.end(), off,
+                                   [](const ParamSpec& s, long o) { return s.offset < o; });
+  NL_CHECK(it != sp.end() && it->offset == off, "no parameter starts at arena offset {}", off);
+  return static_cast<std::size_t>(it - sp.begin());
+}
 
 inline bool gated(MlpKind m) { return m == MlpKind::swiglu || m == MlpKind::geglu; }
 

@@ -95,6 +95,9 @@ BlockSlots block_params(TableBuilder& tb, const ModelConfig& cfg, const BlockPla
     if (pl.norm_in) rs.norm_in = tb.norm(base + "norm_in", C, nk, a0, l, sub);
     if (pl.norm_out) rs.norm_out = tb.norm(base + "norm_out", C, nk, a0, l, sub);
     if (pl.norm_after_add) rs.norm_post = tb.norm(base + "norm_post", C, nk, a0, l, sub);
+    if (pl.branch_scale != BranchScale::none)
+      rs.scale = tb.vec(base + "res_scale", pl.branch_scale == BranchScale::channel ? C : 1,
+                        pl.branch_scale_init, ParamGroup::norm, l, sub, false);
   };
   BlockSlots b;
   AttnSlots& at = b.attn;

@@ -22,6 +22,7 @@ struct NormSlots {
 };
 struct SublayerSlots {
   NormSlots norm_in, norm_out, norm_post;
+  long scale = kNoSlot;  // `<sublayer>.res_scale`, the branch scale a: (1) or (d_model)
 };
 struct AttnSlots {
   SublayerSlots res;
@@ -51,7 +52,9 @@ struct ParamLayout {
 // projections (wo, w_out) scaled by 1/sqrt(2L) (gpt2) or by DeepNorm's beta; with DeepNorm the
 // MLP input projection and the value rows of wqkv scaled by beta too; norm gains start so that
 // (norm_gain_offset + w) = 1, biases at 0; DyT's and Derf's alpha at the site's model.dyt_alpha_*
-// (attention sublayer, MLP sublayer, final, QK), Derf's shift at 0. Under model.parametrization =
+// (attention sublayer, MLP sublayer, final, QK), Derf's shift at 0; a residual branch scale
+// (model.residual_scale) `blocks.{l}.{attn,mlp}.res_scale`, shape (1) or (d_model), at the plan's
+// branch_scale_init, in the norm group (a gain on the branch, like a norm's), not decayed. Under model.parametrization =
 // mup, apply_mup (model/mup.h) sets the width shapes and rescales the matrix-like weights'
 // initialisation (a scalar alpha or shift has no width dimension: fixed, as in the base model).
 ParamLayout build_param_table(const ModelConfig& cfg, const ModelPlan& plan);

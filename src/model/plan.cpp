@@ -35,7 +35,19 @@ ModelPlan build_plan(const ModelConfig& m) {
   for (int l = 0; l < L; ++l) {
     Placement p = m.placement;
     if (p == Placement::mix) p = l < n_post ? Placement::post : Placement::pre;
-    const SublayerPlan s = sublayer_for(p, alpha);
+    SublayerPlan s = sublayer_for(p, alpha);
+    switch (m.residual_scale) {
+      case ResidualScale::none: break;
+      case ResidualScale::rezero: s.branch_scale = BranchScale::scalar; break;
+      case ResidualScale::skipinit:
+        s.branch_scale = BranchScale::scalar;
+        s.branch_scale_init = m.skipinit_init;
+        break;
+      case ResidualScale::layerscale:
+        s.branch_scale = BranchScale::channel;
+        s.branch_scale_init = m.layerscale_init;
+        break;
+    }
     plan.blocks.push_back({s, s});
   }
   plan.final_norm = L == 0 || !plan.blocks.back().mlp.norm_after_add;
@@ -47,6 +59,8 @@ ModelPlan build_plan(const ModelConfig& m) {
 std::string describe(const SublayerPlan& p) {
   std::string branch = p.norm_in ? "F(N_in(x))" : "F(x)";
   if (p.norm_out) branch = "N_out(" + branch + ")";
+  if (p.branch_scale == BranchScale::scalar) branch = "a * " + branch;
+  if (p.branch_scale == BranchScale::channel) branch = "diag(l) " + branch;
   const std::string res = p.alpha == 1.0 ? "x" : fmt::format("{:.4g} * x", p.alpha);
   const std::string sum = res + " + " + branch;
   return p.norm_after_add ? "x = N_post(" + sum + ")" : "x = " + sum;

@@ -8,7 +8,6 @@
 #include <fmt/format.h>
 
 #include "model/model_detail.h"
-#include "model/norm_ops.h"
 #include "normlab/errors.h"
 #include "ops/activation.h"
 #include "ops/attention.h"
@@ -227,14 +226,6 @@ void Transformer<T>::zero_grad() {
 }
 
 namespace {
-// Index of the parameter at arena offset off (the table's offsets increase in declaration order).
-std::size_t spec_at(const ParamTable& t, long off) {
-  const auto& sp = t.specs();
-  const auto it = std::lower_bound(sp.begin(), sp.end(), off,
-                                   [](const ParamSpec& s, long o) { return s.offset < o; });
-  NL_CHECK(it != sp.end() && it->offset == off, "no parameter starts at arena offset {}", off);
-  return static_cast<std::size_t>(it - sp.begin());
-}
 template <class T>
 void zero_fill(T* g, long n) {
   parallel_for(n, 1L << 16, [&](long b, long e) { std::memset(g + b, 0, sizeof(T) * (e - b)); });
@@ -269,101 +260,6 @@ void Transformer<T>::settle_grads() const {
   for (std::size_t i = 0; i < unfilled_.size(); ++i)
     if (unfilled_[i]) zero_fill(grads_.data() + sp[i].offset, sp[i].numel);
   unfilled_.clear();
-}
-
-// ---------------------------------------------------------------------------------------------
-// Norms: each site's kind was fixed by the parameter table (NormSlots::kind); its row of
-// operations (model/norm_ops.h) runs it.
-
-template <class T>
-void Transformer<T>::norm_forward(NormCache& c, const NormSlots& s, const T* x, long rows,
-                                  int width) {
-  const NormParams<T> np{p(s.w), p(s.b), p(s.alpha), p(s.shift), static_cast<T>(cfg_.norm_eps),
-                         static_cast<T>(cfg_.norm_gain_offset)};
-  const NormOps<T>& op = norm_ops<T>(s.kind);
-  op.forward(c.out, c.mean, c.rstd, x, np, rows, width);
-  if (collect_stats_ && op.saturated)
-    stats_.norm_saturated[spec_at(table_, s.alpha)] = op.saturated(x, np, rows * width);
-}
-
-template <class T>
-void Transformer<T>::norm_backward(const NormCache& c, const NormSlots& s, const T* x,
-                                   const T* dout, T* dx, long rows, int width, ops::Accum accum,
-                                   const T* base) {
-  const NormParams<T> np{p(s.w), p(s.b), p(s.alpha), p(s.shift), static_cast<T>(cfg_.norm_eps),
-                         static_cast<T>(cfg_.norm_gain_offset)};
-  const NormGrads<T> ng{g(s.w), g(s.b), g(s.alpha), g(s.shift)};
-  norm_ops<T>(s.kind).backward(dx, ng, dout, x, c.mean, c.rstd, np, rows, width, accum, base);
-}
-
-// ---------------------------------------------------------------------------------------------
-// The residual update, interpreted from the sublayer plan.
-
-template <class T>
-void Transformer<T>::sublayer_forward(const SublayerPlan& pl, const SublayerSlots& sl,
-                                      SublayerActs& a, const T* x, T* y, bool attn, int l) {
-  const long N = static_cast<long>(B_) * T_;
-  const int C = cfg_.d_model;
-  const T* u = x;
-  if (pl.norm_in) {
-    norm_forward(a.in, sl.norm_in, x, N, C);
-    u = a.in.out;
-  }
-  if (attn)
-    attn_forward(l, u, a.f);
-  else
-    mlp_forward(l, u, a.f);
-  const T* gout = a.f;
-  if (pl.norm_out) {
-    norm_forward(a.out, sl.norm_out, a.f, N, C);
-    gout = a.out.out;
-  }
-  const T alpha = static_cast<T>(pl.alpha);
-  T* sum = pl.norm_after_add ? a.s : y;
-  scaled_add(sum, alpha, x, gout, N * C);
-  if (pl.norm_after_add) {
-    NormCache post{y, a.post.mean, a.post.rstd};
-    norm_forward(post, sl.norm_post, a.s, N, C);
-  }
-}
-
-// Replays the plan backwards: dy -> ds (through N_post) -> dx = alpha ds, dg = ds ->
-// df (through N_out) -> du (through the branch) -> dx += (through N_in) du.  dx is overwritten.
-template <class T>
-void Transformer<T>::sublayer_backward(const SublayerPlan& pl, const SublayerSlots& sl,
-                                       SublayerActs& a, const T* x, const T* dy, T* dx, bool attn,
-                                       int l) {
-  const long N = static_cast<long>(B_) * T_;
-  const int C = cfg_.d_model;
-  const T* ds = dy;
-  if (pl.norm_after_add) {
-    NormCache post{nullptr, a.post.mean, a.post.rstd};
-    norm_backward(post, sl.norm_post, a.s, dy, d_post_in_, N, C, ops::Accum::overwrite);
-    ds = d_post_in_;
-  }
-  const T alpha = static_cast<T>(pl.alpha);
-  // dx = alpha ds, then dx += the gradient through N_in. At alpha = 1 with N_in, the norm's
-  // backward writes ds + its gradient in one pass instead (the same values; ds is not written
-  // in between).
-  const bool fused = pl.norm_in && pl.alpha == 1.0;
-  if (!fused) scaled_add<T>(dx, alpha, ds, nullptr, N * C);
-  const T* df = ds;
-  if (pl.norm_out) {
-    norm_backward(a.out, sl.norm_out, a.f, ds, d_branch_out_, N, C, ops::Accum::overwrite);
-    df = d_branch_out_;
-  }
-  const T* u = pl.norm_in ? a.in.out : x;
-  // Without norm_in the branch gradient lands on the residual stream directly (accumulating);
-  // with it, it goes to d_branch_in_ (overwritten) and from there through the norm onto dx.
-  T* du = pl.norm_in ? d_branch_in_ : dx;
-  const ops::Accum du_accum = pl.norm_in ? ops::Accum::overwrite : ops::Accum::add;
-  if (attn)
-    attn_backward(l, u, df, du, du_accum);
-  else
-    mlp_backward(l, u, df, du, du_accum);
-  if (pl.norm_in)
-    norm_backward(a.in, sl.norm_in, x, d_branch_in_, dx, N, C, ops::Accum::add,
-                  fused ? ds : nullptr);
 }
 
 // ---------------------------------------------------------------------------------------------

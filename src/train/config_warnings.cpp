@@ -71,6 +71,18 @@ std::vector<std::string> config_warnings(const Config& c, int cores) {
     out.push_back(fmt::format("model.norm_eps has no effect with model.norm = {} and model.qk_norm "
                               "= {} (DyT and Derf have no epsilon)",
                               to_string(m.norm), to_string(m.qk_norm)));
+  // A residual branch scale's starting value while model.residual_scale is another (ReZero
+  // always starts at 0).
+  const auto no_scale = [&](const char* key, bool changed, std::string_view whose) {
+    if (changed)
+      out.push_back(fmt::format("model.{} has no effect with model.residual_scale = {} (it is the "
+                                "initial value of {}'s scale)",
+                                key, to_string(m.residual_scale), whose));
+  };
+  if (m.residual_scale != ResidualScale::layerscale)
+    no_scale("layerscale_init", m.layerscale_init != dm.layerscale_init, "layerscale");
+  if (m.residual_scale != ResidualScale::skipinit)
+    no_scale("skipinit_init", m.skipinit_init != dm.skipinit_init, "skipinit");
   return out;
 }
 

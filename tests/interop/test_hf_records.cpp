@@ -306,6 +306,22 @@ TEST(HfRecords, NormFreeLayersAreRefusedByName) {
       << refusal(m);
 }
 
+// A residual branch scale (model.residual_scale) is refused by name, before a family is looked
+// for: no transformers family has one.
+TEST(HfRecords, ResidualScaleIsRefusedByName) {
+  for (ResidualScale r :
+       {ResidualScale::rezero, ResidualScale::skipinit, ResidualScale::layerscale}) {
+    ModelConfig m = base();
+    m.residual_scale = r;
+    const std::string msg = refusal(m);
+    EXPECT_NE(msg.find(fmt::format("model.residual_scale = {}: no supported transformers family "
+                                   "has a learnable scale on the residual branches",
+                                   to_string(r))),
+              std::string::npos)
+        << msg;
+  }
+}
+
 TEST(HfRecords, CanonicalLayerPattern) {
   using hf::canonical_layer_pattern;
   EXPECT_EQ(canonical_layer_pattern({false, false}), "global");

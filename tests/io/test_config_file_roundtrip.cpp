@@ -45,6 +45,9 @@ Config every_key_changed() {
   m.dyt_alpha_mlp = 0.15;
   m.dyt_alpha_final = 0.05;
   m.dyt_alpha_qk = 1.0 / 3.0;  // every bit kept
+  m.residual_scale = ResidualScale::layerscale;
+  m.layerscale_init = 1e-5;
+  m.skipinit_init = 0.125;
   m.qk_norm = QKNormKind::layernorm;
   m.qk_norm_scope = QKNormScope::full;
   m.qk_norm_position = QKNormPosition::post_rope;

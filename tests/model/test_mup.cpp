@@ -215,5 +215,20 @@ TEST(Mup, AtTheBaseWidthTheModelIsTheStandardOneBitForBit) {
   for (std::size_t i = 0; i < a.grads().size(); ++i) ASSERT_EQ(a.grads()[i], b.grads()[i]) << i;
 }
 
+// Residual branch scales under μP: LayerScale's (d_model) vector is vector-like (learning rate
+// unchanged, init as written), a ReZero / SkipInit scalar has no width dimension (fixed).
+TEST(Mup, ResidualScalesAreVectorLikeOrFixed) {
+  ModelConfig m = mup_model();  // width x2
+  m.residual_scale = ResidualScale::layerscale;
+  const ParamTable t = build_param_table(m, build_plan(m)).table;
+  EXPECT_EQ(spec(t, "blocks.0.attn.res_scale").width.ninf, 1);
+  EXPECT_DOUBLE_EQ(spec(t, "blocks.0.attn.res_scale").init_scale, m.layerscale_init);
+  EXPECT_DOUBLE_EQ(adam_lr_multiplier(spec(t, "blocks.1.mlp.res_scale")), 1.0);
+  m.residual_scale = ResidualScale::rezero;
+  const ParamTable r = build_param_table(m, build_plan(m)).table;
+  EXPECT_EQ(spec(r, "blocks.0.attn.res_scale").width.ninf, 0);
+  EXPECT_DOUBLE_EQ(adam_lr_multiplier(spec(r, "blocks.1.mlp.res_scale")), 1.0);
+}
+
 }  // namespace
 }  // namespace normlab::test

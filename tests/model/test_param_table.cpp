@@ -181,5 +181,44 @@ TEST(ParamTable, ExplicitDefaultsAreTheDefaults) {
   }
 }
 
+// model.residual_scale: one `res_scale` per sublayer, after the sublayer's norms, in the norm
+// group, not decayed, not a hidden matrix; a scalar (rezero, skipinit) or (d_model) (layerscale),
+// starting at 0, skipinit_init or layerscale_init; none declares nothing.
+TEST(ParamTable, ResidualScaleParameters) {
+  struct Want {
+    ResidualScale kind;
+    std::int64_t width;
+    double init;
+  };
+  ModelConfig m = small(Placement::post);
+  m.skipinit_init = 0.25;
+  m.layerscale_init = 1e-4;
+  for (const Want& w : {Want{ResidualScale::rezero, 1, 0.0}, Want{ResidualScale::skipinit, 1, 0.25},
+                        Want{ResidualScale::layerscale, 64, 1e-4}}) {
+    m.residual_scale = w.kind;
+    const ParamLayout lay = build_param_table(m, build_plan(m));
+    for (int l = 0; l < m.n_layer; ++l)
+      for (const char* sub : {"attn", "mlp"}) {
+        const std::string name = "blocks." + std::to_string(l) + "." + sub + ".res_scale";
+        const ParamSpec* s = lay.table.find(name);
+        ASSERT_NE(s, nullptr) << name;
+        EXPECT_EQ(s->shape, std::vector<std::int64_t>{w.width}) << name;
+        EXPECT_EQ(s->init, ParamInit::constant) << name;
+        EXPECT_EQ(s->init_scale, w.init) << name;
+        EXPECT_EQ(s->group, ParamGroup::norm) << name;
+        EXPECT_FALSE(s->decay) << name;
+        EXPECT_FALSE(s->hidden_matrix()) << name;
+        const SublayerSlots& sl = std::string(sub) == "attn" ? lay.slots.blocks[l].attn.res
+                                                             : lay.slots.blocks[l].mlp.res;
+        EXPECT_EQ(sl.scale, s->offset) << name;
+      }
+  }
+  m.residual_scale = ResidualScale::none;
+  const ParamLayout none = build_param_table(m, build_plan(m));
+  for (const ParamSpec& s : none.table.specs())
+    EXPECT_EQ(s.name.find("res_scale"), std::string::npos) << s.name;
+  EXPECT_EQ(none.slots.blocks[0].attn.res.scale, kNoSlot);
+}
+
 }  // namespace
 }  // namespace normlab

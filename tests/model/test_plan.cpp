@@ -135,5 +135,30 @@ TEST(Plan, Describe) {
             "x = N_post(2 * x + F(x))");
 }
 
+// model.residual_scale puts a scale on the branch output, before the add (after N_out), in every
+// sublayer: a scalar (rezero at 0, skipinit at skipinit_init) or per channel (layerscale).
+TEST(Plan, ResidualScale) {
+  ModelConfig m = with(Placement::post, 3);
+  m.residual_scale = ResidualScale::rezero;
+  m.skipinit_init = 0.5;  // not rezero's
+  for (const BlockPlan& b : build_plan(m).blocks)
+    for (const SublayerPlan& s : {b.attn, b.mlp}) {
+      EXPECT_EQ(s.branch_scale, BranchScale::scalar);
+      EXPECT_EQ(s.branch_scale_init, 0.0);
+    }
+  EXPECT_EQ(describe(build_plan(m).blocks[0].attn), "x = N_post(x + a * F(x))");
+  m.residual_scale = ResidualScale::skipinit;
+  EXPECT_EQ(build_plan(m).blocks[2].mlp.branch_scale_init, 0.5);
+  m.residual_scale = ResidualScale::layerscale;
+  m.layerscale_init = 1e-4;
+  m.placement = Placement::peri;
+  const SublayerPlan s = build_plan(m).blocks[1].mlp;
+  EXPECT_EQ(s.branch_scale, BranchScale::channel);
+  EXPECT_EQ(s.branch_scale_init, 1e-4);
+  EXPECT_EQ(describe(s), "x = x + diag(l) N_out(F(N_in(x)))");
+  m.residual_scale = ResidualScale::none;
+  EXPECT_EQ(build_plan(m).blocks[0].attn.branch_scale, BranchScale::none);
+}
+
 }  // namespace
 }  // namespace normlab

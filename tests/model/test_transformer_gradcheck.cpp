@@ -120,6 +120,14 @@ std::vector<Case> make_cases() {
         m.mup_base_head_dim = m.head_size() / 2;
         m.mup_output_mult = i == 6 ? 1.5 : 1.0;
       }
+      // The residual branch scale, every value but with DeepNorm (which refuses it); its
+      // parameters start away from 0 (SkipInit's and LayerScale's init keys; ReZero's 0 is moved
+      // by the perturbation below) so that the branches' gradients are not all zero.
+      const ResidualScale scales[] = {ResidualScale::none, ResidualScale::rezero,
+                                      ResidualScale::skipinit, ResidualScale::layerscale};
+      m.residual_scale = pl == Placement::deepnorm ? ResidualScale::none : scales[(i / 2 + pi) % 4];
+      m.skipinit_init = 0.5;
+      m.layerscale_init = 0.7;
       // Biases per projection group: none, all (the shorthand), q/k/v only, output + MLP.
       m.bias = i % 4 == 1;
       m.attn_qkv_bias = i % 4 == 2;
@@ -164,6 +172,8 @@ std::vector<Case> make_cases() {
         c.name += fmt::format("_win{}_{}", m.sliding_window,
                               w == 3 ? "list" : (w == 2 ? "every2" : "all"));
       if (m.rope_local_theta > 0) c.name += "_localrope";
+      if (m.residual_scale != ResidualScale::none)
+        c.name += fmt::format("_{}", to_string(m.residual_scale));
       if (m.rope_scaling != RopeScaling::none) c.name += fmt::format("_{}", to_string(m.rope_scaling));
       for (char& ch : c.name)
         if (ch == '.') ch = 'p';
@@ -332,6 +342,7 @@ TEST(ModelGradCheck, EveryOptionValueAppearsWithEveryPlacement) {
                             : m.layer_pattern.find(',') != std::string::npos ? "list"
                                                                              : m.layer_pattern);
       seen["local_rope"].insert(fmt::format("{}", m.rope_local_theta > 0));
+      seen["residual_scale"].insert(std::string(to_string(m.residual_scale)));
       if (m.pos == PosKind::rope) seen["rope_scaling"].insert(std::string(to_string(m.rope_scaling)));
       if (pl == Placement::mix) {
         const ModelPlan plan = build_plan(m);
@@ -348,6 +359,8 @@ TEST(ModelGradCheck, EveryOptionValueAppearsWithEveryPlacement) {
         {"norm_gain_offset", 2}, {"embed_scale", 2}, {"attn_scale", 2}, {"parametrization", 2},
         {"kv", 3},  // MHA, GQA, MQA
         {"head_dim", 2}, {"biases", 4}, {"window", 4}, {"local_rope", 2}, {"rope_scaling", 3}};
+    // Every residual scale where the placement allows it; DeepNorm allows none.
+    want["residual_scale"] = pl == Placement::deepnorm ? 1 : 4;
     if (pl == Placement::mix) {
       want["mix_post_blocks"] = 3;  // 0 (all pre), 2 and 3 (all post) of 3 blocks
       want["final_norm"] = 2;       // all post has none

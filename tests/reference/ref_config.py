@@ -35,6 +35,9 @@ DEFAULTS = {
         "dyt_alpha_mlp": 0.2,
         "dyt_alpha_final": 0.2,
         "dyt_alpha_qk": 0.5,
+        "residual_scale": "none",
+        "layerscale_init": 0.1,
+        "skipinit_init": 0.0,
         "qk_norm": "none",
         "qk_norm_scope": "head",
         "qk_norm_position": "pre_rope",
@@ -84,6 +87,7 @@ DEFAULTS = {
 CHOICES = {
     "placement": ("post", "pre", "peri", "reordered", "deepnorm", "mix"),
     "norm": ("layernorm", "rmsnorm", "dyt", "derf"),
+    "residual_scale": ("none", "rezero", "skipinit", "layerscale"),
     "qk_norm": ("none", "rmsnorm", "layernorm", "dyt", "derf"),
     "qk_norm_scope": ("head", "full"),
     "qk_norm_position": ("pre_rope", "post_rope"),

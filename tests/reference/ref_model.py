@@ -71,7 +71,8 @@ def block_plans(model_cfg):
 class ParamSpec:
     name: str
     shape: tuple
-    kind: str  # "embedding", "linear" (a matrix), "gain", "bias", "alpha", "shift" (scalars)
+    kind: str  # "embedding", "linear" (a matrix), "gain", "bias", "alpha", "shift" (scalars),
+    #            "res_scale" (the residual branch scale: (1,) or (d_model,))
 
 
 class RefModel:
@@ -141,6 +142,9 @@ class RefModel:
                     self._norm_specs(f"{p}.norm_out", m["norm"], C, specs)
                 if plan.norm_after_add:
                     self._norm_specs(f"{p}.norm_post", m["norm"], C, specs)
+                if m["residual_scale"] != "none":  # README: "Residual branch scale"
+                    width = C if m["residual_scale"] == "layerscale" else 1
+                    specs.append(ParamSpec(f"{p}.res_scale", (width,), "res_scale"))
         if self.has_final_norm:
             self._norm_specs("final_norm", m["norm"], C, specs)
         if not m["tie_embeddings"]:
@@ -157,7 +161,8 @@ class RefModel:
 
     def decayed(self, name):
         """README: decay linear weights and lm_head; embeddings iff decay_embeddings (a tied
-        tok_emb.weight is an embedding); never norm gains, biases, alphas or shifts."""
+        tok_emb.weight is an embedding); never norm gains, biases, alphas, shifts or residual
+        branch scales."""
         kind = {s.name: s.kind for s in self.specs}[name]
         if kind == "linear":
             return True
@@ -167,7 +172,8 @@ class RefModel:
 
     def random_params(self, seed, dtype=torch.float32):
         """Random, non-trivial values for every parameter: effective norm gains g0 + w spread over
-        [0.5, 1.5], biases ~ N(0, 0.2^2), DyT/Derf alphas over [0.5, 1.5] (so that tanh and erf
+        [0.5, 1.5], biases ~ N(0, 0.2^2), DyT/Derf alphas and residual branch scales over [0.5, 1.5]
+        (so that tanh and erf
         both bend and saturate), Derf shifts ~ N(0, 0.2^2), linear weights ~ N(0, 1/fan_in) (q/k
         rows a bit larger so that soft-caps saturate), embeddings ~ N(0, 0.5^2). Rounded to
         float32 so that the oracle and normlab start from the same numbers."""
@@ -179,7 +185,7 @@ class RefModel:
                 t = torch.rand(s.shape, generator=gen, dtype=torch.float64) + 0.5 - g0
             elif s.kind in ("bias", "shift"):
                 t = 0.2 * torch.randn(s.shape, generator=gen, dtype=torch.float64)
-            elif s.kind == "alpha":
+            elif s.kind in ("alpha", "res_scale"):
                 t = torch.rand(s.shape, generator=gen, dtype=torch.float64) + 0.5
             elif s.kind == "embedding":
                 t = 0.5 * torch.randn(s.shape, generator=gen, dtype=torch.float64)
@@ -303,10 +309,14 @@ class RefModel:
         return self._linear(a, params, f"{prefix}.w_out")
 
     def sublayer(self, x, params, prefix, plan, branch):
-        """u = N_in(x)?; f = F(u); g = N_out(f)?; s = alpha x + g; x' = N_post(s)?"""
+        """u = N_in(x)?; f = F(u); g = N_out(f)?; s = alpha x + a * g; x' = N_post(s)?
+        (a: the residual branch scale, a scalar or one value per channel, broadcast over the
+        last dimension; 1 when model.residual_scale = none)"""
         u = self.norm(x, params, f"{prefix}.norm_in") if plan.norm_in else x
         f = branch(u, params, prefix)
         g = self.norm(f, params, f"{prefix}.norm_out") if plan.norm_out else f
+        if self.m["residual_scale"] != "none":
+            g = params[f"{prefix}.res_scale"] * g
         s = plan.alpha * x + g
         return self.norm(s, params, f"{prefix}.norm_post") if plan.norm_after_add else s
 

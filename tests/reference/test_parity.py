@@ -39,6 +39,7 @@ QK_NORMS = [("none", "head", "pre_rope"), ("rmsnorm", "head", "pre_rope"),
             ("layernorm", "head", "post_rope"), ("dyt", "head", "pre_rope"),
             ("derf", "full", "post_rope")]
 MLPS = ref_config.CHOICES["mlp"]
+RESIDUAL_SCALES = ref_config.CHOICES["residual_scale"]
 
 
 def _parity(x):
@@ -72,6 +73,10 @@ def case_config(placement, i):
     }
     if placement == "mix":  # ceil(ratio * 3) post blocks: 2 (final norm), 3 (none), 1
         model["mix_ratio"] = {0: 1.0, 3: 0.2}.get(i % 5, 0.5)
+    # The residual branch scale cycles through its values (DeepNorm refuses every one but none);
+    # random_params starts the scales over [0.5, 1.5], so the init keys do not matter here.
+    if placement != "deepnorm":
+        model["residual_scale"] = RESIDUAL_SCALES[(i + pi) % 4]
     # eps = 1e-4, not 1e-8: Adam's step g / (|g| + eps) has slope 1 / eps at g = 0, so with
     # eps = 1e-8 float32 round-off in near-zero gradients (exactly zero ones included: the key
     # bias under a shift-invariant softmax) moves parameters by up to lr per step, and no two
@@ -102,6 +107,8 @@ def describe(cfg):
         parts.append(f"zloss={cfg['train']['z_loss']:g}")
     if m["placement"] == "mix":
         parts.append(f"mix_ratio={m['mix_ratio']:g}")
+    if m["residual_scale"] != "none":
+        parts.append(m["residual_scale"])
     for key, default in (("norm_gain_offset", 0.0), ("embed_scale", 1.0), ("attn_scale", 0.0)):
         if m[key] != default:
             parts.append(f"{key}={m[key]:g}")
@@ -216,7 +223,7 @@ def test_design_covers_every_option_with_every_placement():
         "norm_gain_offset": {0.0, 1.0}, "embed_scale": {1.0, 4.0}, "attn_scale": {0.0, 0.3},
     }
     for p in PLACEMENTS:
-        seen = {k: set() for k in wanted}
+        seen = {k: set() for k in list(wanted) + ["residual_scale"]}
         for _, cfg in (c for c in CASES if c[1]["model"]["placement"] == p):
             m = cfg["model"]
             seen["norm"].add((m["norm"], m["norm_bias"]))
@@ -228,9 +235,10 @@ def test_design_covers_every_option_with_every_placement():
             seen["bias"].add(m["bias"])
             seen["tie"].add(m["tie_embeddings"])
             seen["n_head"].add(m["n_head"])
-            for k in ("norm_gain_offset", "embed_scale", "attn_scale"):
+            for k in ("norm_gain_offset", "embed_scale", "attn_scale", "residual_scale"):
                 seen[k].add(m[k])
-        for k, values in wanted.items():
+        want = dict(wanted, residual_scale={"none"} if p == "deepnorm" else set(RESIDUAL_SCALES))
+        for k, values in want.items():
             assert seen[k] == values, f"placement {p}: option {k} covers {seen[k]}, want {values}"
     mix_ratios = {c["model"]["mix_ratio"] for _, c in CASES if c["model"]["placement"] == "mix"}
     assert mix_ratios == {0.2, 0.5, 1.0}

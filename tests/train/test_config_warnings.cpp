@@ -90,5 +90,28 @@ TEST(ConfigWarnings, DytKeysWithoutDytSites) {
   EXPECT_TRUE(config_warnings(c, 8).empty());
 }
 
+TEST(ConfigWarnings, ResidualScaleInitKeysOfAnotherScale) {
+  Config c;
+  c.model.layerscale_init = 1e-4;  // model.residual_scale = none
+  c.model.skipinit_init = 0.1;
+  auto w = config_warnings(c, 8);
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[0], "model.layerscale_init has no effect with model.residual_scale = none (it is "
+                  "the initial value of layerscale's scale)");
+  EXPECT_EQ(w[1], "model.skipinit_init has no effect with model.residual_scale = none (it is the "
+                  "initial value of skipinit's scale)");
+  c.model.residual_scale = ResidualScale::rezero;  // starts at 0 whatever skipinit_init says
+  w = config_warnings(c, 8);
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[1].rfind("model.skipinit_init has no effect with model.residual_scale = rezero", 0),
+            0u);
+  c.model.residual_scale = ResidualScale::layerscale;
+  w = config_warnings(c, 8);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0].rfind("model.skipinit_init has no effect", 0), 0u);
+  c.model.skipinit_init = Config{}.model.skipinit_init;
+  EXPECT_TRUE(config_warnings(c, 8).empty());
+}
+
 }  // namespace
 }  // namespace normlab

@@ -46,17 +46,13 @@ import harness  # noqa: E402
 from ref_config import make_config  # noqa: E402
 from ref_model import RefModel  # noqa: E402
 
+from xt_block import f32, link_linears, reference  # noqa: E402
 from x_transformers.x_transformers import Derf, DynamicTanh, TransformerBlock  # noqa: E402
 
 torch.set_num_threads(1)
 
 SITE_TOL = 2e-6
 B, T, C, H, F_, V = 2, 8, 16, 2, 24, 32
-
-
-def f32(t):
-    """A float64 tensor of float32-representable values."""
-    return t.float().double()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -237,15 +233,7 @@ def block_params(block, kind, placement, params):
             if kind == "derf":
                 params[ours + "shift"] = tp[pre + "s"].detach().reshape(1).float()
                 grads[ours + "shift"] = lambda n=pre + "s": tp[n].grad.reshape(1)
-    a, m = "layers.0.1.", "layers.1.1.ff."
-    qkv = [a + "to_q.weight", a + "to_k.weight", a + "to_v.weight"]
-    params["blocks.0.attn.wqkv.weight"] = torch.cat([tp[n].detach() for n in qkv]).float()
-    grads["blocks.0.attn.wqkv.weight"] = lambda: torch.cat([tp[n].grad for n in qkv])
-    for ours, theirs in (("attn.wo.weight", a + "to_out.weight"),
-                         ("mlp.w_in.weight", m + "0.0.weight"), ("mlp.w_in.bias", m + "0.0.bias"),
-                         ("mlp.w_out.weight", m + "2.weight"), ("mlp.w_out.bias", m + "2.bias")):
-        params["blocks.0." + ours] = tp[theirs].detach().float()
-        grads["blocks.0." + ours] = lambda n=theirs: tp[n].grad
+    link_linears(tp, params, grads, "layers.0.1.", "layers.1.1.ff.")
     return grads
 
 
@@ -255,17 +243,7 @@ def block_case(kind, placement, extra, seed):
     block = x_block(kind, extra, seed)
     params = model.random_params(seed=seed + 1)
     grads = block_params(block, kind, placement, params)
-    names = set(model.block_param_names())
-    assert set(grads) == names, sorted(set(grads) ^ names)
-    gen = torch.Generator().manual_seed(seed + 2)
-    x = f32(1.5 * torch.randn(B, T, C, generator=gen, dtype=torch.float64))
-    dy = f32(torch.randn(B, T, C, generator=gen, dtype=torch.float64))
-    xr = x.clone().requires_grad_(True)
-    y = block(xr)
-    block.zero_grad()
-    (y * dy).sum().backward()
-    ref = {"y": y.detach(), "dx": xr.grad}
-    ref.update({f"grad.{n}": g() for n, g in grads.items()})
+    x, dy, ref = reference(block, model, grads, seed + 2)
     return cfg, model, params, x, dy, ref
 
 

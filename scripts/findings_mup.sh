@@ -20,15 +20,11 @@ JOBS=${JOBS:-2}
 WIDE=${WIDE:-1}
 LONG=${LONG:-1}
 WARMUP=$(( STEPS / 10 ))
-COMMON=(--set model.n_layer=4 --set model.placement=pre --set model.seq_len=64
-        --set model.mlp=gelu --set model.pos=rope --set train.batch_size=8
-        --set train.steps="$STEPS" --set train.eval_interval="$STEPS" --set train.eval_batches=8
-        --set train.log_interval=5 --set diag.interval=25 --set optim.warmup_steps="$WARMUP"
-        --set optim.schedule=cosine --set optim.min_lr_ratio=0.1 --set model.mup_base_width=64)
+source scripts/findings_ladder.sh
+COMMON+=(--set model.mup_base_width=64)
 PARAMS=model.parametrization=standard,mup
 ADAMW_LRS=optim.lr=1.25e-4,2.5e-4,5e-4,1e-3,2e-3,4e-3,8e-3,1.6e-2,3.2e-2,6.4e-2
 MUON_LRS=optim.lr=2.5e-3,5e-3,1e-2,2e-2,4e-2,8e-2,0.16,0.32
-width() { echo --set model.d_model=$1 --set model.n_head=$(( $1 / 32 )) --set model.d_ff=$(( 4 * $1 )); }
 mkdir -p "$OUT/mup"
 for d in 256 128 64; do
   W=($(width $d))

@@ -19,13 +19,8 @@ STEPS=${STEPS:-150}
 JOBS=${JOBS:-2}
 PART=${PART:-all}
 WARMUP=$(( STEPS / 10 ))
-COMMON=(--set model.n_layer=4 --set model.placement=pre --set model.seq_len=64
-        --set model.mlp=gelu --set model.pos=rope --set train.batch_size=8
-        --set train.steps="$STEPS" --set train.eval_interval="$STEPS" --set train.eval_batches=8
-        --set train.log_interval=5 --set diag.interval=25 --set optim.warmup_steps="$WARMUP"
-        --set optim.schedule=cosine --set optim.min_lr_ratio=0.1)
+source scripts/findings_ladder.sh
 LRS=optim.lr=1e-4:1:7log
-width() { echo --set model.d_model=$1 --set model.n_head=$(( $1 / 32 )) --set model.d_ff=$(( 4 * $1 )); }
 
 if [ "$PART" = all ] || [ "$PART" = 11 ]; then
   mkdir -p "$OUT/optim"

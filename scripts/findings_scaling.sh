@@ -24,11 +24,7 @@ STEPS=${STEPS:-150}
 JOBS=${JOBS:-2}
 WARMUP=$(( STEPS / 10 ))
 mkdir -p "$OUT/scaling"
-COMMON=(--set model.n_layer=4 --set model.placement=pre --set model.seq_len=64
-        --set model.mlp=gelu --set model.pos=rope --set train.batch_size=8
-        --set train.steps="$STEPS" --set train.eval_interval="$STEPS" --set train.eval_batches=8
-        --set train.log_interval=5 --set diag.interval=25 --set optim.warmup_steps="$WARMUP"
-        --set optim.schedule=cosine --set optim.min_lr_ratio=0.1)
+source scripts/findings_ladder.sh
 LRS=optim.lr=1e-4:1:7log
 # Largest width first: with -j 2 the long runs start early and the short ones fill in.
 for d in 384 256 128 64; do

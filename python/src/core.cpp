@@ -3,7 +3,6 @@
 // library (include/normlab, src/lab, src/report) as the CLI does, exchanges structured results as
 // JSON text (the same JSON the CLI writes, so the numbers are the same), hands out parameters and
 // gradients as zero-copy numpy views owned by the Model, and releases the GIL while computing.
-#include <algorithm>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -247,8 +246,6 @@ std::string coordcheck(const Config& base, const std::vector<int>& widths,
   if (seeds < 1) problems.push_back(fmt::format("seeds: {} is not >= 1", seeds));
   if (!problems.empty()) throw ConfigError(problems);
   s.widths = widths;
-  std::sort(s.widths.begin(), s.widths.end());
-  s.widths.erase(std::unique(s.widths.begin(), s.widths.end()), s.widths.end());
   s.steps = steps;
   s.seeds = seeds;
   const CoordcheckResult r = run_coordcheck(base, s);

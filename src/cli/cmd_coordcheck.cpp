@@ -1,8 +1,6 @@
 // `normlab coordcheck`: the coordinate check (lab/coordcheck.h) of a config at several widths,
 // under the standard parametrization and μP by default: a table, coordcheck.json, coordcheck.md and
 // coordcheck.svg; --json prints the JSON instead of the table.
-#include <algorithm>
-
 #include <fmt/format.h>
 
 #include "cli/commands.h"
@@ -47,8 +45,6 @@ void add_coordcheck(CLI::App& app, Action& action) {
       const Config base = o->cfg.load();
       CoordcheckSettings s;
       s.widths = o->widths;
-      std::sort(s.widths.begin(), s.widths.end());
-      s.widths.erase(std::unique(s.widths.begin(), s.widths.end()), s.widths.end());
       s.parametrizations = parse_enums<Parametrization>(o->parametrizations);
       s.steps = o->steps;
       s.seeds = o->seeds;

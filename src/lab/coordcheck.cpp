@@ -1,5 +1,6 @@
 #include "lab/coordcheck.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -74,8 +75,11 @@ double CoordcheckResult::slope(Parametrization p, std::size_t a, int t) const {
   return (n * sxy - sx * sy) / den;
 }
 
-CoordcheckResult run_coordcheck(const Config& base, const CoordcheckSettings& s,
+CoordcheckResult run_coordcheck(const Config& base, const CoordcheckSettings& settings,
                                 const std::function<void(const CoordcheckCurve&)>& on_curve) {
+  CoordcheckSettings s = settings;
+  std::sort(s.widths.begin(), s.widths.end());
+  s.widths.erase(std::unique(s.widths.begin(), s.widths.end()), s.widths.end());
   if (s.widths.size() < 2) throw InputError("the coordinate check needs at least two widths");
   if (s.steps < 1 || s.seeds < 1) throw InputError("the coordinate check needs steps >= 1 and seeds >= 1");
   std::vector<Config> cfgs;  // every config checked before anything runs

@@ -20,7 +20,7 @@
 namespace normlab {
 
 struct CoordcheckSettings {
-  std::vector<int> widths;                         // d_model of each model, increasing
+  std::vector<int> widths;                         // d_model of each model (run increasing, once each)
   std::vector<Parametrization> parametrizations;   // each run at every width
   int steps = 5;   // updates; activations are recorded before each and after the last (steps + 1)
   int seeds = 3;   // initialisations averaged over (train.seed, + 1, ...), on the same batches

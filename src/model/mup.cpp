@@ -23,7 +23,6 @@ WidthShape width_shape(const std::vector<std::int64_t>& shape,
     if (shape[i] == base[i]) continue;
     const double mult = static_cast<double>(shape[i]) / static_cast<double>(base[i]);
     ++w.ninf;
-    w.main_mult = mult;  // the last width dimension wins
     if (n >= 2 && i == 1) w.fan_in_mult = mult;
     if (n >= 2 && i == 0) w.fan_out_mult = mult;
   }

@@ -28,7 +28,6 @@ struct WidthShape {
   int ninf = 0;              // width dimensions: 2 "matrix-like", 1 "vector-like", 0 fixed
   double fan_in_mult = 1;    // of the last dimension (2-D: in), 1 when it is not a width
   double fan_out_mult = 1;   // of the first dimension (2-D: out)
-  double main_mult = 1;      // of the last width dimension (mup's width_mult()), 1 without one
 };
 
 struct ParamSpec {

@@ -93,7 +93,7 @@ TEST(Mup, WidthShapesAndInitScalesFollowTheBase) {
   // Embedding, head, gains: one width dimension, init as written.
   for (const char* n : {"tok_emb.weight", "lm_head.weight"}) {
     EXPECT_EQ(spec(t, n).width.ninf, 1) << n;
-    EXPECT_DOUBLE_EQ(spec(t, n).width.main_mult, 2.0) << n;
+    EXPECT_DOUBLE_EQ(spec(t, n).width.fan_in_mult, 2.0) << n;  // (V, C): C is the width
     EXPECT_DOUBLE_EQ(spec(t, n).init_scale, sd) << n;
   }
   EXPECT_EQ(spec(t, "final_norm.weight").width.ninf, 1);

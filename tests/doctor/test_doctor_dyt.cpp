@@ -56,7 +56,8 @@ TEST(DoctorDyt, AGrowingResidualStreamSaturatesTheDytSites) {
     EXPECT_GE(v.get<double>(), DoctorThresholds::kDytSaturated) << site;
   EXPECT_TRUE(any_contains(f->evidence, "alpha"));
   EXPECT_TRUE(any_contains(f->remedies, "model.norm=rmsnorm"));
-  EXPECT_TRUE(any_contains(f->remedies, "model.dyt_alpha_"));
+  EXPECT_TRUE(any_contains(f->remedies, "model.init_std"));
+  EXPECT_TRUE(any_contains(f->evidence, "model.dyt_alpha_"));
 }
 
 TEST(DoctorDyt, SitesInTheWorkingRangeAreNotFlagged) {
@@ -103,7 +104,7 @@ TEST(DoctorDyt, OneSaturatedRecordIsATransientTwoAreAFinding) {
   EXPECT_EQ(f->values["step"], 30);
   EXPECT_TRUE(f->values["sites"].contains("blocks.1.mlp.norm_in"));
   EXPECT_FALSE(f->values["sites"].contains("blocks.0.attn.norm_in"));
-  EXPECT_TRUE(any_contains(f->remedies, "model.dyt_alpha_mlp"));
+  EXPECT_TRUE(any_contains(f->evidence, "model.dyt_alpha_mlp"));
   EXPECT_TRUE(any_contains(f->evidence, "input RMS 4"));
 }
 
@@ -111,7 +112,7 @@ TEST(DoctorDyt, TheQkSitesNameTheQkAlpha) {
   const Diagnosis d = diagnose_dyt(dyt_records({10, 15, 20}, "blocks.1.attn.k_norm"));
   const DoctorFinding* f = find(d, "dyt_saturation");
   ASSERT_NE(f, nullptr) << d.verdict();
-  EXPECT_TRUE(any_contains(f->remedies, "model.dyt_alpha_qk"));
+  EXPECT_TRUE(any_contains(f->evidence, "model.dyt_alpha_qk"));
 }
 
 }  // namespace

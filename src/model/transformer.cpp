@@ -38,10 +38,28 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
     lm_head_ = layout.slots.lm_head;
     final_norm_ = layout.slots.final_norm;
     blocks_ = std::move(layout.slots.blocks);
+    sigma_ = std::move(layout.slots.sigma);
   }
   if (allocate) {
     params_.assign(table_.total(), T(0));
     grads_.assign(table_.total(), T(0));
+  }
+  if (!sigma_.empty()) {
+    sigma_site_.assign(table_.specs().size(), -1);
+    long hat = 0, largest = 0;
+    for (std::size_t k = 0; k < sigma_.size(); ++k) {
+      const SigmaSlots& ss = sigma_[k];
+      sigma_site_[spec_at(table_, ss.w)] = static_cast<int>(k);
+      sigma_hat_off_.push_back(hat);
+      sigma_val_off_.push_back(static_cast<int>(sigma_val_.size()));
+      sigma_val_.resize(sigma_val_.size() + ss.rows.size(), 1.0);
+      hat += static_cast<long>(ss.out) * ss.in;
+      largest = std::max(largest, static_cast<long>(ss.out) * ss.in);
+    }
+    if (allocate) {
+      sigma_hat_.assign(hat, T(0));
+      sigma_dw_hat_.assign(largest, T(0));
+    }
   }
 
   for (int l = 0; l < cfg_.n_layer; ++l) {
@@ -218,6 +236,7 @@ void Transformer<T>::init_params(std::uint64_t seed) {
       for (long i = 0; i < rs.rows * cols; ++i) r[i] *= static_cast<T>(rs.scale);
     }
   }
+  init_sigma_reparam();
 }
 
 template <class T>
@@ -342,6 +361,7 @@ const T* Transformer<T>::final_hidden() const {
 template <class T>
 LossStats Transformer<T>::forward(const int* idx, const int* targets, int B, int Tn,
                                   double z_alpha, bool need_grad, double grad_scale) {
+  sigma_refresh();
   embed(idx, B, Tn);
   check_tokens(targets, static_cast<long>(B) * Tn, "target");
   body_forward(0, cfg_.n_layer);
@@ -437,6 +457,7 @@ void Transformer<T>::block_forward(int l, const T* x, T* y, int B, int Tn) {
   B_ = B;
   T_ = Tn;
   const long n = static_cast<long>(B) * Tn * cfg_.d_model;
+  sigma_refresh();
   std::memcpy(res_[2 * l], x, sizeof(T) * n);
   body_forward(l, l + 1);
   std::memcpy(y, res_[2 * l + 2], sizeof(T) * n);

@@ -16,7 +16,7 @@ namespace {
 constexpr int kSigmaO = 6, kSigmaI = 5;
 constexpr long kSigmaN = static_cast<long>(kSigmaO) * kSigmaI;
 
-Vec unit(Vec x) {
+Vec sigma_unit(Vec x) {
   double s = 0;
   for (double v : x) s += v * v;
   for (double& v : x) v /= std::sqrt(s);
@@ -31,7 +31,7 @@ GradCase sigma_case(ops::Accum accum, Rng& rng) {
   ops::sigma_power_converge(u.data(), v.data(), W.data(), kSigmaO, kSigmaI);
   for (double& x : u) x += 0.1 * rng.normal();
   for (double& x : v) x += 0.1 * rng.normal();
-  c.inputs = {W, {1.7}, unit(u), unit(v)};
+  c.inputs = {W, {1.7}, sigma_unit(u), sigma_unit(v)};
   c.differentiable = {true, true, false, false};
   c.forward = [](const std::vector<Vec>& in) {
     Vec y(kSigmaN);
@@ -76,10 +76,10 @@ TEST(Ops, SigmaPowerStepIsItsFormula) {
   Vec ur(kSigmaO, 0.0), vr(kSigmaI, 0.0);
   for (int o = 0; o < kSigmaO; ++o)
     for (int i = 0; i < kSigmaI; ++i) ur[o] += W[o * kSigmaI + i] * v0[i];
-  ur = unit(ur);
+  ur = sigma_unit(ur);
   for (int o = 0; o < kSigmaO; ++o)
     for (int i = 0; i < kSigmaI; ++i) vr[i] += W[o * kSigmaI + i] * ur[o];
-  vr = unit(vr);
+  vr = sigma_unit(vr);
   for (int o = 0; o < kSigmaO; ++o) EXPECT_NEAR(u[o], ur[o], 1e-14);
   for (int i = 0; i < kSigmaI; ++i) EXPECT_NEAR(v[i], vr[i], 1e-14);
   // sigma = u^T W v

@@ -21,13 +21,13 @@ int Transformer<T>::sigma_site(long off) const {
 template <class T>
 const T* Transformer<T>::weight(long off) {
   const int k = sigma_site(off);
-  return k < 0 ? p(off) : sigma_hat_.data() + sigma_hat_off_[k];
+  return k < 0 ? p(off) : sigma_hat_[k];
 }
 
 template <class T>
 typename Transformer<T>::WeightGrad Transformer<T>::weight_grad(long off) {
   if (sigma_site(off) < 0) return {g_raw(off), grad_accum(off)};
-  return {sigma_dw_hat_.data(), ops::Accum::overwrite};
+  return {sigma_dw_hat_, ops::Accum::overwrite};
 }
 
 template <class T>
@@ -45,7 +45,7 @@ void Transformer<T>::finish_weight_grad(long off) {
   long row0 = 0;
   for (std::size_t b = 0; b < ss.rows.size(); ++b) {
     const long at = row0 * ss.in;
-    ops::sigma_reparam_backward(dw + at, dgamma + b, sigma_dw_hat_.data() + at, w + at, u + row0,
+    ops::sigma_reparam_backward(dw + at, dgamma + b, sigma_dw_hat_ + at, w + at, u + row0,
                                 v + static_cast<long>(b) * ss.in, gamma[b],
                                 sigma_val_[sigma_val_off_[k] + b], ss.rows[b], ss.in, accum);
     row0 += ss.rows[b];
@@ -60,7 +60,7 @@ void Transformer<T>::sigma_refresh() {
     const T* u = p(ss.u);
     const T* v = p(ss.v);
     const T* gamma = p(ss.gamma);
-    T* hat = sigma_hat_.data() + sigma_hat_off_[k];
+    T* hat = sigma_hat_[k];
     long row0 = 0;
     for (std::size_t b = 0; b < ss.rows.size(); ++b) {
       const long at = row0 * ss.in;

@@ -269,15 +269,14 @@ class Transformer {
   mutable std::vector<unsigned char> unfilled_;
 
   long tok_emb_ = kNone, pos_emb_ = kNone, lm_head_ = kNone;
-  // σReparam: the reparametrized weights (param_table.h), and per weight W_hat, its offset, and
-  // the sigma of each row block as the last refresh computed it.
+  // σReparam: the reparametrized weights (param_table.h), and per weight its W_hat (in the
+  // activation arena) and the sigma of each row block as the last refresh computed it.
   std::vector<SigmaSlots> sigma_;
   std::vector<int> sigma_site_;       // per table entry: index into sigma_, or -1
-  std::vector<long> sigma_hat_off_;   // per weight: offset of its W_hat in sigma_hat_
-  std::vector<T> sigma_hat_;          // every W_hat (O, I), concatenated
+  std::vector<T*> sigma_hat_;         // per weight: W_hat (O, I)
   std::vector<int> sigma_val_off_;    // per weight: its first row block in sigma_val_
   std::vector<double> sigma_val_;     // per row block: sigma = u^T W v
-  std::vector<T> sigma_dw_hat_;       // scratch: dL/dW_hat of one weight (the largest O x I)
+  T* sigma_dw_hat_ = nullptr;         // scratch: dL/dW_hat of one weight (the largest O x I)
   NormSlots final_norm_;
   std::vector<BlockSlots> blocks_;
   // Per layer, from the config once: the attention window (0 = global) and whether the layer

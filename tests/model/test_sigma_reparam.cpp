@@ -156,8 +156,12 @@ TEST(SigmaReparam, OnePowerStepPerTrainingStep) {
     for (const ParamSpec& s : t.table().specs()) {
       double n = 0;
       for (long i = 0; i < s.numel; ++i) n += std::fabs(t.grads()[s.offset + i]);
-      if (!s.trained) EXPECT_EQ(n, 0.0) << s.name;
-      if (s.name.ends_with(".sigma_gamma")) EXPECT_GT(n, 0.0) << s.name;
+      if (!s.trained) {
+        EXPECT_EQ(n, 0.0) << s.name;
+      }
+      if (s.name.ends_with(".sigma_gamma")) {
+        EXPECT_GT(n, 0.0) << s.name;
+      }
     }
   }
 }

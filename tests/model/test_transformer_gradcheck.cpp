@@ -128,8 +128,8 @@ std::vector<Case> make_cases() {
       m.residual_scale = pl == Placement::deepnorm ? ResidualScale::none : scales[(i / 2 + pi) % 4];
       m.skipinit_init = 0.5;
       m.layerscale_init = 0.7;
-      // σReparam on three of every eight cases (with μP, GQA, gated MLPs and biases among them).
-      m.sigma_reparam = i % 3 == 1;
+      // σReparam on four of every eight cases (with μP, GQA, gated MLPs and biases among them).
+      m.sigma_reparam = i % 3 == 1 || i == 2;
       // Biases per projection group: none, all (the shorthand), q/k/v only, output + MLP.
       m.bias = i % 4 == 1;
       m.attn_qkv_bias = i % 4 == 2;

@@ -223,7 +223,7 @@ def test_sigma_reparam_matches_torch_spectral_norm(case_id, over, tmp_path, summ
     for n, (rel, ab) in errs.items():
         kind = ("u/v after" if n.endswith(("sigma_u", "sigma_v")) else
                 "gamma grad" if n.startswith("grad.") and n.endswith("sigma_gamma") else
-                "W grad" if n.startswith("grad.") and n.rsplit(".", 1)[0] in sig.rows else
+                "W grad" if n.startswith("grad.") and n[5:].rsplit(".", 1)[0] in sig.rows else
                 n.split(".")[0])
         w = worst.setdefault(kind, [0.0, 0.0])
         w[0], w[1] = max(w[0], rel), max(w[1], ab)

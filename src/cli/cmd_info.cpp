@@ -88,7 +88,8 @@ void add_info(CLI::App& app, Action& action) {
                    res.shift || qkt.shift ? "; Derf's shift s starts at 0" : "");
       // The residual branch scale (model.residual_scale): its width and starting value, the same
       // in every sublayer.
-      if (!plan.blocks.empty() && plan.blocks[0].attn.branch_scale != BranchScale::none) {
+      if (!plan.blocks.empty() && plan.blocks[0].attn.branch_scale != BranchScale::none &&
+          plan.blocks[0].attn.branch_scale != BranchScale::lerp) {
         const SublayerPlan& sp = plan.blocks[0].attn;
         fmt::print("residual branch scale (model.residual_scale = {}): {} per sublayer, starting "
                    "at {}\n",

@@ -297,6 +297,10 @@ HfFamily hf_family_for(const ModelConfig& m) {
       p.push_back(fmt::format("model.residual_scale = {}: no supported transformers family has a "
                               "learnable scale on the residual branches",
                               to_string(m.residual_scale)));
+    if (m.placement == Placement::ngpt)
+      p.push_back("model.placement = ngpt: no supported transformers family is a normalized "
+                  "Transformer (unit-norm states and weights, learned eigen learning rates and "
+                  "scales s_qk, s_u, s_v, s_z)");
     if (!p.empty()) throw ConfigError(std::move(p));
   }
   Placement placement = m.placement;

@@ -67,7 +67,9 @@ class Optimizer {
 
   OptimizerKind kind() const { return cfg_.name; }
   // One step at learning rate lr (the schedule's value for optim.lr) on the gradients
-  // grad_scale * grads, then QK-Clip when optim.qk_clip > 0.
+  // grad_scale * grads, then QK-Clip when optim.qk_clip > 0, then the parameter table's
+  // constraints (ParamSpec::unit_norm: nGPT's unit-norm rows and columns, restored after every
+  // step whichever optimizer took it).
   void update(std::span<T> params, std::span<T> grads, double lr, double grad_scale = 1.0,
               const StepSignals& signals = {});
   // The state by name (checkpoints, Python), in a fixed order. Arenas live as long as the

@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""The tables and figure of finding 14 (docs/findings.md) from the sweeps scripts/findings_ngpt.sh
+wrote: per arm (Pre-Norm, nGPT) the final validation loss at every learning rate, the best one, the
+learning-rate sensitivity (the sweeps' definition: mean over the grid of min(final val loss,
+ln 256) minus the best), and the steps each arm's best run needs to reach targets set by Pre-Norm's
+best run (its final loss and its loss at 1/4, 1/2 of the run), linearly interpolated between the
+evaluations (every 25 steps). Markdown on stdout; with --svg DIR, DIR/ngpt.svg: validation loss
+against step of each arm's best run, and final validation loss against the learning rate.
+
+    python3 scripts/findings_ngpt_tables.py runs/findings [--svg docs/findings]
+"""
+import json
+import math
+import pathlib
+import sys
+
+ARGS = [a for a in sys.argv[1:] if not a.startswith("--")]
+SVG_DIR = pathlib.Path(sys.argv[sys.argv.index("--svg") + 1]) if "--svg" in sys.argv else None
+if SVG_DIR is not None and str(SVG_DIR) in ARGS:
+    ARGS.remove(str(SVG_DIR))
+ROOT = pathlib.Path(ARGS[0] if ARGS else "runs/findings") / "ngpt"
+ARMS = [("pre", "Pre-Norm"), ("ngpt", "nGPT")]
+COLORS = {"pre": "#0072b2", "ngpt": "#d55e00"}
+INIT = math.log(256)
+
+
+def runs(arm):
+    """[(lr, final val loss or None, [(step, val loss)])] sorted by lr."""
+    p = ROOT / arm / "sweep.json"
+    if not p.exists():
+        return []
+    out = []
+    for r in json.loads(p.read_text())["runs"]:
+        lr = float(r["overrides"]["optim.lr"])
+        curve = []
+        metrics = ROOT / arm / r["dir"] / "metrics.jsonl"
+        if metrics.exists():
+            for line in metrics.read_text().splitlines():
+                j = json.loads(line)
+                if "event" not in j and j.get("val_loss") is not None:
+                    curve.append((j["step"], j["val_loss"]))
+        v = r.get("final_val_loss")
+        ok = r.get("status") == "done" and v is not None and math.isfinite(v)
+        out.append((lr, v if ok else None, curve))
+    return sorted(out, key=lambda t: t[0])
+
+
+def best(rs):
+    finite = [r for r in rs if r[1] is not None]
+    return min(finite, key=lambda r: r[1]) if finite else None
+
+
+def sensitivity(rs):
+    vals = [min(v, INIT) if v is not None else INIT for _, v, _ in rs]
+    return sum(vals) / len(vals) - min(vals) if vals else None
+
+
+def loss_at(curve, step):
+    """Validation loss at `step`, interpolated between evaluations."""
+    for (s0, v0), (s1, v1) in zip(curve, curve[1:]):
+        if s0 <= step <= s1:
+            return v0 + (v1 - v0) * (step - s0) / (s1 - s0)
+    return None
+
+
+def steps_to(curve, target):
+    """The first step at which the (interpolated) validation loss reaches target, or None."""
+    prev = None
+    for s, v in curve:
+        if v <= target:
+            if prev is None:
+                return s
+            s0, v0 = prev
+            return s0 + (s - s0) * (v0 - target) / (v0 - v)
+        prev = (s, v)
+    return None
+
+
+def fmt(x, nd=3):
+    return "n/a" if x is None else f"{x:.{nd}f}"
+
+
+def svg(data, path):
+    W, H, pad = 760, 300, 50
+    pw = (W - 3 * pad) / 2
+    ph = H - 2 * pad
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" '
+             f'font-family="sans-serif" font-size="11">',
+             f'<rect width="{W}" height="{H}" fill="white"/>']
+    allv = [v for rs in data.values() for _, v, c in rs for _, v in c if v is not None]
+    fin = [v for rs in data.values() for _, v, _ in rs if v is not None]
+    if not allv:
+        return
+    lo = math.floor(min(allv) * 10) / 10
+    hi = min(math.ceil(max(allv) * 10) / 10, lo + 3.0)
+    steps = max(s for rs in data.values() for _, _, c in rs for s, _ in c)
+
+    def panel(x0, title, xlabel, xs, xmap, xticks):
+        parts.append(f'<text x="{x0 + pw / 2}" y="{pad - 15}" text-anchor="middle" '
+                     f'font-size="13">{title}</text>')
+        parts.append(f'<rect x="{x0}" y="{pad}" width="{pw}" height="{ph}" fill="none" '
+                     f'stroke="#444"/>')
+        for t, lab in xticks:
+            x = x0 + xmap(t) * pw
+            parts.append(f'<line x1="{x}" y1="{pad + ph}" x2="{x}" y2="{pad + ph + 4}" stroke="#444"/>')
+            parts.append(f'<text x="{x}" y="{pad + ph + 16}" text-anchor="middle">{lab}</text>')
+        k = 0.0
+        while lo + k <= hi + 1e-9:
+            y = pad + ph * (1 - k / (hi - lo))
+            parts.append(f'<line x1="{x0 - 4}" y1="{y}" x2="{x0}" y2="{y}" stroke="#444"/>')
+            parts.append(f'<text x="{x0 - 6}" y="{y + 4}" text-anchor="end">{lo + k:.1f}</text>')
+            k += 0.5 if hi - lo > 1.5 else 0.2
+        parts.append(f'<text x="{x0 + pw / 2}" y="{pad + ph + 32}" text-anchor="middle">{xlabel}</text>')
+
+    def yv(v):
+        return pad + ph * (1 - (min(max(v, lo), hi) - lo) / (hi - lo))
+
+    # Left: each arm's best run, validation loss against step.
+    x0 = pad
+    ticks = [(s, str(s)) for s in range(0, steps + 1, max(100, steps // 6 // 100 * 100))]
+    panel(x0, "best run of each arm", "step", None, lambda s: s / steps, ticks)
+    for arm, label in ARMS:
+        b = best(data[arm])
+        if not b:
+            continue
+        pts = " ".join(f"{x0 + s / steps * pw:.1f},{yv(v):.1f}" for s, v in b[2])
+        parts.append(f'<polyline points="{pts}" fill="none" stroke="{COLORS[arm]}" stroke-width="2"/>')
+    # Right: final validation loss against the learning rate.
+    x1 = 2 * pad + pw
+    lrs = sorted({lr for rs in data.values() for lr, _, _ in rs})
+    l0, l1 = math.log2(lrs[0]), math.log2(lrs[-1])
+    lmap = lambda lr: (math.log2(lr) - l0) / (l1 - l0 or 1)
+    panel(x1, "final validation loss", "optim.lr", None, lmap, [(lr, f"{lr:g}") for lr in lrs])
+    for arm, label in ARMS:
+        pts = [(x1 + lmap(lr) * pw, yv(v)) for lr, v, _ in data[arm] if v is not None]
+        parts.append('<polyline points="' + " ".join(f"{x:.1f},{y:.1f}" for x, y in pts) +
+                     f'" fill="none" stroke="{COLORS[arm]}" stroke-width="2"/>')
+        for x, y in pts:
+            parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{COLORS[arm]}"/>')
+    for i, (arm, label) in enumerate(ARMS):
+        y = pad + 14 + 16 * i
+        parts.append(f'<line x1="{x1 + pw - 90}" y1="{y - 4}" x2="{x1 + pw - 70}" y2="{y - 4}" '
+                     f'stroke="{COLORS[arm]}" stroke-width="2"/>')
+        parts.append(f'<text x="{x1 + pw - 65}" y="{y}">{label}</text>')
+    parts.append("</svg>")
+    path.write_text("\n".join(parts) + "\n")
+
+
+def main():
+    data = {arm: runs(arm) for arm, _ in ARMS}
+    lrs = sorted({lr for rs in data.values() for lr, _, _ in rs})
+    print("| arm | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " | best | sensitivity |")
+    print("|---|" + "---|" * (len(lrs) + 2))
+    for arm, label in ARMS:
+        by = {lr: v for lr, v, _ in data[arm]}
+        b = best(data[arm])
+        print(f"| {label} | " + " | ".join(fmt(by.get(lr)) for lr in lrs) +
+              f" | {fmt(b[1]) if b else 'n/a'} at {b[0]:g} | {fmt(sensitivity(data[arm]))} |"
+              if b else f"| {label} | no finished run |")
+    bp = best(data["pre"])
+    if not bp:
+        return
+    steps = bp[2][-1][0]
+    targets = [(f"Pre-Norm's val loss at step {steps // 4}", loss_at(bp[2], steps // 4)),
+               (f"at step {steps // 2}", loss_at(bp[2], steps // 2)),
+               (f"at step {steps} (its final)", bp[1])]
+    print()
+    print("| target (Pre-Norm's best run) | val loss | Pre-Norm steps | nGPT steps (best lr) | "
+          "ratio Pre / nGPT |")
+    print("|---|---|---|---|---|")
+    bn = best(data["ngpt"])
+    for name, t in targets:
+        if t is None:
+            continue
+        sp = steps_to(bp[2], t)
+        sn = steps_to(bn[2], t) if bn else None
+        ratio = f"{sp / sn:.2f}" if sp and sn else "not reached"
+        print(f"| {name} | {t:.3f} | {fmt(sp, 0)} | {fmt(sn, 0)} | {ratio} |")
+    if SVG_DIR is not None:
+        SVG_DIR.mkdir(parents=True, exist_ok=True)
+        svg(data, SVG_DIR / "ngpt.svg")
+
+
+if __name__ == "__main__":
+    main()

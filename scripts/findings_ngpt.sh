@@ -8,14 +8,14 @@
 # weight decay 0.1 (the ladder's), cosine to 10%. nGPT: the paper's recipe, no warmup, no weight
 # decay, the same cosine. One learning-rate grid (x2 steps) for both.
 # Usage: scripts/findings_ngpt.sh [OUT_DIR] (default runs/findings); needs build/normlab (or
-# NORMLAB=path). STEPS (default 600) and JOBS (default 1) may be set.
+# NORMLAB=path). STEPS (default 1000) and JOBS (default 1) may be set.
 # scripts/findings_ngpt_tables.py OUT_DIR [--svg docs/findings] prints the tables and draws the
 # figure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-runs/findings}
 NL=${NORMLAB:-build/normlab}
-STEPS=${STEPS:-600}
+STEPS=${STEPS:-1000}
 JOBS=${JOBS:-1}
 WARMUP=$(( STEPS / 10 ))
 source scripts/findings_ladder.sh

@@ -151,8 +151,8 @@ std::string describe_optimizer(const ParamTable& table, const OptimConfig& c) {
   std::string s;
   switch (c.name) {
     case OptimizerKind::adamw:
-      if (c.qk_clip <= 0) return "";
-      s = fmt::format("optimizer adamw (beta2 {:g}, eps {:g})", c.beta2, c.eps);
+      // Plain AdamW goes unsaid (the default) unless QK-Clip or a constraint is added below.
+      if (c.qk_clip > 0) s = fmt::format("optimizer adamw (beta2 {:g}, eps {:g})", c.beta2, c.eps);
       break;
     case OptimizerKind::muon: {
       long mats = 0, blocks = 0, others = 0;

@@ -129,7 +129,8 @@ long optimizer_state_elements(const ParamTable& table, const OptimConfig& cfg);
 
 // One line for `normlab train`'s banner: what optim.name (and QK-Clip) will do on this table,
 // e.g. "optimizer muon: Muon on 8 matrices (12 with q, k, v and gate/up apart), AdamW on 7
-// tensors at lr 3e-3"; empty for AdamW without QK-Clip (the default).
+// tensors at lr 3e-3", and the table's constraints (nGPT's unit-norm matrices); empty for
+// AdamW without QK-Clip or constraints (the default).
 std::string describe_optimizer(const ParamTable& table, const OptimConfig& cfg);
 
 extern template class Optimizer<float>;

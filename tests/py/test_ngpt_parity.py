@@ -16,8 +16,10 @@ two details; the test maps them without a switch in normlab:
      (i, i + D/2), at the same frequencies; the query and key rows of each head (and s_qk) are
      permuted between the two layouts (q.k is invariant under a permutation applied to both).
 The reference runs in float64, normlab in float32 (parity_driver). Largest errors measured
-(x86-64, torch CPU; relative to the largest entry of the tensor's group, harness.compare; printed
-with -s): see the test's summary line, recorded in docs/cli.md ("nGPT").
+(x86-64, 2 cores, torch CPU; relative to the largest entry of the tensor's group, harness.compare;
+printed with -s), over both cases: logits 1.4e-7, loss below float32's resolution (0 after
+rounding both to float32), gradients 7.0e-7 (41 tensors), parameters after the AdamW step and the
+re-normalisation 2.7e-6 (41 tensors). The whole file runs in about 15 s.
 
     cd tests/py && NORMLAB_BUILD_DIR=$PWD/../../build ../../.venv/bin/python -m pytest -q -s test_ngpt_parity.py
 """
@@ -131,7 +133,7 @@ def test_model_matches_ngpt_pytorch(tied, tmp_path, summary):
     model = build(tied, seed=3 + tied)
     link = links(model, tied)
     tp = dict(model.named_parameters())
-    weights = {n: f(lambda k: tp[k].detach()) for n, f in link.items()}
+    weights = {n: f(lambda k: tp[k].detach().clone()) for n, f in link.items()}
     gen = torch.Generator().manual_seed(11)
     idx = torch.randint(0, V, (B, T), generator=gen)
     tgt = torch.randint(0, V, (B, T), generator=gen)

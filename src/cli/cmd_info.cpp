@@ -67,7 +67,9 @@ void add_info(CLI::App& app, Action& action) {
                        : "");
       }
       fmt::print("placement {}  norm {}  qk_norm {}{}  pos {}  mlp {}  caps attn {} final {}\n",
-                 to_string(m.placement), to_string(m.norm), to_string(m.qk_norm),
+                 to_string(m.placement),
+                 m.placement == Placement::ngpt ? "l2 (nGPT's own)" : to_string(m.norm),
+                 to_string(m.qk_norm),
                  m.qk_norm == QKNormKind::none
                      ? ""
                      : fmt::format(" ({}, {})", to_string(m.qk_norm_scope), to_string(m.qk_norm_position)),

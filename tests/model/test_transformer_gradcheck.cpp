@@ -177,7 +177,8 @@ std::vector<Case> make_cases() {
         m.rope_original_seq_len = 16;
       }
       c.name = fmt::format("{}_{}_{}{}_{}_cap{}_z{}_{}_{}_bias{}_tie{}_H{}", i, to_string(pl),
-                           to_string(m.norm), m.norm_bias ? "b" : "", q.name, caps ? 1 : 0,
+                           to_string(m.norm), m.norm_bias ? "b" : "",
+                           pl == Placement::ngpt ? "qkngpt" : q.name, caps ? 1 : 0,
                            c.z > 0 ? 1 : 0, to_string(m.pos), to_string(m.mlp), m.bias ? 1 : 0,
                            m.tie_embeddings ? 1 : 0, m.n_head);
       if (pl == Placement::mix) c.name += fmt::format("_mix{}", m.mix_ratio);

@@ -19,19 +19,19 @@ SVG_DIR = pathlib.Path(sys.argv[sys.argv.index("--svg") + 1]) if "--svg" in sys.
 if SVG_DIR is not None and str(SVG_DIR) in ARGS:
     ARGS.remove(str(SVG_DIR))
 ROOT = pathlib.Path(ARGS[0] if ARGS else "runs/findings") / "ngpt"
-ARMS = [("pre", "Pre-Norm"), ("ngpt", "nGPT")]
-COLORS = {"pre": "#0072b2", "ngpt": "#d55e00"}
+ARMS = [("pre", "Pre-Norm"), ("ngpt", "nGPT"), ("ngpt_a25", "nGPT, alpha_init 0.25")]
+COLORS = {"pre": "#0072b2", "ngpt": "#d55e00", "ngpt_a25": "#009e73"}
 INIT = math.log(256)
 
 
-def runs(arm):
-    """[(lr, final val loss or None, [(step, val loss)])] sorted by lr."""
+def runs(arm, key="optim.lr"):
+    """[(lr (or the value of `key`), final val loss or None, [(step, val loss)])] sorted."""
     p = ROOT / arm / "sweep.json"
     if not p.exists():
         return []
     out = []
     for r in json.loads(p.read_text())["runs"]:
-        lr = float(r["overrides"]["optim.lr"])
+        lr = float(r["overrides"][key])
         curve = []
         metrics = ROOT / arm / r["dir"] / "metrics.jsonl"
         if metrics.exists():
@@ -166,16 +166,35 @@ def main():
                (f"at step {steps} (its final)", bp[1])]
     print()
     print("| target (Pre-Norm's best run) | val loss | Pre-Norm steps | nGPT steps (best lr) | "
-          "ratio Pre / nGPT |")
-    print("|---|---|---|---|---|")
-    bn = best(data["ngpt"])
+          "ratio Pre / nGPT | nGPT alpha_init 0.25 steps | ratio |")
+    print("|---|---|---|---|---|---|---|")
+    bn, ba = best(data["ngpt"]), best(data["ngpt_a25"])
     for name, t in targets:
         if t is None:
             continue
         sp = steps_to(bp[2], t)
-        sn = steps_to(bn[2], t) if bn else None
-        ratio = f"{sp / sn:.2f}" if sp and sn else "not reached"
-        print(f"| {name} | {t:.3f} | {fmt(sp, 0)} | {fmt(sn, 0)} | {ratio} |")
+        cells = []
+        for b in (bn, ba):
+            sn = steps_to(b[2], t) if b else None
+            cells += [fmt(sn, 0), f"{sp / sn:.2f}" if sp and sn else "not reached"]
+        print(f"| {name} | {t:.3f} | {fmt(sp, 0)} | " + " | ".join(cells) + " |")
+    # Three seeds of each arm at its best learning rate: the grid's run and two more.
+    print()
+    print("| arm (3 seeds at its best lr) | final val loss, mean +- std | steps to Pre-Norm's "
+          "loss at step " + f"{steps // 2}" + " (each seed) |")
+    print("|---|---|---|")
+    t_half = targets[1][1]
+    for arm, label in ARMS[:2]:
+        b = best(data[arm])
+        extra = runs(arm + "_seeds", "train.seed")
+        if not b or not extra:
+            continue
+        rs = [b] + extra
+        vals = [v for _, v, _ in rs if v is not None]
+        mean = sum(vals) / len(vals)
+        std = (sum((v - mean) ** 2 for v in vals) / max(1, len(vals) - 1)) ** 0.5
+        st = ", ".join(fmt(steps_to(c, t_half), 0) for _, _, c in rs)
+        print(f"| {label} (lr {b[0]:g}) | {mean:.3f} +- {std:.3f} | {st} |")
     if SVG_DIR is not None:
         SVG_DIR.mkdir(parents=True, exist_ok=True)
         svg(data, SVG_DIR / "ngpt.svg")

@@ -40,4 +40,7 @@ $NL sweep "${COMMON[@]}" "${W[@]}" --set optim.lr="$(best_lr pre)" --grid train.
   --out "$OUT/ngpt/pre_seeds" -j "$JOBS"
 $NL sweep "${COMMON[@]}" "${W[@]}" "${NGPT[@]}" --set optim.lr="$(best_lr ngpt)" \
   --grid train.seed=2,3 --out "$OUT/ngpt/ngpt_seeds" -j "$JOBS"
+$NL sweep "${COMMON[@]}" "${W[@]}" "${NGPT[@]}" --set model.ngpt_alpha_init=0.25 \
+  --set optim.lr="$(best_lr ngpt_a25)" --grid train.seed=2,3 --out "$OUT/ngpt/ngpt_a25_seeds" \
+  -j "$JOBS"
 echo "finding 14 written under $OUT/ngpt"

@@ -81,67 +81,68 @@ def fmt(x, nd=3):
 
 
 def svg(data, path):
-    W, H, pad = 760, 300, 50
+    W, H, pad = 800, 300, 50
     pw = (W - 3 * pad) / 2
     ph = H - 2 * pad
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" '
              f'font-family="sans-serif" font-size="11">',
              f'<rect width="{W}" height="{H}" fill="white"/>']
-    allv = [v for rs in data.values() for _, v, c in rs for _, v in c if v is not None]
     fin = [v for rs in data.values() for _, v, _ in rs if v is not None]
-    if not allv:
+    if not fin:
         return
-    lo = math.floor(min(allv) * 10) / 10
-    hi = min(math.ceil(max(allv) * 10) / 10, lo + 3.0)
+    lo = math.floor(min(fin) * 10) / 10 - 0.1
     steps = max(s for rs in data.values() for _, _, c in rs for s, _ in c)
 
-    def panel(x0, title, xlabel, xs, xmap, xticks):
+    def panel(x0, title, xlabel, xticks, hi):
         parts.append(f'<text x="{x0 + pw / 2}" y="{pad - 15}" text-anchor="middle" '
                      f'font-size="13">{title}</text>')
         parts.append(f'<rect x="{x0}" y="{pad}" width="{pw}" height="{ph}" fill="none" '
                      f'stroke="#444"/>')
-        for t, lab in xticks:
-            x = x0 + xmap(t) * pw
+        for x, lab in xticks:
+            x = x0 + x * pw
             parts.append(f'<line x1="{x}" y1="{pad + ph}" x2="{x}" y2="{pad + ph + 4}" stroke="#444"/>')
             parts.append(f'<text x="{x}" y="{pad + ph + 16}" text-anchor="middle">{lab}</text>')
-        k = 0.0
-        while lo + k <= hi + 1e-9:
-            y = pad + ph * (1 - k / (hi - lo))
+        k = 0
+        while lo + 0.2 * k <= hi + 1e-9:
+            y = pad + ph * (1 - 0.2 * k / (hi - lo))
             parts.append(f'<line x1="{x0 - 4}" y1="{y}" x2="{x0}" y2="{y}" stroke="#444"/>')
-            parts.append(f'<text x="{x0 - 6}" y="{y + 4}" text-anchor="end">{lo + k:.1f}</text>')
-            k += 0.5 if hi - lo > 1.5 else 0.2
+            parts.append(f'<text x="{x0 - 6}" y="{y + 4}" text-anchor="end">{lo + 0.2 * k:.1f}</text>')
+            k += 1
         parts.append(f'<text x="{x0 + pw / 2}" y="{pad + ph + 32}" text-anchor="middle">{xlabel}</text>')
+        parts.append(f'<text x="{x0 - 38}" y="{pad + ph / 2}" text-anchor="middle" '
+                     f'transform="rotate(-90 {x0 - 38} {pad + ph / 2})">validation loss</text>')
 
-    def yv(v):
+    def yv(v, hi):
         return pad + ph * (1 - (min(max(v, lo), hi) - lo) / (hi - lo))
 
-    # Left: each arm's best run, validation loss against step.
-    x0 = pad
-    ticks = [(s, str(s)) for s in range(0, steps + 1, max(100, steps // 6 // 100 * 100))]
-    panel(x0, "best run of each arm", "step", None, lambda s: s / steps, ticks)
+    # Left: each arm's best run, validation loss against step (clipped at lo + 1).
+    x0, hi_l = pad, lo + 1.0
+    step_ticks = [(s / steps, str(s)) for s in range(0, steps + 1, max(100, steps // 5 // 100 * 100))]
+    panel(x0, "best run of each arm (loss clipped above)", "step", step_ticks, hi_l)
     for arm, label in ARMS:
         b = best(data[arm])
         if not b:
             continue
-        pts = " ".join(f"{x0 + s / steps * pw:.1f},{yv(v):.1f}" for s, v in b[2])
+        pts = " ".join(f"{x0 + s / steps * pw:.1f},{yv(v, hi_l):.1f}" for s, v in b[2])
         parts.append(f'<polyline points="{pts}" fill="none" stroke="{COLORS[arm]}" stroke-width="2"/>')
+    for i, (arm, label) in enumerate(ARMS):
+        y = pad + 14 + 16 * i
+        parts.append(f'<line x1="{x0 + pw - 150}" y1="{y - 4}" x2="{x0 + pw - 130}" y2="{y - 4}" '
+                     f'stroke="{COLORS[arm]}" stroke-width="2"/>')
+        parts.append(f'<text x="{x0 + pw - 125}" y="{y}">{label}</text>')
     # Right: final validation loss against the learning rate.
-    x1 = 2 * pad + pw
+    x1, hi_r = 2 * pad + pw, math.ceil(max(fin) * 10) / 10 + 0.1
     lrs = sorted({lr for rs in data.values() for lr, _, _ in rs})
     l0, l1 = math.log2(lrs[0]), math.log2(lrs[-1])
     lmap = lambda lr: (math.log2(lr) - l0) / (l1 - l0 or 1)
-    panel(x1, "final validation loss", "optim.lr", None, lmap, [(lr, f"{lr:g}") for lr in lrs])
+    panel(x1, "final validation loss against the learning rate", "optim.lr",
+          [(lmap(lr), f"{lr:g}") for lr in lrs], hi_r)
     for arm, label in ARMS:
-        pts = [(x1 + lmap(lr) * pw, yv(v)) for lr, v, _ in data[arm] if v is not None]
+        pts = [(x1 + lmap(lr) * pw, yv(v, hi_r)) for lr, v, _ in data[arm] if v is not None]
         parts.append('<polyline points="' + " ".join(f"{x:.1f},{y:.1f}" for x, y in pts) +
                      f'" fill="none" stroke="{COLORS[arm]}" stroke-width="2"/>')
         for x, y in pts:
             parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{COLORS[arm]}"/>')
-    for i, (arm, label) in enumerate(ARMS):
-        y = pad + 14 + 16 * i
-        parts.append(f'<line x1="{x1 + pw - 90}" y1="{y - 4}" x2="{x1 + pw - 70}" y2="{y - 4}" '
-                     f'stroke="{COLORS[arm]}" stroke-width="2"/>')
-        parts.append(f'<text x="{x1 + pw - 65}" y="{y}">{label}</text>')
     parts.append("</svg>")
     path.write_text("\n".join(parts) + "\n")
 
@@ -184,7 +185,7 @@ def main():
           "loss at step " + f"{steps // 2}" + " (each seed) |")
     print("|---|---|---|")
     t_half = targets[1][1]
-    for arm, label in ARMS[:2]:
+    for arm, label in ARMS:
         b = best(data[arm])
         extra = runs(arm + "_seeds", "train.seed")
         if not b or not extra:

@@ -22,6 +22,8 @@ OPTIONS = [
     ({"model.residual_scale": "rezero"}, []),
     ({"model.residual_scale": "skipinit", "model.skipinit_init": 0.5,
       "model.placement": "post"}, []),
+    ({"model.sigma_reparam": True}, ["sigma_w", "sigma_gamma"]),
+    ({"model.placement": "ngpt", "model.mlp": "swiglu"}, []),
     ({"model.residual_scale": "layerscale", "model.placement": "peri"}, []),
 ]
 

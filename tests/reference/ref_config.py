@@ -38,6 +38,7 @@ DEFAULTS = {
         "residual_scale": "none",
         "layerscale_init": 0.1,
         "skipinit_init": 0.0,
+        "ngpt_alpha_init": 0.05,
         "qk_norm": "none",
         "qk_norm_scope": "head",
         "qk_norm_position": "pre_rope",
@@ -85,7 +86,7 @@ DEFAULTS = {
 }
 
 CHOICES = {
-    "placement": ("post", "pre", "peri", "reordered", "deepnorm", "mix"),
+    "placement": ("post", "pre", "peri", "reordered", "deepnorm", "mix", "ngpt"),
     "norm": ("layernorm", "rmsnorm", "dyt", "derf"),
     "residual_scale": ("none", "rezero", "skipinit", "layerscale"),
     "qk_norm": ("none", "rmsnorm", "layernorm", "dyt", "derf"),

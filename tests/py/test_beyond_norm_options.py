@@ -29,10 +29,8 @@ OPTIONS = [
 
 
 def overrides_of(extra):
-    cfg = normlab.Config(TINY_RUN)
-    for k, v in {**extra, "diag.interval": 1, "train.steps": 4, "train.eval_interval": 4}.items():
-        cfg = cfg.set(k, v)
-    return cfg
+    return normlab.Config(TINY_RUN).update(
+        {**extra, "diag.interval": 1, "train.steps": 4, "train.eval_interval": 4})
 
 
 @pytest.mark.parametrize("extra,fields", OPTIONS, ids=[

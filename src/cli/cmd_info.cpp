@@ -96,6 +96,22 @@ void add_info(CLI::App& app, Action& action) {
                    sp.branch_scale == BranchScale::channel ? "one value per channel" : "a scalar",
                    sp.branch_scale_init);
       }
+      // Admin (model.init = admin): where omega comes from.
+      if (m.init == InitKind::admin && !plan.blocks.empty()) {
+        const SublayerPlan& sp = plan.blocks[0].attn;
+        fmt::print("Admin shortcut scale (model.init = admin): a learnable omega (d_model) per "
+                   "post-norm sublayer, x = N_post(omega (.) x + F(x)), starting {}\n",
+                   plan.admin_profile
+                       ? std::string("from the profiling pass at initialisation "
+                                     "(model.admin_omega = profile)")
+                       : fmt::format("at {:.6g} (model.admin_omega = logn)", sp.shortcut_init));
+      }
+      // HybridNorm (model.placement = hybrid): its q/k/v norms.
+      if (m.placement == Placement::hybrid)
+        fmt::print("HybridNorm q/k/v norms: {} ({}, {} for q and k){}\n", to_string(plan.qk_kind),
+                   to_string(m.qk_norm_scope), to_string(m.qk_norm_position),
+                   m.hybrid_first_pre ? "; block 0 Pre-Norm (HybridNorm*, model.hybrid_first_pre)"
+                                      : "");
       const ParamLayout layout = build_param_table(m, plan);
       for (const std::string& line : describe_mup(m, layout.table)) fmt::print("{}\n", line);
       fmt::print("\nparameters: {:L} total\n", s.params);

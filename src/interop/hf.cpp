@@ -297,6 +297,9 @@ HfFamily hf_family_for(const ModelConfig& m) {
       p.push_back(fmt::format("model.residual_scale = {}: no supported transformers family has a "
                               "learnable scale on the residual branches",
                               to_string(m.residual_scale)));
+    if (m.init == InitKind::admin)
+      p.push_back("model.init = admin: no supported transformers family has Admin's shortcut scale "
+                  "(res_omega) on the residual");
     if (!p.empty()) throw ConfigError(std::move(p));
   }
   Placement placement = m.placement;

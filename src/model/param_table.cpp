@@ -83,8 +83,8 @@ class TableBuilder {
   ParamTable& table_;
 };
 
-BlockSlots block_params(TableBuilder& tb, const ModelConfig& cfg, const BlockPlan& bp, int l,
-                        double beta, double out_scale) {
+BlockSlots block_params(TableBuilder& tb, const ModelConfig& cfg, const ModelPlan& plan,
+                        const BlockPlan& bp, int l, double beta, double out_scale) {
   const int C = cfg.d_model, D = cfg.head_size(), F = cfg.d_ff;
   const NormKind nk = cfg.norm;
   const std::string pre = fmt::format("blocks.{}.", l);
@@ -95,6 +95,8 @@ BlockSlots block_params(TableBuilder& tb, const ModelConfig& cfg, const BlockPla
     if (pl.norm_in) rs.norm_in = tb.norm(base + "norm_in", C, nk, a0, l, sub);
     if (pl.norm_out) rs.norm_out = tb.norm(base + "norm_out", C, nk, a0, l, sub);
     if (pl.norm_after_add) rs.norm_post = tb.norm(base + "norm_post", C, nk, a0, l, sub);
+    if (pl.shortcut_scale)
+      rs.omega = tb.vec(base + "res_omega", C, pl.shortcut_init, ParamGroup::norm, l, sub, false);
     if (pl.branch_scale != BranchScale::none)
       rs.scale = tb.vec(base + "res_scale", pl.branch_scale == BranchScale::channel ? C : 1,
                         pl.branch_scale_init, ParamGroup::norm, l, sub, false);
@@ -112,12 +114,13 @@ BlockSlots block_params(TableBuilder& tb, const ModelConfig& cfg, const BlockPla
                       value_rows, {Cq, Ckv, Ckv});
   if (cfg.has_qkv_bias())
     at.bqkv = tb.vec(ab + "wqkv.bias", Cq + 2 * Ckv, 0.0, ParamGroup::attention, l, 0, true);
-  if (cfg.qk_norm != QKNormKind::none) {
-    const bool per_head = cfg.qk_norm_scope == QKNormScope::head;
-    const NormKind qk = qk_norm_kind(cfg.qk_norm);
-    at.q_norm = tb.norm(ab + "q_norm", per_head ? D : Cq, qk, cfg.dyt_alpha_qk, l, 0);
-    at.k_norm = tb.norm(ab + "k_norm", per_head ? D : Ckv, qk, cfg.dyt_alpha_qk, l, 0);
+  const bool per_head = cfg.qk_norm_scope == QKNormScope::head;
+  if (plan.qk_norm) {
+    at.q_norm = tb.norm(ab + "q_norm", per_head ? D : Cq, plan.qk_kind, cfg.dyt_alpha_qk, l, 0);
+    at.k_norm = tb.norm(ab + "k_norm", per_head ? D : Ckv, plan.qk_kind, cfg.dyt_alpha_qk, l, 0);
   }
+  if (bp.attn.norm_qkv)
+    at.v_norm = tb.norm(ab + "v_norm", per_head ? D : Ckv, plan.qk_kind, cfg.dyt_alpha_qk, l, 0);
   at.wo = tb.weight(ab + "wo.weight", C, Cq, ParamGroup::attention, l, 0, out_scale);
   if (cfg.has_out_bias()) at.bo = tb.vec(ab + "wo.bias", C, 0.0, ParamGroup::attention, l, 0, true);
 
@@ -154,7 +157,8 @@ ParamLayout build_param_table(const ModelConfig& cfg, const ModelPlan& plan) {
   if (cfg.pos == PosKind::learned)
     sl.pos_emb = tb.embedding("pos_emb.weight", cfg.seq_len, ParamGroup::embedding);
   for (int l = 0; l < L; ++l)
-    sl.blocks.push_back(block_params(tb, cfg, plan.blocks[l], l, plan.deepnorm_beta, out_scale));
+    sl.blocks.push_back(
+        block_params(tb, cfg, plan, plan.blocks[l], l, plan.deepnorm_beta, out_scale));
   if (plan.final_norm)
     sl.final_norm = tb.norm("final_norm", C, cfg.norm, cfg.dyt_alpha_final, -1, -1);
   if (cfg.tie_embeddings) {

@@ -23,11 +23,12 @@ struct NormSlots {
 struct SublayerSlots {
   NormSlots norm_in, norm_out, norm_post;
   long scale = kNoSlot;  // `<sublayer>.res_scale`, the branch scale a: (1) or (d_model)
+  long omega = kNoSlot;  // `<sublayer>.res_omega`, Admin's shortcut scale (d_model)
 };
 struct AttnSlots {
   SublayerSlots res;
   long wqkv = kNoSlot, bqkv = kNoSlot, wo = kNoSlot, bo = kNoSlot;
-  NormSlots q_norm, k_norm;
+  NormSlots q_norm, k_norm, v_norm;  // v_norm: HybridNorm's (norm_qkv) only
 };
 struct MlpSlots {
   SublayerSlots res;
@@ -54,7 +55,11 @@ struct ParamLayout {
 // (norm_gain_offset + w) = 1, biases at 0; DyT's and Derf's alpha at the site's model.dyt_alpha_*
 // (attention sublayer, MLP sublayer, final, QK), Derf's shift at 0; a residual branch scale
 // (model.residual_scale) `blocks.{l}.{attn,mlp}.res_scale`, shape (1) or (d_model), at the plan's
-// branch_scale_init, in the norm group (a gain on the branch, like a norm's), not decayed. Under model.parametrization =
+// branch_scale_init, in the norm group (a gain on the branch, like a norm's), not decayed; Admin's
+// shortcut scale (model.init = admin) `blocks.{l}.{attn,mlp}.res_omega`, (d_model), at the plan's
+// shortcut_init (the profiling pass overwrites it), in the norm group, not decayed; HybridNorm's
+// q/k/v norms (`q_norm`, `k_norm`, `v_norm`) of the plan's qk_kind, per head or over the full
+// width as model.qk_norm_scope says. Under model.parametrization =
 // mup, apply_mup (model/mup.h) sets the width shapes and rescales the matrix-like weights'
 // initialisation (a scalar alpha or shift has no width dimension: fixed, as in the base model).
 ParamLayout build_param_table(const ModelConfig& cfg, const ModelPlan& plan);

@@ -50,7 +50,7 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
   }
 
   // QK path: the order of norm and RoPE on queries and keys, as a tiny plan of its own.
-  const bool qk = cfg_.qk_norm != QKNormKind::none, rope = cfg_.pos == PosKind::rope;
+  const bool qk = plan_.qk_norm, rope = cfg_.pos == PosKind::rope;
   if (cfg_.qk_norm_position == QKNormPosition::pre_rope) {
     if (qk) qk_stages_.push_back(QkStage::norm);
     if (rope) qk_stages_.push_back(QkStage::rope);
@@ -111,11 +111,15 @@ void Transformer<T>::layout_activations(long N) {
         a.ks[st] = alloc(N * Ckv);
       }
     const bool per_head = cfg_.qk_norm_scope == QKNormScope::head;
-    if (cfg_.qk_norm != QKNormKind::none) {
+    if (plan_.qk_norm) {
       a.qn.mean = alloc(per_head ? N * H : N);
       a.qn.rstd = alloc(per_head ? N * H : N);
       a.kn.mean = alloc(per_head ? N * Hkv : N);
       a.kn.rstd = alloc(per_head ? N * Hkv : N);
+    }
+    if (plan_.blocks[l].attn.norm_qkv) {  // HybridNorm's value norm: raw copy, output, statistics
+      a.v_raw = alloc(N * Ckv);
+      alloc_norm(a.vn, true, per_head ? N * Hkv : N, per_head ? D : Ckv);
     }
     a.lse = alloc(static_cast<long>(maxB_) * H * maxT_);
     a.o = alloc(N * Cq);
@@ -172,6 +176,10 @@ void Transformer<T>::layout_backward_scratch(long N) {
   // Cq >= Ckv: one size serves the query and the key stages.
   d_qk_stage_a_ = qk_stages_.size() > 0 ? alloc(N * Cq) : nullptr;
   d_qk_stage_b_ = qk_stages_.size() > 1 ? alloc(N * Cq) : nullptr;
+  bool v_norm = false;
+  for (const BlockPlan& b : plan_.blocks) v_norm = v_norm || b.attn.norm_qkv;
+  d_v_ = v_norm ? alloc(N * Ckv) : nullptr;
+  d_v_raw_ = v_norm ? alloc(N * Ckv) : nullptr;
   d_mlp_h_ = alloc(N * F_in);
   d_mlp_act_ = alloc(N * F);
   d_final_ = alloc(N * C);
@@ -217,6 +225,12 @@ void Transformer<T>::init_params(std::uint64_t seed) {
       T* r = w + rs.row0 * cols;
       for (long i = 0; i < rs.rows * cols; ++i) r[i] *= static_cast<T>(rs.scale);
     }
+  }
+  if (plan_.admin_profile) {
+    std::vector<int> idx(static_cast<std::size_t>(maxB_) * maxT_);
+    const int V = cfg_.vocab_size;
+    for (int& t : idx) t = std::min(V - 1, static_cast<int>(rng.uniform() * V));
+    admin_profile(idx.data(), maxB_, maxT_);
   }
 }
 

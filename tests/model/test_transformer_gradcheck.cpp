@@ -47,7 +47,8 @@ const NormOpt kNorms[] = {{NormKind::layernorm, false}, {NormKind::layernorm, tr
                           {NormKind::dyt, true},        {NormKind::derf, false},
                           {NormKind::derf, true}};
 const Placement kPlacements[] = {Placement::post, Placement::pre, Placement::peri,
-                                 Placement::reordered, Placement::deepnorm, Placement::mix};
+                                 Placement::reordered, Placement::deepnorm, Placement::mix,
+                                 Placement::hybrid};
 // (n_head, d_model): odd head counts too; 3 heads need a width divisible by 3 (D = 4).
 struct HeadOpt {
   int n_head, d_model;
@@ -128,6 +129,15 @@ std::vector<Case> make_cases() {
       m.residual_scale = pl == Placement::deepnorm ? ResidualScale::none : scales[(i / 2 + pi) % 4];
       m.skipinit_init = 0.5;
       m.layerscale_init = 0.7;
+      // Admin (post-norm sublayers, no residual scale): the profiled and the closed-form omega, on
+      // the two cases of post and of mix (with post blocks) that have no residual scale.
+      if ((pl == Placement::post || pl == Placement::mix) &&
+          m.residual_scale == ResidualScale::none && m.mix_ratio > 0) {
+        m.init = InitKind::admin;
+        m.admin_omega = i % 2 == 0 ? AdminOmega::profile : AdminOmega::logn;
+      }
+      // HybridNorm*: block 0 Pre-Norm, on every third hybrid case.
+      m.hybrid_first_pre = pl == Placement::hybrid && i % 3 == 1;
       // Biases per projection group: none, all (the shorthand), q/k/v only, output + MLP.
       m.bias = i % 4 == 1;
       m.attn_qkv_bias = i % 4 == 2;
@@ -175,6 +185,8 @@ std::vector<Case> make_cases() {
       if (m.residual_scale != ResidualScale::none)
         c.name += fmt::format("_{}", to_string(m.residual_scale));
       if (m.rope_scaling != RopeScaling::none) c.name += fmt::format("_{}", to_string(m.rope_scaling));
+      if (m.init == InitKind::admin) c.name += fmt::format("_admin_{}", to_string(m.admin_omega));
+      if (m.hybrid_first_pre) c.name += "_firstpre";
       for (char& ch : c.name)
         if (ch == '.') ch = 'p';
       out.push_back(c);
@@ -343,6 +355,11 @@ TEST(ModelGradCheck, EveryOptionValueAppearsWithEveryPlacement) {
                                                                              : m.layer_pattern);
       seen["local_rope"].insert(fmt::format("{}", m.rope_local_theta > 0));
       seen["residual_scale"].insert(std::string(to_string(m.residual_scale)));
+      seen["init"].insert(m.init == InitKind::admin
+                              ? fmt::format("admin/{}", to_string(m.admin_omega))
+                              : std::string(to_string(m.init)));
+      if (pl == Placement::hybrid)
+        seen["hybrid_first_pre"].insert(fmt::format("{}", m.hybrid_first_pre));
       if (m.pos == PosKind::rope) seen["rope_scaling"].insert(std::string(to_string(m.rope_scaling)));
       if (pl == Placement::mix) {
         const ModelPlan plan = build_plan(m);
@@ -361,6 +378,9 @@ TEST(ModelGradCheck, EveryOptionValueAppearsWithEveryPlacement) {
         {"head_dim", 2}, {"biases", 4}, {"window", 4}, {"local_rope", 2}, {"rope_scaling", 3}};
     // Every residual scale where the placement allows it; DeepNorm allows none.
     want["residual_scale"] = pl == Placement::deepnorm ? 1 : 4;
+    // Admin (both omegas) where there are post-norm sublayers: post and mix.
+    want["init"] = pl == Placement::post || pl == Placement::mix ? 3 : 1;
+    if (pl == Placement::hybrid) want["hybrid_first_pre"] = 2;
     if (pl == Placement::mix) {
       want["mix_post_blocks"] = 3;  // 0 (all pre), 2 and 3 (all post) of 3 blocks
       want["final_norm"] = 2;       // all post has none

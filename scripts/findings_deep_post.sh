@@ -7,19 +7,20 @@
 #   post        plain Post-Norm, x' = N(x + F(x))                       (the baseline)
 #   deepnorm    DeepNorm (Wang et al. 2022): x' = N(alpha x + F(x)), beta-scaled init
 #   admin       Admin (Liu et al. 2020): x' = N(omega x + F(x)), omega profiled at init
+#   admin_logn  the same with admin-torch's closed-form omega (model.admin_omega = logn)
 #   rezero      Post-Norm + ReZero (Bachlechner et al. 2020): x' = N(x + a F(x)), a = 0 at init
 #   layerscale  Post-Norm + LayerScale (Touvron et al. 2021): x' = N(x + diag(l) F(x)), l = 0.1
 #   hybrid      HybridNorm (Zhuo et al. 2025): QKV-norm attention, the norm after it feeds the MLP
 #   pre         Pre-Norm, for reference
 # Every run: STEPS steps, one thread, evaluation on 4 batches at the end.
 # Usage: scripts/findings_deep_post.sh [OUT_DIR] (default runs/findings); needs build/normlab (or
-# NORMLAB=path). STEPS (default 200), D (default 32), LRS (default 1e-3,3e-3) and JOBS (default 1)
+# NORMLAB=path). STEPS (default 250), D (default 32), LRS (default 1e-3,3e-3) and JOBS (default 1)
 # may be set. scripts/findings_deep_post_tables.py OUT_DIR [--svg docs/findings] prints the table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-runs/findings}
 NL=${NORMLAB:-build/normlab}
-STEPS=${STEPS:-200}
+STEPS=${STEPS:-250}
 D=${D:-32}
 LRS=${LRS:-1e-3,3e-3}
 JOBS=${JOBS:-1}
@@ -32,13 +33,14 @@ declare -A VARIANT=(
   [post]="--set model.placement=post"
   [deepnorm]="--set model.placement=deepnorm"
   [admin]="--set model.placement=post --set model.init=admin"
+  [admin_logn]="--set model.placement=post --set model.init=admin --set model.admin_omega=logn"
   [rezero]="--set model.placement=post --set model.residual_scale=rezero"
   [layerscale]="--set model.placement=post --set model.residual_scale=layerscale"
   [hybrid]="--set model.placement=hybrid"
   [pre]="--set model.placement=pre"
 )
 mkdir -p "$OUT/deep_post"
-for v in post deepnorm admin rezero layerscale hybrid pre; do
+for v in post deepnorm admin admin_logn rezero layerscale hybrid pre; do
   # shellcheck disable=SC2086
   $NL sweep "${COMMON[@]}" ${VARIANT[$v]} --grid model.n_layer=6,12,24 --grid optim.lr="$LRS" \
     --out "$OUT/deep_post/$v" -j "$JOBS"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The table and figure of finding 13b (docs/findings.md) from the sweeps
-scripts/findings_deep_post.sh wrote: per variant (post, deepnorm, admin, rezero, layerscale,
-hybrid, pre), depth and learning rate, the final val loss and the first logged step whose training
+scripts/findings_deep_post.sh wrote: per variant (post, deepnorm, admin, admin_logn, rezero,
+layerscale, hybrid, pre), depth and learning rate, the final val loss and the first logged step whose training
 loss is below 2.8 nats (the unigram plateau of the corpus is about 2.99; "-" when never), and the
 status. Markdown on stdout; with --svg DIR, DIR/deep_post.svg (final val loss against depth, a
 panel per learning rate, a line per variant).
@@ -18,8 +18,8 @@ SVG_DIR = pathlib.Path(sys.argv[sys.argv.index("--svg") + 1]) if "--svg" in sys.
 if SVG_DIR is not None and str(SVG_DIR) in ARGS:
     ARGS.remove(str(SVG_DIR))
 ROOT = pathlib.Path(ARGS[0] if ARGS else "runs/findings") / "deep_post"
-VARIANTS = ["post", "deepnorm", "admin", "rezero", "layerscale", "hybrid", "pre"]
-COLORS = {"post": "#000000", "deepnorm": "#0072b2", "admin": "#d55e00", "rezero": "#009e73",
+VARIANTS = ["post", "deepnorm", "admin", "admin_logn", "rezero", "layerscale", "hybrid", "pre"]
+COLORS = {"post": "#000000", "deepnorm": "#0072b2", "admin": "#d55e00", "admin_logn": "#56b4e9", "rezero": "#009e73",
           "layerscale": "#cc79a7", "hybrid": "#e69f00", "pre": "#999999"}
 THRESHOLD = 2.8
 

@@ -13,9 +13,11 @@ so the profiled omegas are held to the oracle, and admin-torch's residual module
    --admin-profile 1) against the oracle's on the same weights and batch; then the logits, loss
    and every gradient (res_omega included) of normlab's model against the oracle in float64 whose
    Admin sums are admin-torch's OmegaResidual(as_parameter=True) with the profiled omega.
-3. The profiling pass at initialisation (init_params) gives every post-norm sublayer an omega
-   larger than the one before it (omega_{k+1}^2 = omega_k^2 Var[x_k] + Var[F_k] with Var[x_k] = 1
-   after a unit-gain LayerNorm), starting at 1.
+3. The profiling pass at initialisation (init_params): omega_1 = 1, then, under LayerNorm, every
+   post-norm sublayer's omega larger than the one before it (omega_{k+1}^2 = omega_k^2 Var[x_k]
+   + Var[F_k] with Var[x_k] = 1 after a unit-gain LayerNorm). omega_2 = sqrt(Var[x_0] + Var[F_1])
+   is far below 1 here: normlab's embeddings start at std init_std = 0.02 (fairseq's, which the
+   paper profiled, at variance 1), so the embedding counts as a branch of variance 4e-4.
 
 Largest errors measured (x86-64, 2 cores, torch CPU; normlab float32 against float64), relative to
 the largest entry of the reference tensor: see the -s output; recorded in the closing report.
@@ -142,7 +144,7 @@ def test_oracle_admin_sum_is_admin_torch():
 
 
 @pytest.mark.parametrize("norm", ["layernorm", "rmsnorm"])
-def test_init_profiles_increasing_omegas(norm, tmp_path):
+def test_init_profiles_omegas(norm, tmp_path):
     cfg = admin_config("post", "profile", norm=norm, n_layer=4)
     got = harness.run_driver(tmp_path, cfg, dummy(), dummy(), mode="init", extra=("--seed", 5))
     values = []
@@ -151,5 +153,7 @@ def test_init_profiles_increasing_omegas(norm, tmp_path):
         assert torch.all(w == w[0]), name  # one value per sublayer, in every channel
         values.append(float(w[0]))
     assert values[0] == 1.0
-    assert all(b > a for a, b in zip(values, values[1:])), values
-    assert math.isfinite(values[-1]) and values[-1] < 10, values
+    assert all(0 < v < 1 and math.isfinite(v) for v in values[1:]), values
+    if norm == "layernorm":  # Var[x_k] = 1 after LayerNorm (RMSNorm keeps the mean: below 1)
+        assert all(b > a for a, b in zip(values[1:], values[2:])), values
+    print(f"\n[init, {norm}] omegas: " + ", ".join(f"{v:.4f}" for v in values))

@@ -14,8 +14,8 @@
 #   pre         Pre-Norm, for reference
 # Every run: STEPS steps, one thread, evaluation on 4 batches at the end.
 # Usage: scripts/findings_deep_post.sh [OUT_DIR] (default runs/findings); needs build/normlab (or
-# NORMLAB=path). STEPS (default 250), D (default 32), LRS (default 1e-3,3e-3) and JOBS (default 1)
-# may be set. scripts/findings_deep_post_tables.py OUT_DIR [--svg docs/findings] prints the table.
+# NORMLAB=path). STEPS (default 250), D (default 32), LRS (default 1e-3,3e-3), JOBS (default 1),
+# LONG and LONG_STEPS (below) may be set. About 21 minutes on one busy core. scripts/findings_deep_post_tables.py OUT_DIR [--svg docs/findings] prints the table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-runs/findings}
@@ -45,4 +45,15 @@ for v in post deepnorm admin admin_logn rezero layerscale hybrid pre; do
   $NL sweep "${COMMON[@]}" ${VARIANT[$v]} --grid model.n_layer=6,12,24 --grid optim.lr="$LRS" \
     --out "$OUT/deep_post/$v" -j "$JOBS"
 done
+# Longer: does any Post-Norm variant leave the plateau later? L = 6 and 12, LONG_STEPS steps
+# (default 600), the same learning rates (LONG=0 skips it).
+if [ "${LONG:-1}" = 1 ]; then
+  LONG_STEPS=${LONG_STEPS:-600}
+  for v in post deepnorm admin admin_logn rezero layerscale hybrid pre; do
+    # shellcheck disable=SC2086
+    $NL sweep "${COMMON[@]}" ${VARIANT[$v]} --set train.steps="$LONG_STEPS" \
+      --set train.eval_interval="$LONG_STEPS" --grid model.n_layer=6,12 --grid optim.lr="$LRS" \
+      --out "$OUT/deep_post/long_$v" -j "$JOBS"
+  done
+fi
 echo "finding 13b written under $OUT/deep_post"

@@ -56,6 +56,43 @@ def results():
     return out
 
 
+def long_table():
+    """The longer runs (long_<variant>): final val loss (first step below THRESHOLD) per depth and
+    learning rate."""
+    rows, cols = {}, set()
+    steps = 0
+    for v in VARIANTS:
+        p = ROOT / f"long_{v}" / "sweep.json"
+        if not p.exists():
+            continue
+        s = json.loads(p.read_text())
+        for r in s["runs"]:
+            key = (int(r["overrides"]["model.n_layer"]), float(r["overrides"]["optim.lr"]))
+            cols.add(key)
+            val = r.get("final_val_loss")
+            ok = val is not None and math.isfinite(val)
+            steps = max(steps, r.get("steps") or 0)
+            rows.setdefault(v, {})[key] = (val if ok else None, r.get("status"),
+                                           first_below(ROOT / f"long_{v}" / r["dir"]))
+    if not rows:
+        return
+    cols = sorted(cols)
+    print(f"\n{steps} steps: final val loss (first step with training loss < {THRESHOLD})\n")
+    print("| variant | " + " | ".join(f"L={L}, lr {lr:g}" for L, lr in cols) + " |")
+    print("|---|" + "---|" * len(cols))
+    for v in VARIANTS:
+        if v not in rows:
+            continue
+        cells = []
+        for key in cols:
+            val, status, step = rows[v].get(key, (None, "missing", None))
+            txt = ("-" if val is None else f"{val:.3f}") + (f" ({step})" if step is not None else " (-)")
+            if status not in ("done", None):
+                txt += f" {status}"
+            cells.append(txt)
+        print(f"| {v} | " + " | ".join(cells) + " |")
+
+
 def table(res):
     cells = sorted({k for r in res.values() for k in r})
     lrs = sorted({lr for _, lr in cells})
@@ -136,5 +173,6 @@ def svg(res):
 if __name__ == "__main__":
     r = results()
     table(r)
+    long_table()
     if SVG_DIR is not None:
         svg(r)

@@ -20,7 +20,9 @@ so the profiled omegas are held to the oracle, and admin-torch's residual module
    paper profiled, at variance 1), so the embedding counts as a branch of variance 4e-4.
 
 Largest errors measured (x86-64, 2 cores, torch CPU; normlab float32 against float64), relative to
-the largest entry of the reference tensor: see the -s output; recorded in the closing report.
+the largest entry of the reference tensor (tolerance 1e-4): profiled omegas 8.5e-8; logits 4.4e-7;
+gradients (res_omega included) 2.2e-6; the logn omegas equal calculate_init to 1e-6 relative. The
+whole file runs in about 9 s.
 
     cd tests/py && NORMLAB_BUILD_DIR=$PWD/../../build ../../.venv/bin/python -m pytest -q -s test_admin_parity.py
 """

@@ -338,11 +338,12 @@ std::vector<std::string> validation_errors(const Config& c) {
                           (m.placement == Placement::mix && m.mix_ratio > 0);
     if (!has_post)
       k.add(fmt::format("model.init = \"admin\" needs post-norm sublayers (model.placement = "
-                        "\"post\", or \"mix\" with model.mix_ratio > 0); model.placement = \"{}\"{} "
-                        "has none{}",
+                        "\"post\", or \"mix\" with model.mix_ratio > 0); model.placement = "
+                        "\"{}\"{} has none{}",
                         to_string(m.placement),
-                        m.placement == Placement::mix ? fmt::format(" (mix_ratio = {})", m.mix_ratio)
-                                                      : "",
+                        m.placement == Placement::mix
+                            ? fmt::format(" (mix_ratio = {})", m.mix_ratio)
+                            : "",
                         m.placement == Placement::deepnorm
                             ? " it can take (DeepNorm's alpha already scales the shortcut)"
                             : ""));

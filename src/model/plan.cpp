@@ -30,8 +30,8 @@ SublayerPlan sublayer_for(Placement p, double alpha) {
 // i.e. an attention sublayer normalised after its add, x' = N_post(x + Attn(x)) with q, k, v
 // normalised, and an MLP sublayer without a norm; the last one leaves the stream unnormalised, so
 // the model ends with the final norm (as OLMo does). HybridNorm* (first_pre): block 0 is Pre-Norm
-// with the QKV norms (the code's special config for block 0: attn_norm true, ffn_residual_after_norm
-// false).
+// with the QKV norms (the code's special config for block 0: attn_norm true,
+// ffn_residual_after_norm false).
 BlockPlan hybrid_block(bool first_pre) {
   BlockPlan b;
   b.attn.norm_qkv = true;

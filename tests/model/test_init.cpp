@@ -213,7 +213,8 @@ TEST(Init, AdminProfilesOmega) {
   for (std::size_t k = 1; k < omegas.size(); ++k) EXPECT_GT(omegas[k][0], 0.0) << k;
   // A second pass over a batch, from other omegas, gives the same omegas twice.
   std::vector<int> idx(2 * m.seq_len);
-  for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int>((7 * i + 3) % m.vocab_size);
+  for (std::size_t i = 0; i < idx.size(); ++i)
+    idx[i] = static_cast<int>((7 * i + 3) % m.vocab_size);
   auto profile = [&](double fill) {
     std::vector<double> out;
     for (const ParamSpec& s : md.table().specs())

@@ -276,7 +276,8 @@ TEST(ParamTable, HybridQkvNormParameters) {
   EXPECT_EQ(full.table.find("blocks.0.attn.v_norm.alpha"), nullptr);
   EXPECT_EQ(full.slots.blocks[0].attn.v_norm.kind, NormKind::rmsnorm);
   // Other placements have no v_norm.
-  const ParamLayout pre = build_param_table(small(Placement::pre), build_plan(small(Placement::pre)));
+  const ModelConfig pre_cfg = small(Placement::pre);
+  const ParamLayout pre = build_param_table(pre_cfg, build_plan(pre_cfg));
   EXPECT_EQ(pre.slots.blocks[0].attn.v_norm.w, kNoSlot);
 }
 

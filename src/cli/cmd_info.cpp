@@ -75,8 +75,8 @@ void add_info(CLI::App& app, Action& action) {
       const ModelPlan plan = build_plan(m);
       // DyT / Derf: the learnable alpha's starting value at each kind of site the model has.
       const NormTraits res = norm_traits(m.norm);
-      const NormTraits qkt = m.qk_norm != QKNormKind::none ? norm_traits(qk_norm_kind(m.qk_norm))
-                                                           : NormTraits{};
+      // The QK sites: model.qk_norm's, or HybridNorm's q/k/v norms (the plan's qk_kind).
+      const NormTraits qkt = plan.qk_norm ? norm_traits(plan.qk_kind) : NormTraits{};
       std::string alpha0;
       if (res.alpha)
         alpha0 = fmt::format("attention sublayer {}, MLP sublayer {}{}", m.dyt_alpha_attn,

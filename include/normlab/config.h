@@ -17,8 +17,11 @@ namespace normlab {
 // Where normalization sits relative to the residual add of each sublayer (see model/plan.h).
 // ngpt: the normalized Transformer (Loshchilov et al. 2024): no norm with a gain anywhere; the
 // embeddings, every hidden state and every weight vector along the embedding dimension live on
-// the unit sphere (model/plan.h states the update; docs/cli.md, "nGPT").
-enum class Placement { post, pre, peri, reordered, deepnorm, mix, ngpt };
+// the unit sphere (model/plan.h states the update; docs/ngpt.md).
+// hybrid: HybridNorm (Zhuo et al. 2025): q, k and v each normalised after their projection and no
+// norm on the attention input; the norm after the attention add feeds the MLP and its residual
+// (model/plan.h states the equations).
+enum class Placement { post, pre, peri, reordered, deepnorm, mix, ngpt, hybrid };
 // layernorm, rmsnorm: normalise each row by its statistics. dyt (Zhu et al. 2025, "Transformers
 // without Normalization"): gamma tanh(alpha x) + beta; derf (Chen et al. 2025, "Stronger
 // Normalization-Free Transformers"): gamma erf(alpha x + s) + beta. DyT and Derf are pointwise
@@ -39,8 +42,17 @@ enum class RopeScaling { none, linear, llama3 };
 // geglu: gelu_tanh(gate) * up (Gemma).
 enum class MlpKind { gelu, gelu_tanh, swiglu, geglu };
 // gpt2: normal(0, init_std) with residual output projections scaled by 1/sqrt(2L);
-// normal: normal(0, init_std) everywhere; xavier: Xavier/Glorot uniform (original Transformer).
-enum class InitKind { gpt2, normal, xavier };
+// normal: normal(0, init_std) everywhere; xavier: Xavier/Glorot uniform (original Transformer);
+// admin: normal(0, init_std) everywhere (as normal) plus Admin's shortcut scale on every post-norm
+// sublayer (Liu et al. 2020, "Understanding the Difficulty of Training Transformers"):
+// x' = N_post(omega (.) x + F(x)), omega a learnable (d_model) vector per sublayer whose starting
+// value model.admin_omega chooses (AdminOmega).
+enum class InitKind { gpt2, normal, xavier, admin };
+// Admin's starting omega: profile (the paper and its code, Transformer-Clinic: a forward pass at
+// initialisation, omega_1 = 1, omega_{i+1}^2 = Var[omega_i x_i] + Var[F_i(x_i)], variances over
+// every element of the profiling batch); logn (admin-torch's default closed form for an O(log n)
+// output change, omega^2 = (n + 1) / ln(n + 1) - 1 with n the number of post-norm sublayers).
+enum class AdminOmega { profile, logn };
 enum class ScheduleKind { cosine, linear, constant };
 // The optimizer (src/train/optimizers/, one file each behind one interface, train/optimizer.h):
 // adamw (PyTorch's AdamW); muon (torch.optim.Muon on the hidden matrices, each of q, k, v and the
@@ -154,6 +166,10 @@ struct ModelConfig {
   double embed_scale = 1.0;        // token embeddings multiplied by this (Gemma: sqrt(d_model))
   InitKind init = InitKind::gpt2;
   double init_std = 0.02;
+  AdminOmega admin_omega = AdminOmega::profile;  // with init = admin
+  // HybridNorm* (placement = hybrid): block 0 is Pre-Norm with the QKV norms (the paper's variant
+  // for the first block).
+  bool hybrid_first_pre = false;
   // μP (model/mup.h). The base model is this one at d_model = mup_base_width, with d_ff and the
   // query and key/value widths scaled alike (mup_base_d_ff, mup_base_head_dim override the base's
   // d_ff and head size; 0 = derived); init_std, attn_scale and optim.lr are the base model's.
@@ -316,6 +332,7 @@ std::string_view to_string(SpikePolicy v);
 std::string_view to_string(MatmulPrecision v);
 std::string_view to_string(Parametrization v);
 std::string_view to_string(ResidualScale v);
+std::string_view to_string(AdminOmega v);
 
 // Every enumerator's name in declaration order: enum_names<E>()[i] == to_string(E(i)).
 // Defined for the enums above.

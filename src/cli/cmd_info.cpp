@@ -77,8 +77,8 @@ void add_info(CLI::App& app, Action& action) {
       const ModelPlan plan = build_plan(m);
       // DyT / Derf: the learnable alpha's starting value at each kind of site the model has.
       const NormTraits res = norm_traits(m.norm);
-      const NormTraits qkt = m.qk_norm != QKNormKind::none ? norm_traits(qk_norm_kind(m.qk_norm))
-                                                           : NormTraits{};
+      // The QK sites: model.qk_norm's, or HybridNorm's q/k/v norms (the plan's qk_kind).
+      const NormTraits qkt = plan.has_qk_norm() ? norm_traits(plan.qk_norm_kind) : NormTraits{};
       std::string alpha0;
       if (res.alpha)
         alpha0 = fmt::format("attention sublayer {}, MLP sublayer {}{}", m.dyt_alpha_attn,
@@ -99,6 +99,22 @@ void add_info(CLI::App& app, Action& action) {
                    sp.branch_scale == BranchScale::channel ? "one value per channel" : "a scalar",
                    sp.branch_scale_init);
       }
+      // Admin (model.init = admin): where omega comes from.
+      if (m.init == InitKind::admin && !plan.blocks.empty()) {
+        const SublayerPlan& sp = plan.blocks[0].attn;
+        fmt::print("Admin shortcut scale (model.init = admin): a learnable omega (d_model) per "
+                   "post-norm sublayer, x = N_post(omega (.) x + F(x)), starting {}\n",
+                   plan.admin_profile
+                       ? std::string("from the profiling pass at initialisation "
+                                     "(model.admin_omega = profile)")
+                       : fmt::format("at {:.6g} (model.admin_omega = logn)", sp.shortcut_init));
+      }
+      // HybridNorm (model.placement = hybrid): its q/k/v norms.
+      if (m.placement == Placement::hybrid)
+        fmt::print("HybridNorm q/k/v norms: {} ({}, {} for q and k){}\n", to_string(plan.qk_norm_kind),
+                   to_string(m.qk_norm_scope), to_string(m.qk_norm_position),
+                   m.hybrid_first_pre ? "; block 0 Pre-Norm (HybridNorm*, model.hybrid_first_pre)"
+                                      : "");
       const ParamLayout layout = build_param_table(m, plan);
       // σReparam (model.sigma_reparam): how many weights and row blocks it covers.
       if (!layout.slots.sigma.empty()) {

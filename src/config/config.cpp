@@ -28,8 +28,9 @@ struct EnumTable;
 template <>
 struct EnumTable<Placement> {
   static constexpr std::string_view names[] = {"post",      "pre",      "peri",
-                                               "reordered", "deepnorm", "mix", "ngpt"};
-  static constexpr Placement last = Placement::ngpt;
+                                               "reordered", "deepnorm", "mix",
+                                               "ngpt",      "hybrid"};
+  static constexpr Placement last = Placement::hybrid;
 };
 template <>
 struct EnumTable<NormKind> {
@@ -68,8 +69,8 @@ struct EnumTable<MlpKind> {
 };
 template <>
 struct EnumTable<InitKind> {
-  static constexpr std::string_view names[] = {"gpt2", "normal", "xavier"};
-  static constexpr InitKind last = InitKind::xavier;
+  static constexpr std::string_view names[] = {"gpt2", "normal", "xavier", "admin"};
+  static constexpr InitKind last = InitKind::admin;
 };
 template <>
 struct EnumTable<ScheduleKind> {
@@ -106,6 +107,11 @@ template <>
 struct EnumTable<ResidualScale> {
   static constexpr std::string_view names[] = {"none", "rezero", "skipinit", "layerscale"};
   static constexpr ResidualScale last = ResidualScale::layerscale;
+};
+template <>
+struct EnumTable<AdminOmega> {
+  static constexpr std::string_view names[] = {"profile", "logn"};
+  static constexpr AdminOmega last = AdminOmega::logn;
 };
 
 template <class E>
@@ -161,6 +167,7 @@ NL_ENUM(SpikePolicy)
 NL_ENUM(MatmulPrecision)
 NL_ENUM(Parametrization)
 NL_ENUM(ResidualScale)
+NL_ENUM(AdminOmega)
 #undef NL_ENUM
 
 namespace {
@@ -383,6 +390,34 @@ std::vector<std::string> validation_errors(const Config& c) {
                       "weights (beta)",
                       to_string(m.residual_scale)));
   ngpt_problems(c, k);
+  // Admin (model.init = admin) scales the shortcut of post-norm sublayers: it needs one, and
+  // another residual scale on top would be a second knob on the same sum.
+  k.valid_enum(KEY(model.admin_omega));
+  if (m.init == InitKind::admin) {
+    const bool has_post = m.placement == Placement::post ||
+                          (m.placement == Placement::mix && m.mix_ratio > 0);
+    if (!has_post)
+      k.add(fmt::format("model.init = \"admin\" needs post-norm sublayers (model.placement = "
+                        "\"post\", or \"mix\" with model.mix_ratio > 0); model.placement = "
+                        "\"{}\"{} has none{}",
+                        to_string(m.placement),
+                        m.placement == Placement::mix
+                            ? fmt::format(" (mix_ratio = {})", m.mix_ratio)
+                            : "",
+                        m.placement == Placement::deepnorm
+                            ? " it can take (DeepNorm's alpha already scales the shortcut)"
+                            : ""));
+    if (m.residual_scale != ResidualScale::none)
+      k.add(fmt::format("model.init = \"admin\" does not combine with model.residual_scale = "
+                        "\"{}\": Admin already scales the residual sum (omega on the shortcut)",
+                        to_string(m.residual_scale)));
+  }
+  // HybridNorm normalises queries and keys itself: QK-Clip's rescaling assumes either raw
+  // projections or the model.qk_norm sites it knows.
+  if (m.placement == Placement::hybrid && c.optim.qk_clip > 0)
+    k.add(fmt::format("optim.qk_clip = {} does not combine with model.placement = \"hybrid\" "
+                      "(its q/k norms are HybridNorm's QKV norms, which QK-Clip does not rescale)",
+                      c.optim.qk_clip));
   k.valid_enum(KEY(model.qk_norm));
   k.valid_enum(KEY(model.qk_norm_scope));
   k.valid_enum(KEY(model.qk_norm_position));

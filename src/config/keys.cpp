@@ -269,6 +269,8 @@ const std::vector<KeySpec>& key_table() {
       NL_KEY(model, embed_scale, model_fn),
       NL_KEY(model, init, model_fn),
       NL_KEY(model, init_std, model_fn),
+      NL_KEY(model, admin_omega, model_fn),
+      NL_KEY(model, hybrid_first_pre, shapes),
       NL_KEY(model, parametrization, model_fn),
       NL_KEY(model, mup_base_width, model_fn),
       NL_KEY(model, mup_base_d_ff, model_fn),

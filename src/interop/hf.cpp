@@ -304,6 +304,9 @@ HfFamily hf_family_for(const ModelConfig& m) {
       p.push_back("model.placement = ngpt: no supported transformers family is a normalized "
                   "Transformer (unit-norm states and weights, learned eigen learning rates and "
                   "scales s_qk, s_u, s_v, s_z)");
+    if (m.init == InitKind::admin)
+      p.push_back("model.init = admin: no supported transformers family has Admin's shortcut scale "
+                  "(res_omega) on the residual");
     if (!p.empty()) throw ConfigError(std::move(p));
   }
   Placement placement = m.placement;

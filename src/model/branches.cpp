@@ -58,7 +58,16 @@ void Transformer<T>::attn_forward(int l, const T* u, T* f) {
     }
   }
   const QkView qk = qk_view(l);
-  const T* v = a.qkv + Cq + Ckv;  // values: never transformed, read in place (stride W3)
+  // Values: read in place (stride W3), or gathered and normalised (HybridNorm's v_norm; RoPE never
+  // touches them).
+  const T* v = a.qkv + Cq + Ckv;
+  int ldv = W3;
+  if (plan_.blocks[l].attn.norm_qkv) {
+    gather_cols(a.v_raw, a.qkv, N, Ckv, W3, Cq + Ckv);
+    norm_forward(a.vn, s.v_norm, a.v_raw, head ? N * Hkv : N, head ? D : Ckv);
+    v = a.vn.out;
+    ldv = Ckv;
+  }
   const T scale = static_cast<T>(plan_.attn_scale);
   if (kv_) {
     // Append this pass's keys and values to the cache, then attend over everything cached.
@@ -67,7 +76,7 @@ void Transformer<T>::attn_forward(int l, const T* u, T* f) {
     T* vc = kv_->v.data() + lay + static_cast<long>(pos0_) * Ckv;
     for (long r = 0; r < N; ++r) {
       std::memcpy(kc + r * Ckv, qk.k + r * qk.ldk, sizeof(T) * Ckv);
-      std::memcpy(vc + r * Ckv, v + r * W3, sizeof(T) * Ckv);
+      std::memcpy(vc + r * Ckv, v + r * ldv, sizeof(T) * Ckv);
     }
     const T* q = qk.q;
     if (qk.ldq != Cq) {  // the cached kernel wants contiguous queries: d_q_ is free while decoding
@@ -82,7 +91,7 @@ void Transformer<T>::attn_forward(int l, const T* u, T* f) {
     const bool maxima = collect_stats_ || collect_attn_max_;
     T* st_max = maxima ? attn_stat_max_.data() + l * BH : nullptr;
     T* st_ent = collect_stats_ ? attn_stat_ent_.data() + l * BH : nullptr;
-    ops::attention_forward_tiled(a.o, Cq, a.lse, qk.q, qk.ldq, qk.k, qk.ldk, v, W3, B_, T_, H, Hkv,
+    ops::attention_forward_tiled(a.o, Cq, a.lse, qk.q, qk.ldq, qk.k, qk.ldk, v, ldv, B_, T_, H, Hkv,
                                  D, window, scale, static_cast<T>(cfg_.attn_softcap), st_max,
                                  st_ent);
     if (maxima) {
@@ -131,13 +140,22 @@ void Transformer<T>::attn_backward(int l, const T* u, const T* df, T* du, ops::A
   T* dk = staged ? d_k_ : d_qkv_ + Cq;
   const QkView qk = qk_view(l);
   const T scale = static_cast<T>(plan_.attn_scale);
-  ops::attention_backward_tiled(dq, staged ? Cq : W3, dk, staged ? Ckv : W3, d_qkv_ + Cq + Ckv, W3,
-                                d_heads_, Cq, qk.q, qk.ldq, qk.k, qk.ldk, a.qkv + Cq + Ckv, W3,
-                                a.lse, B_, T_, H, Hkv, D, layers_[l].window, scale,
-                                static_cast<T>(cfg_.attn_softcap));
+  // With HybridNorm's value norm the attention reads the normalised values (contiguous) and
+  // writes their gradient to d_v_; the norm's backward then lands it in d_qkv_.
+  const bool vnorm = plan_.blocks[l].attn.norm_qkv;
+  const bool head = plan_.qk_per_head;
+  ops::attention_backward_tiled(dq, staged ? Cq : W3, dk, staged ? Ckv : W3,
+                                vnorm ? d_v_ : d_qkv_ + Cq + Ckv, vnorm ? Ckv : W3, d_heads_, Cq,
+                                qk.q, qk.ldq, qk.k, qk.ldk, vnorm ? a.vn.out : a.qkv + Cq + Ckv,
+                                vnorm ? Ckv : W3, a.lse, B_, T_, H, Hkv, D, layers_[l].window,
+                                scale, static_cast<T>(cfg_.attn_softcap));
+  if (vnorm) {
+    norm_backward(a.vn, s.v_norm, a.v_raw, d_v_, d_v_raw_, head ? N * Hkv : N, head ? D : Ckv,
+                  ops::Accum::overwrite);
+    scatter_cols(d_qkv_, d_v_raw_, N, Ckv, W3, Cq + Ckv);
+  }
   if (staged) {
     // Replay the QK stages backwards for queries (H heads), then keys (Hkv heads).
-    const bool head = plan_.qk_per_head;
     const T sqk_mult = static_cast<T>(plan_.ngpt.s_qk.mult());
     auto qk_back = [&](T* dcur, T** stages, const NormCache& nc, const NormSlots& ns, int heads) {
       const long rows = head ? N * heads : N;

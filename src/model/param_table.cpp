@@ -142,6 +142,8 @@ BlockSlots block_params(TableBuilder& tb, const ModelConfig& cfg, const ModelPla
     if (pl.norm_in) rs.norm_in = tb.norm(base + "norm_in", C, nk, a0, l, sub);
     if (pl.norm_out) rs.norm_out = tb.norm(base + "norm_out", C, nk, a0, l, sub);
     if (pl.norm_after_add) rs.norm_post = tb.norm(base + "norm_post", C, nk, a0, l, sub);
+    if (pl.shortcut_scale)
+      rs.omega = tb.vec(base + "res_omega", C, pl.shortcut_init, ParamGroup::norm, l, sub, false);
     if (pl.branch_scale == BranchScale::lerp)
       rs.scale = tb.vec(base + "alpha", C, pl.branch_scale_init, ParamGroup::norm, l, sub, false);
     else if (pl.branch_scale != BranchScale::none)
@@ -161,12 +163,14 @@ BlockSlots block_params(TableBuilder& tb, const ModelConfig& cfg, const ModelPla
                       value_rows, {Cq, Ckv, Ckv});
   if (cfg.has_qkv_bias())
     at.bqkv = tb.vec(ab + "wqkv.bias", Cq + 2 * Ckv, 0.0, ParamGroup::attention, l, 0, true);
-  if (std::count(plan.qk_stages.begin(), plan.qk_stages.end(), QkStage::norm) > 0) {
-    const bool per_head = plan.qk_per_head;
-    const NormKind qk = plan.qk_norm_kind;
+  const bool per_head = plan.qk_per_head;
+  const NormKind qk = plan.qk_norm_kind;
+  if (plan.has_qk_norm()) {
     at.q_norm = tb.norm(ab + "q_norm", per_head ? D : Cq, qk, cfg.dyt_alpha_qk, l, 0);
     at.k_norm = tb.norm(ab + "k_norm", per_head ? D : Ckv, qk, cfg.dyt_alpha_qk, l, 0);
   }
+  if (bp.attn.norm_qkv)
+    at.v_norm = tb.norm(ab + "v_norm", per_head ? D : Ckv, qk, cfg.dyt_alpha_qk, l, 0);
   if (plan.ngpt.on)
     at.s_qk = tb.vec(ab + "s_qk", Cq, plan.ngpt.s_qk.scale, ParamGroup::norm, l, 0, false);
   at.wo = tb.weight(ab + "wo.weight", C, Cq, ParamGroup::attention, l, 0, out_scale);

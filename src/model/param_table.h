@@ -26,11 +26,12 @@ struct SublayerSlots {
   // The branch scale a: `<sublayer>.res_scale` (1) or (d_model); nGPT's `<sublayer>.alpha`
   // (d_model).
   long scale = kNoSlot;
+  long omega = kNoSlot;  // `<sublayer>.res_omega`, Admin's shortcut scale (d_model)
 };
 struct AttnSlots {
   SublayerSlots res;
   long wqkv = kNoSlot, bqkv = kNoSlot, wo = kNoSlot, bo = kNoSlot;
-  NormSlots q_norm, k_norm;
+  NormSlots q_norm, k_norm, v_norm;  // v_norm: HybridNorm's (norm_qkv) only
   long s_qk = kNoSlot;  // nGPT: (Cq) on unit-norm queries and keys
 };
 struct MlpSlots {
@@ -70,12 +71,15 @@ struct ParamLayout {
 // (norm_gain_offset + w) = 1, biases at 0; DyT's and Derf's alpha at the site's model.dyt_alpha_*
 // (attention sublayer, MLP sublayer, final, QK), Derf's shift at 0; a residual branch scale
 // (model.residual_scale) `blocks.{l}.{attn,mlp}.res_scale`, shape (1) or (d_model), at the plan's
-// branch_scale_init, in the norm group (a gain on the branch, like a norm's), not decayed. nGPT
-// (plan.ngpt.on): `blocks.{l}.{attn,mlp}.alpha` (d_model), `blocks.{l}.attn.s_qk` (Cq),
-// `blocks.{l}.mlp.s_u`, `.s_v` (d_ff) and `s_z` (V), each at its StoredScale::scale, in the norm
-// group, not decayed; no norm parameter (its sites are l2); every matrix and embedding under a
-// UnitNorm constraint along d_model (rows of wqkv, w_in, tok_emb, lm_head; columns of wo,
-// w_out). Under model.parametrization =
+// branch_scale_init, in the norm group (a gain on the branch, like a norm's), not decayed; Admin's
+// shortcut scale (model.init = admin) `blocks.{l}.{attn,mlp}.res_omega`, (d_model), at the plan's
+// shortcut_init (the profiling pass overwrites it), in the norm group, not decayed; HybridNorm's
+// q/k/v norms (`q_norm`, `k_norm`, `v_norm`) of the plan's qk_norm_kind, per head or over the
+// full width as model.qk_norm_scope says. nGPT (plan.ngpt.on): `blocks.{l}.{attn,mlp}.alpha`
+// (d_model), `blocks.{l}.attn.s_qk` (Cq), `blocks.{l}.mlp.s_u`, `.s_v` (d_ff) and `s_z` (V), each
+// at its StoredScale::scale, in the norm group, not decayed; no norm parameter (its sites are
+// l2); every matrix and embedding under a UnitNorm constraint along d_model (rows of wqkv, w_in,
+// tok_emb, lm_head; columns of wo, w_out). Under model.parametrization =
 // mup, apply_mup (model/mup.h) sets the width shapes and rescales the matrix-like weights'
 // initialisation (a scalar alpha or shift has no width dimension: fixed, as in the base model).
 // With model.sigma_reparam, each block weight `<w>.weight` (wqkv, wo, w_in, w_out) is followed by

@@ -2,13 +2,18 @@
 //
 // Every sublayer (attention or MLP) with branch F updates the residual stream x by one routine,
 //   u = norm_in ? N_in(x) : x;  f = F(u);  g = norm_out ? N_out(f) : f;
-//   s = alpha * x + a (.) g;    x' = norm_after_add ? N_post(s) : s
+//   s = alpha * w (.) x + a (.) g;    x' = norm_after_add ? N_post(s) : s
 // where a is the branch scale (1 when branch_scale is none; a learnable scalar or a (d_model)
 // vector multiplying g elementwise: model.residual_scale, ops/residual_scale.h), or, with
-// branch_scale = lerp (nGPT), s = x + a (.) (g - x) with a per-channel a (ops/ngpt.h)
+// branch_scale = lerp (nGPT), s = x + a (.) (g - x) with a per-channel a (ops/ngpt.h); w is
+// Admin's shortcut scale omega (1 unless shortcut_scale: a learnable (d_model) vector,
+// model.init = admin; the same op as a with x and g exchanged). An attention branch with norm_qkv
+// normalises its queries, keys and values after the projection (HybridNorm: q and k at the
+// model's QK-norm stage, v before the attention reads it)
 // which the model runs forward and replays backward. A placement is nothing but the choice of these
 // fields per sublayer; adding a placement means adding a case to build_plan(), nothing else.
 #pragma once
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -37,6 +42,12 @@ struct SublayerPlan {
   BranchScale branch_scale = BranchScale::none;  // a in s = alpha x + a (.) g
   double branch_scale_init = 0.0;                // a's initial stored value (every element)
   double branch_scale_mult = 1.0;                // a = mult * stored (StoredScale::mult)
+  // Admin: s = w (.) x + g with w the learnable `res_omega` (d_model), starting at shortcut_init
+  // (model.admin_omega = logn) or set by the profiling pass at initialisation (= profile).
+  bool shortcut_scale = false;
+  double shortcut_init = 1.0;
+  // Attention only: HybridNorm's q, k, v norms (of kind ModelPlan::qk_norm_kind).
+  bool norm_qkv = false;
 };
 
 struct BlockPlan {
@@ -63,8 +74,12 @@ struct ModelPlan {
   NormKind norm_kind = NormKind::layernorm;
   // The query/key path: its stages, and the QK-norm's kind and scope when it has a norm stage.
   std::vector<QkStage> qk_stages;
+  // (model.qk_norm's kind; under HybridNorm without model.qk_norm, model.norm's.)
   NormKind qk_norm_kind = NormKind::rmsnorm;
   bool qk_per_head = true;
+  bool has_qk_norm() const {
+    return std::find(qk_stages.begin(), qk_stages.end(), QkStage::norm) != qk_stages.end();
+  }
   NgptScales ngpt;
   // DeepNorm's initialisation scale for value/output/MLP weights; 0 when not used.
   double deepnorm_beta = 0.0;
@@ -72,6 +87,8 @@ struct ModelPlan {
   // 1/sqrt(D) or model.attn_scale, and 1, under the standard parametrization).
   double attn_scale = 0.0;
   double readout_mult = 1.0;
+  // Admin's profiling pass sets every res_omega at initialisation (Transformer::admin_profile).
+  bool admin_profile = false;
 };
 
 ModelPlan build_plan(const ModelConfig& m);

@@ -68,12 +68,18 @@ void Transformer<T>::sublayer_forward(const SublayerPlan& pl, const SublayerSlot
   }
   const T alpha = static_cast<T>(pl.alpha);
   T* sum = pl.norm_after_add ? a.s : y;
-  if (pl.branch_scale == BranchScale::none)
+  if (pl.shortcut_scale) {
+    // Admin: s = w (.) x + g, the branch-scale op with x and g exchanged (ops/residual_scale.h);
+    // the profiling pass first sets w from the variances so far.
+    if (admin_profiling_) admin_profile_step(sl.omega, x, gout, N * C);
+    ops::residual_scale_forward(sum, T(1), gout, x, p(sl.omega), N, C, C);
+  } else if (pl.branch_scale == BranchScale::none) {
     scaled_add(sum, alpha, x, gout, N * C);
-  else if (pl.branch_scale == BranchScale::lerp)
+  } else if (pl.branch_scale == BranchScale::lerp) {
     ops::lerp_forward(sum, x, gout, p(sl.scale), static_cast<T>(pl.branch_scale_mult), N, C);
-  else
+  } else {
     ops::residual_scale_forward(sum, alpha, x, gout, p(sl.scale), N, C, scale_width(pl, C));
+  }
   if (pl.norm_after_add) {
     NormCache post{y, a.post.mean, a.post.rstd};
     norm_forward(post, sl.norm_post, a.s, N, C);
@@ -99,10 +105,15 @@ void Transformer<T>::sublayer_backward(const SublayerPlan& pl, const SublayerSlo
   // dx = alpha ds, then dx += the gradient through N_in. At alpha = 1 with N_in, the norm's
   // backward writes ds + its gradient in one pass instead (the same values; ds is not written
   // in between).
-  const bool fused = pl.norm_in && pl.alpha == 1.0;
+  const bool fused = pl.norm_in && pl.alpha == 1.0 && !pl.shortcut_scale;
   const bool lerp = pl.branch_scale == BranchScale::lerp;
-  if (!fused && !lerp) scaled_add<T>(dx, alpha, ds, nullptr, N * C);
   const T* dg = ds;
+  if (pl.shortcut_scale) {
+    // Admin: dx = w (.) ds, dw += sum over rows of ds (.) x; the branch gets ds unchanged.
+    ops::residual_scale_backward<T>(nullptr, dx, g(sl.omega), ds, x, p(sl.omega), T(1), N, C, C);
+  } else if (!fused && !lerp) {
+    scaled_add<T>(dx, alpha, ds, nullptr, N * C);
+  }
   if (lerp) {
     // s = x + a (.) (g - x): dx = (1 - a) (.) ds, dg = a (.) ds (into the buffer as below).
     T* dg_buf = pl.norm_out ? d_branch_in_ : d_branch_out_;
@@ -139,6 +150,46 @@ void Transformer<T>::sublayer_backward(const SublayerPlan& pl, const SublayerSlo
                   fused ? ds : nullptr);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Admin's profiling pass (Liu et al. 2020; their code, Transformer-Clinic, "adaptive-profiling"):
+// one forward pass in which the k-th post-norm sublayer, in order, takes omega_k = r (every
+// channel), with r = 1 before the first, then r = sqrt(Var[omega_k x_k] + Var[F_k(x_k)]), the
+// variances over every element of the batch (population, as np.var of the flattened tensors).
+
+template <class T>
+void Transformer<T>::admin_profile_step(long omega, const T* x, const T* g, long n) {
+  T* w = p(omega);
+  const int C = cfg_.d_model;
+  for (int c = 0; c < C; ++c) w[c] = static_cast<T>(admin_ratio_);
+  auto var = [n](const T* v, double scale) {
+    double s = 0, s2 = 0;
+    for (long i = 0; i < n; ++i) {
+      const double e = scale * static_cast<double>(v[i]);
+      s += e;
+      s2 += e * e;
+    }
+    const double mean = s / static_cast<double>(n);
+    return std::fmax(0.0, s2 / static_cast<double>(n) - mean * mean);
+  };
+  // The scale applied is the stored (rounded) omega, as the reference multiplies by its tensor.
+  admin_ratio_ = std::sqrt(var(x, static_cast<double>(w[0])) + var(g, 1.0));
+}
+
+template <class T>
+void Transformer<T>::admin_profile(const int* idx, int B, int Tn) {
+  NL_CHECK(plan_.admin_profile, "admin_profile on a model without model.admin_omega = profile");
+  embed(idx, B, Tn);
+  admin_ratio_ = 1.0;
+  admin_profiling_ = true;
+  try {
+    body_forward(0, cfg_.n_layer);
+  } catch (...) {
+    admin_profiling_ = false;
+    throw;
+  }
+  admin_profiling_ = false;
+}
+
 // The members defined here (the class itself is instantiated in transformer.cpp).
 #define NL_INSTANTIATE(T)                                                                       \
   template void Transformer<T>::norm_forward(NormCache&, const NormSlots&, const T*, long, int); \
@@ -148,7 +199,9 @@ void Transformer<T>::sublayer_backward(const SublayerPlan& pl, const SublayerSlo
                                                  SublayerActs&, const T*, T*, bool, int);       \
   template void Transformer<T>::sublayer_backward(const SublayerPlan&, const SublayerSlots&,    \
                                                   SublayerActs&, const T*, const T*, T*, bool,  \
-                                                  int);
+                                                  int);                                         \
+  template void Transformer<T>::admin_profile_step(long, const T*, const T*, long);             \
+  template void Transformer<T>::admin_profile(const int*, int, int);
 NL_INSTANTIATE(float)
 NL_INSTANTIATE(double)
 #undef NL_INSTANTIATE

@@ -123,6 +123,10 @@ void Transformer<T>::layout_activations(long N) {
       a.kn.mean = alloc(per_head ? N * Hkv : N);
       a.kn.rstd = alloc(per_head ? N * Hkv : N);
     }
+    if (plan_.blocks[l].attn.norm_qkv) {  // HybridNorm's value norm: raw copy, output, statistics
+      a.v_raw = alloc(N * Ckv);
+      alloc_norm(a.vn, true, per_head ? N * Hkv : N, per_head ? D : Ckv);
+    }
     a.lse = alloc(static_cast<long>(maxB_) * H * maxT_);
     a.o = alloc(N * Cq);
     MlpActs& m = mlp_acts_[l];
@@ -183,6 +187,10 @@ void Transformer<T>::layout_backward_scratch(long N) {
   // Cq >= Ckv: one size serves the query and the key stages.
   d_qk_stage_a_ = qk_stages_.size() > 0 ? alloc(N * Cq) : nullptr;
   d_qk_stage_b_ = qk_stages_.size() > 1 ? alloc(N * Cq) : nullptr;
+  bool v_norm = false;
+  for (const BlockPlan& b : plan_.blocks) v_norm = v_norm || b.attn.norm_qkv;
+  d_v_ = v_norm ? alloc(N * Ckv) : nullptr;
+  d_v_raw_ = v_norm ? alloc(N * Ckv) : nullptr;
   d_mlp_h_ = alloc(N * F_in);
   d_mlp_act_ = alloc(N * F);
   long largest = 0;  // σReparam: dL/dW_hat of one weight at a time
@@ -235,7 +243,13 @@ void Transformer<T>::init_params(std::uint64_t seed) {
   }
   // nGPT's matrices start on the unit sphere as the optimizer keeps them (UnitNorm).
   apply_unit_norms(table_, params_.data());
-  init_sigma_reparam();  // from the weights as drawn
+  init_sigma_reparam();  // from the weights as drawn; W_hat = W before Admin's pass reads it
+  if (plan_.admin_profile) {
+    std::vector<int> idx(static_cast<std::size_t>(maxB_) * maxT_);
+    const int V = cfg_.vocab_size;
+    for (int& t : idx) t = std::min(V - 1, static_cast<int>(rng.uniform() * V));
+    admin_profile(idx.data(), maxB_, maxT_);
+  }
 }
 
 template <class T>

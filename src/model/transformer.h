@@ -101,8 +101,14 @@ class Transformer {
   int max_seq() const { return maxT_; }
 
   // Seeded initialisation following cfg.init (see tests/reference/README.md), then
-  // init_sigma_reparam().
+  // init_sigma_reparam(). With model.init = admin and admin_omega = profile it ends with
+  // admin_profile on a batch of max_batch x max_seq token ids drawn uniformly from the vocabulary
+  // by the same seed (at initialisation every embedding row is an independent draw, so text would
+  // change only which rows repeat).
   void init_params(std::uint64_t seed);
+  // Admin's profiling pass (sublayer.cpp): one forward pass over idx (B, T) that sets every
+  // `res_omega` in order, omega_1 = 1, omega_{k+1} = sqrt(Var[omega_k x_k] + Var[F_k(x_k)]).
+  void admin_profile(const int* idx, int B, int Tn);
 
   // σReparam (model.sigma_reparam; ops/sigma_reparam.h, model/sigma_reparam.cpp). Every forward
   // pass uses W_hat = (gamma / sigma) W with sigma = u^T W v from the current W, u and v, which no
@@ -185,6 +191,8 @@ class Transformer {
     T* qs[4] = {};            // with QK stages only: qs[0] raw copy, qs[n_stages] final (N, Cq)
     T* ks[4] = {};            // (N, Ckv)
     NormCache qn, kn;         // QK-norm statistics (rows N*H / N*Hkv per head, or N)
+    T* v_raw = nullptr;       // HybridNorm (norm_qkv): the values gathered (N, Ckv) ...
+    NormCache vn;             // ... and normalised (out (N, Ckv); rows N*Hkv per head, or N)
     T* lse = nullptr;         // (B, H, T) softmax log-sum-exp; the backward recomputes P from it
     T* o = nullptr;           // (N, Cq) heads merged
   };
@@ -253,6 +261,9 @@ class Transformer {
   void norm_backward(const NormCache& c, const NormSlots& s, const T* x, const T* dout, T* dx,
                      long rows, int width, ops::Accum accum, const T* base = nullptr);
   void check_tokens(const int* ids, long n, const char* what) const;
+  // One step of admin_profile: sets the omega at `omega` to the running ratio, then updates it
+  // from the variances of omega x and g (n values each).
+  void admin_profile_step(long omega, const T* x, const T* g, long n);
   const T* final_hidden() const;
   // logits (rows, V) = readout_mult * h W_head^T, then the final soft-cap (inference).
   void head_logits(const T* h, long rows, T* logits);
@@ -312,6 +323,8 @@ class Transformer {
   T* d_heads_ = nullptr;        // (N, Cq) o, the attention heads merged
   T* d_qk_stage_a_ = nullptr;   // (N, Cq) between QK stages (QK-norm, RoPE), when there are any
   T* d_qk_stage_b_ = nullptr;   // (N, Cq) with two stages
+  T* d_v_ = nullptr;            // (N, Ckv) normalised values (HybridNorm's v_norm), when any
+  T* d_v_raw_ = nullptr;        // (N, Ckv) the values before their norm
   T* d_mlp_h_ = nullptr;        // (N, F) or (N, 2F) gated: the MLP's first projection
   T* d_mlp_act_ = nullptr;      // (N, F) the activation (or gated unit) output
   T* d_final_;                       // gradient at the final hidden state (N, C)
@@ -325,6 +338,8 @@ class Transformer {
   bool head_grad_done_ = false;
   bool collect_stats_ = false;
   bool collect_attn_max_ = false;
+  bool admin_profiling_ = false;  // inside admin_profile
+  double admin_ratio_ = 1.0;      // its running omega
   GemmPrecision mm_ = GemmPrecision::float32;       // linear layers
   GemmPrecision mm_head_ = GemmPrecision::float32;  // LM head
   ForwardStats stats_;

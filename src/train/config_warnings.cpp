@@ -49,9 +49,13 @@ std::vector<std::string> config_warnings(const Config& c, int cores) {
   // DyT or Derf (no statistics, no epsilon).
   const ModelConfig dm;
   const ModelConfig& m = c.model;
-  const bool qk = m.qk_norm != QKNormKind::none;
+  // HybridNorm's q/k/v norms are QK sites of model.norm's kind unless model.qk_norm is set.
+  const bool hybrid = m.placement == Placement::hybrid;
+  const bool qk = m.qk_norm != QKNormKind::none || hybrid;
   const NormTraits res = norm_traits(m.norm);
-  const NormTraits qkt = qk ? norm_traits(qk_norm_kind(m.qk_norm)) : NormTraits{};
+  const NormTraits qkt =
+      qk ? norm_traits(m.qk_norm != QKNormKind::none ? qk_norm_kind(m.qk_norm) : m.norm)
+         : NormTraits{};
   const auto no_alpha = [&](const char* key, bool changed, const char* kind_key,
                             std::string_view kind) {
     if (changed)
@@ -109,6 +113,14 @@ std::vector<std::string> config_warnings(const Config& c, int cores) {
           "trains without it; nGPT's default is 0)",
           c.optim.weight_decay));
   }
+  if (m.init != InitKind::admin && m.admin_omega != dm.admin_omega)
+    out.push_back(fmt::format("model.admin_omega has no effect with model.init = {} (it is Admin's "
+                              "starting omega, model.init = admin)",
+                              to_string(m.init)));
+  if (!hybrid && m.hybrid_first_pre)
+    out.push_back(fmt::format("model.hybrid_first_pre has no effect with model.placement = {} (it "
+                              "is HybridNorm*, model.placement = hybrid)",
+                              to_string(m.placement)));
   return out;
 }
 

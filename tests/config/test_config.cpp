@@ -1,6 +1,7 @@
 // Validation of the typed config (src/config/config.cpp) for model.residual_scale: DeepNorm
 // refuses every scale but none by name, every other placement takes each, and the init keys must
-// be finite.
+// be finite; model.init = admin needs post-norm sublayers and no residual scale; placement = hybrid
+// refuses QK-Clip.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -115,6 +116,56 @@ TEST(ConfigValidation, NgptImpliesNoWeightDecayAndNoWarmupUnlessSet) {
       nlohmann::json{{"model", {{"placement", "ngpt"}, {"mlp", "swiglu"}}}});
   EXPECT_EQ(j.optim.weight_decay, 0.0);
   EXPECT_EQ(j.optim.warmup_steps, 0);
+}
+
+// Admin scales the shortcut of post-norm sublayers: post and mix (with post blocks) take it,
+// every other placement is refused by name, and so is a residual scale on top.
+TEST(ConfigValidation, AdminNeedsPostNormSublayers) {
+  for (std::string_view name : enum_names<Placement>()) {
+    Config c;
+    c.model.placement = *enum_from_string<Placement>(name);
+    if (name == "ngpt") c.model.mlp = MlpKind::swiglu;  // nGPT's own refusal aside
+    c.model.init = InitKind::admin;
+    const auto errors = validation_errors(c);
+    if (name == "post" || name == "mix") {
+      EXPECT_TRUE(errors.empty()) << name;
+    } else {
+      ASSERT_EQ(errors.size(), 1u) << name;
+      EXPECT_EQ(errors[0].rfind("model.init = \"admin\" needs post-norm sublayers", 0), 0u)
+          << errors[0];
+      EXPECT_NE(errors[0].find(fmt::format("model.placement = \"{}\"", name)), std::string::npos)
+          << errors[0];
+    }
+  }
+  Config c;
+  c.model.placement = Placement::mix;
+  c.model.mix_ratio = 0;
+  c.model.init = InitKind::admin;
+  EXPECT_EQ(validation_errors(c).size(), 1u);
+  c.model.mix_ratio = 0.5;
+  c.model.residual_scale = ResidualScale::rezero;
+  const auto errors = validation_errors(c);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0], "model.init = \"admin\" does not combine with model.residual_scale = "
+                       "\"rezero\": Admin already scales the residual sum (omega on the shortcut)");
+}
+
+// HybridNorm takes every norm kind, residual scale and model.qk_norm (which then picks the kind of
+// its q/k/v norms); QK-Clip is refused by name.
+TEST(ConfigValidation, HybridRefusesQkClip) {
+  Config c;
+  c.model.placement = Placement::hybrid;
+  c.model.norm = NormKind::derf;
+  c.model.qk_norm = QKNormKind::rmsnorm;
+  c.model.residual_scale = ResidualScale::layerscale;
+  c.model.hybrid_first_pre = true;
+  EXPECT_TRUE(validation_errors(c).empty());
+  c.optim.qk_clip = 50;
+  const auto errors = validation_errors(c);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("does not combine with model.placement = \"hybrid\""),
+            std::string::npos)
+      << errors[0];
 }
 
 }  // namespace

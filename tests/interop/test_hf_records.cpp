@@ -345,6 +345,22 @@ TEST(HfRecords, NgptIsRefusedByName) {
       << msg;
 }
 
+// Admin's shortcut scale and HybridNorm are refused by name: no transformers family has either.
+TEST(HfRecords, AdminAndHybridAreRefusedByName) {
+  ModelConfig m = base();
+  m.placement = Placement::post;
+  m.init = InitKind::admin;
+  EXPECT_NE(refusal(m).find("model.init = admin: no supported transformers family has Admin's "
+                            "shortcut scale"),
+            std::string::npos)
+      << refusal(m);
+  m = base();
+  m.placement = Placement::hybrid;
+  EXPECT_NE(refusal(m).find("model.placement = hybrid: no supported transformers family has it"),
+            std::string::npos)
+      << refusal(m);
+}
+
 TEST(HfRecords, CanonicalLayerPattern) {
   using hf::canonical_layer_pattern;
   EXPECT_EQ(canonical_layer_pattern({false, false}), "global");

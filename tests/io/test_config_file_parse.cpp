@@ -173,12 +173,13 @@ path = 5
   EXPECT_TRUE(has_problem(p, "model.vocab_size: expected an integer, got an array"));
   EXPECT_TRUE(
       has_problem(p, "model.norm_bias: expected a boolean (true or false), got 1 (an integer)"));
-  EXPECT_TRUE(has_problem(
-      p, "model.placement: expected one of post, pre, peri, reordered, deepnorm, mix, ngpt, got 3"));
+  EXPECT_TRUE(has_problem(p, "model.placement: expected one of post, pre, peri, reordered, "
+                             "deepnorm, mix, ngpt, hybrid, got 3"));
   EXPECT_TRUE(has_problem(
       p, "model.norm: unknown value \"batchnorm\" (allowed: layernorm, rmsnorm, dyt, derf, l2)"));
   EXPECT_TRUE(has_problem(p, "model.rope_theta: expected a number, got \"big\" (a string)"));
-  EXPECT_TRUE(has_problem(p, "model.init: expected one of gpt2, normal, xavier, got a table"));
+  EXPECT_TRUE(
+      has_problem(p, "model.init: expected one of gpt2, normal, xavier, admin, got a table"));
   EXPECT_TRUE(has_problem(p, "train.seed: -1 is out of range (0 .. 18446744073709551615)"));
   EXPECT_TRUE(has_problem(p, "data.path: expected a string, got 5 (an integer)"));
   EXPECT_EQ(p.size(), 13u);

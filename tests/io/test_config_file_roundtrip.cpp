@@ -77,6 +77,8 @@ Config every_key_changed() {
   m.embed_scale = std::sqrt(96.0);  // not exactly representable in short decimal
   m.init = InitKind::xavier;
   m.init_std = 0.1 + 0.2;  // 0.30000000000000004: the dump must keep every bit
+  m.admin_omega = AdminOmega::logn;  // valid (a warning) with init = xavier
+  m.hybrid_first_pre = true;         // valid (a warning) with placement = peri
   m.parametrization = Parametrization::mup;
   m.mup_base_width = 48;     // base: d_model 48, d_ff 100, 6 heads of 10 over 3 key/value heads
   m.mup_base_d_ff = 100;

@@ -183,5 +183,49 @@ TEST(Init, BoundsDistinguishTheResidualScalings) {
   EXPECT_GT(1 - gpt2, 2 * bound);
 }
 
+// model.init = admin: every tensor but res_omega follows init = normal's rule; the profiling pass
+// gives each post-norm sublayer one omega in every channel, 1 for the first; it reads no omega it
+// has not set (a second pass over the same batch from other omegas gives the same ones); the
+// float model profiles what the double model does.
+TEST(Init, AdminProfilesOmega) {
+  ModelConfig m = init_model({InitKind::admin, Placement::mix});
+  Transformer<double> md(m, 2, m.seq_len);
+  Transformer<float> mf(m, 2, m.seq_len);
+  md.init_params(99);
+  mf.init_params(99);
+  ModelConfig as_normal = m;
+  as_normal.init = InitKind::normal;
+  std::vector<std::vector<double>> omegas;
+  for (const ParamSpec& s : md.table().specs()) {
+    const double* w = md.param(s);
+    if (!s.name.ends_with("res_omega")) {
+      if (s.name.ends_with("attn.wqkv.weight")) continue;  // rows checked by the cases above
+      check_samples(s.name, w, s.numel, rule_for(as_normal, s.name, ""));
+      continue;
+    }
+    omegas.emplace_back(w, w + s.numel);
+    for (long c = 0; c < s.numel; ++c) ASSERT_EQ(w[c], w[0]) << s.name;
+    const float* wf = mf.param(*mf.table().find(s.name));
+    EXPECT_NEAR(wf[0], w[0], 1e-4 * w[0]) << s.name;
+  }
+  ASSERT_EQ(omegas.size(), 4u);  // mix_ratio 0.5 of 4 blocks: 2 post blocks
+  EXPECT_EQ(omegas[0][0], 1.0);
+  for (std::size_t k = 1; k < omegas.size(); ++k) EXPECT_GT(omegas[k][0], 0.0) << k;
+  // A second pass over a batch, from other omegas, gives the same omegas twice.
+  std::vector<int> idx(2 * m.seq_len);
+  for (std::size_t i = 0; i < idx.size(); ++i)
+    idx[i] = static_cast<int>((7 * i + 3) % m.vocab_size);
+  auto profile = [&](double fill) {
+    std::vector<double> out;
+    for (const ParamSpec& s : md.table().specs())
+      if (s.name.ends_with("res_omega")) std::fill(md.param(s), md.param(s) + s.numel, fill);
+    md.admin_profile(idx.data(), 2, m.seq_len);
+    for (const ParamSpec& s : md.table().specs())
+      if (s.name.ends_with("res_omega")) out.push_back(md.param(s)[0]);
+    return out;
+  };
+  EXPECT_EQ(profile(5.0), profile(0.25));
+}
+
 }  // namespace
 }  // namespace normlab

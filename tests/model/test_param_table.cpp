@@ -264,5 +264,66 @@ TEST(ParamTable, NgptParameters) {
   }
 }
 
+// model.init = admin: one `res_omega` (d_model) per post-norm sublayer (Mix-LN: its post blocks
+// only), in the norm group, not decayed, starting at 1 (profile: the pass overwrites it) or at the
+// closed form (logn); the matrices drawn as init = normal (no 1/sqrt(2L) on the projections).
+TEST(ParamTable, AdminOmegaParameters) {
+  ModelConfig m = small(Placement::mix);
+  m.n_layer = 4;
+  m.mix_ratio = 0.5;
+  m.init = InitKind::admin;
+  m.admin_omega = AdminOmega::logn;
+  const ParamLayout lay = build_param_table(m, build_plan(m));
+  for (int l = 0; l < m.n_layer; ++l)
+    for (const char* sub : {"attn", "mlp"}) {
+      const std::string name = "blocks." + std::to_string(l) + "." + sub + ".res_omega";
+      const ParamSpec* s = lay.table.find(name);
+      if (l >= 2) {
+        EXPECT_EQ(s, nullptr) << name;
+        continue;
+      }
+      ASSERT_NE(s, nullptr) << name;
+      EXPECT_EQ(s->shape, std::vector<std::int64_t>{m.d_model}) << name;
+      EXPECT_EQ(s->init, ParamInit::constant) << name;
+      EXPECT_DOUBLE_EQ(s->init_scale, std::sqrt(5.0 / std::log(5.0) - 1.0)) << name;
+      EXPECT_EQ(s->group, ParamGroup::norm) << name;
+      EXPECT_FALSE(s->decay) << name;
+    }
+  EXPECT_EQ(lay.table.find("blocks.0.mlp.w_out.weight")->init_scale, m.init_std);
+}
+
+// placement = hybrid: q_norm, k_norm and v_norm per block (per head: head_dim wide; full: the
+// query / key-value width), of model.norm's kind, or model.qk_norm's when set.
+TEST(ParamTable, HybridQkvNormParameters) {
+  ModelConfig m = small(Placement::hybrid);
+  m.n_kv_head = 1;
+  m.norm = NormKind::dyt;
+  const ParamLayout head = build_param_table(m, build_plan(m));
+  for (const char* site : {"q_norm", "k_norm", "v_norm"}) {
+    const std::string name = std::string("blocks.1.attn.") + site;
+    ASSERT_NE(head.table.find(name + ".weight"), nullptr) << name;
+    EXPECT_EQ(head.table.find(name + ".weight")->shape,
+              std::vector<std::int64_t>{m.head_size()}) << name;
+    EXPECT_NE(head.table.find(name + ".alpha"), nullptr) << name;  // DyT's
+  }
+  EXPECT_EQ(head.slots.blocks[0].attn.v_norm.kind, NormKind::dyt);
+  EXPECT_EQ(head.table.find("blocks.0.mlp.norm_post.weight"), nullptr);
+  EXPECT_NE(head.table.find("blocks.0.attn.norm_post.weight"), nullptr);
+  EXPECT_NE(head.table.find("final_norm.weight"), nullptr);
+  m.qk_norm_scope = QKNormScope::full;
+  m.qk_norm = QKNormKind::rmsnorm;
+  const ParamLayout full = build_param_table(m, build_plan(m));
+  EXPECT_EQ(full.table.find("blocks.0.attn.v_norm.weight")->shape,
+            std::vector<std::int64_t>{m.kv_width()});
+  EXPECT_EQ(full.table.find("blocks.0.attn.q_norm.weight")->shape,
+            std::vector<std::int64_t>{m.q_width()});
+  EXPECT_EQ(full.table.find("blocks.0.attn.v_norm.alpha"), nullptr);
+  EXPECT_EQ(full.slots.blocks[0].attn.v_norm.kind, NormKind::rmsnorm);
+  // Other placements have no v_norm.
+  const ModelConfig pre_cfg = small(Placement::pre);
+  const ParamLayout pre = build_param_table(pre_cfg, build_plan(pre_cfg));
+  EXPECT_EQ(pre.slots.blocks[0].attn.v_norm.w, kNoSlot);
+}
+
 }  // namespace
 }  // namespace normlab

@@ -65,8 +65,9 @@ TEST(Plan, PlacementTable) {
 }
 
 TEST(Plan, TableCoversEveryPlacement) {
-  // Every placement has a row above, except mix, which is post then pre (tested below).
-  std::set<std::string_view> covered = {to_string(Placement::mix)};
+  // Every placement has a row above, except mix, which is post then pre, and hybrid, whose two
+  // sublayers differ (both tested below).
+  std::set<std::string_view> covered = {to_string(Placement::mix), to_string(Placement::hybrid)};
   for (const Row& row : kTable) covered.insert(to_string(row.placement));
   for (std::string_view name : enum_names<Placement>()) EXPECT_TRUE(covered.count(name)) << name;
 }
@@ -193,6 +194,63 @@ TEST(Plan, Ngpt) {
   // An explicit attention scale is kept.
   m.attn_scale = 0.5;
   EXPECT_DOUBLE_EQ(build_plan(m).attn_scale, 0.5);
+}
+
+// HybridNorm: attention with q/k/v norms and a norm after its add (which feeds the MLP and its
+// residual), the MLP without a norm, a final norm; HybridNorm* makes block 0 Pre-Norm. The QKV
+// norms take model.qk_norm's kind when set, else model.norm's.
+TEST(Plan, Hybrid) {
+  ModelConfig m = with(Placement::hybrid, 3);
+  m.norm = NormKind::rmsnorm;
+  ModelPlan plan = build_plan(m);
+  for (const BlockPlan& b : plan.blocks) {
+    expect_sublayer(b.attn, {false, false, 1.0, true}, 1.0, "hybrid attn");
+    expect_sublayer(b.mlp, {false, false, 1.0, false}, 1.0, "hybrid mlp");
+    EXPECT_TRUE(b.attn.norm_qkv);
+    EXPECT_FALSE(b.mlp.norm_qkv);
+  }
+  EXPECT_TRUE(plan.final_norm);
+  EXPECT_TRUE(plan.has_qk_norm());
+  EXPECT_EQ(plan.qk_norm_kind, NormKind::rmsnorm);
+  EXPECT_EQ(describe(plan.blocks[0].attn), "x = N_post(x + F_qkv(x))");
+  EXPECT_EQ(describe(plan.blocks[0].mlp), "x = x + F(x)");
+  m.qk_norm = QKNormKind::dyt;
+  m.hybrid_first_pre = true;
+  plan = build_plan(m);
+  EXPECT_EQ(plan.qk_norm_kind, NormKind::dyt);
+  expect_sublayer(plan.blocks[0].attn, {true, false, 1.0, false}, 1.0, "hybrid* attn 0");
+  expect_sublayer(plan.blocks[0].mlp, {true, false, 1.0, false}, 1.0, "hybrid* mlp 0");
+  EXPECT_TRUE(plan.blocks[0].attn.norm_qkv);
+  EXPECT_EQ(describe(plan.blocks[0].attn), "x = x + F_qkv(N_in(x))");
+  expect_sublayer(plan.blocks[1].attn, {false, false, 1.0, true}, 1.0, "hybrid* attn 1");
+  EXPECT_FALSE(build_plan(with(Placement::pre, 2)).has_qk_norm());
+}
+
+// Admin (model.init = admin): every post-norm sublayer scales its shortcut, starting at 1 for the
+// profiling pass or at admin-torch's O(log n) value over the n post-norm sublayers.
+TEST(Plan, Admin) {
+  ModelConfig m = with(Placement::post, 4);
+  m.init = InitKind::admin;
+  ModelPlan plan = build_plan(m);
+  EXPECT_TRUE(plan.admin_profile);
+  for (const BlockPlan& b : plan.blocks)
+    for (const SublayerPlan& s : {b.attn, b.mlp}) {
+      EXPECT_TRUE(s.shortcut_scale);
+      EXPECT_EQ(s.shortcut_init, 1.0);
+    }
+  EXPECT_EQ(describe(plan.blocks[0].attn), "x = N_post(diag(omega) x + F(x))");
+  m.admin_omega = AdminOmega::logn;
+  plan = build_plan(m);
+  EXPECT_FALSE(plan.admin_profile);
+  EXPECT_DOUBLE_EQ(plan.blocks[3].mlp.shortcut_init, std::sqrt(9.0 / std::log(9.0) - 1.0));
+  // Mix-LN: its post blocks only (ceil(0.5 * 4) = 2 blocks, 4 sublayers).
+  m.placement = Placement::mix;
+  m.mix_ratio = 0.5;
+  plan = build_plan(m);
+  EXPECT_TRUE(plan.blocks[1].mlp.shortcut_scale);
+  EXPECT_FALSE(plan.blocks[2].attn.shortcut_scale);
+  EXPECT_DOUBLE_EQ(plan.blocks[0].attn.shortcut_init, std::sqrt(5.0 / std::log(5.0) - 1.0));
+  EXPECT_FALSE(build_plan(with(Placement::post, 2)).blocks[0].attn.shortcut_scale);
 }
 
 }  // namespace

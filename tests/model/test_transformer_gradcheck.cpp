@@ -49,7 +49,7 @@ const NormOpt kNorms[] = {{NormKind::layernorm, false}, {NormKind::layernorm, tr
 const Placement kPlacements[] = {Placement::post,     Placement::pre,
                                  Placement::peri,     Placement::reordered,
                                  Placement::deepnorm, Placement::mix,
-                                 Placement::ngpt};
+                                 Placement::ngpt,     Placement::hybrid};
 
 // nGPT refuses what does not compose with it (src/config/config.cpp, ngpt_problems): its cases
 // keep the rest of the matrix (caps, z-loss, ties, head counts and explicit head sizes, attention
@@ -151,6 +151,15 @@ std::vector<Case> make_cases() {
       m.layerscale_init = 0.7;
       // σReparam on four of every eight cases (with μP, GQA, gated MLPs and biases among them).
       m.sigma_reparam = i % 3 == 1 || i == 2;
+      // Admin (post-norm sublayers, no residual scale): the profiled and the closed-form omega, on
+      // the two cases of post and of mix (with post blocks) that have no residual scale.
+      if ((pl == Placement::post || pl == Placement::mix) &&
+          m.residual_scale == ResidualScale::none && m.mix_ratio > 0) {
+        m.init = InitKind::admin;
+        m.admin_omega = i % 2 == 0 ? AdminOmega::profile : AdminOmega::logn;
+      }
+      // HybridNorm*: block 0 Pre-Norm, on every third hybrid case.
+      m.hybrid_first_pre = pl == Placement::hybrid && i % 3 == 1;
       // Biases per projection group: none, all (the shorthand), q/k/v only, output + MLP.
       m.bias = i % 4 == 1;
       m.attn_qkv_bias = i % 4 == 2;
@@ -202,6 +211,8 @@ std::vector<Case> make_cases() {
       if (m.sigma_reparam) c.name += "_sigma";
       if (m.rope_scaling != RopeScaling::none) c.name += fmt::format("_{}", to_string(m.rope_scaling));
       if (pl == Placement::ngpt) c.name += fmt::format("_alpha{}", m.ngpt_alpha_init);
+      if (m.init == InitKind::admin) c.name += fmt::format("_admin_{}", to_string(m.admin_omega));
+      if (m.hybrid_first_pre) c.name += "_firstpre";
       for (char& ch : c.name)
         if (ch == '.') ch = 'p';
       out.push_back(c);
@@ -388,6 +399,11 @@ TEST(ModelGradCheck, EveryOptionValueAppearsWithEveryPlacement) {
       seen["residual_scale"].insert(std::string(to_string(m.residual_scale)));
       seen["sigma_reparam"].insert(fmt::format("{}", m.sigma_reparam));
       if (pl == Placement::ngpt) seen["ngpt_alpha_init"].insert(fmt::format("{}", m.ngpt_alpha_init));
+      seen["init"].insert(m.init == InitKind::admin
+                              ? fmt::format("admin/{}", to_string(m.admin_omega))
+                              : std::string(to_string(m.init)));
+      if (pl == Placement::hybrid)
+        seen["hybrid_first_pre"].insert(fmt::format("{}", m.hybrid_first_pre));
       if (m.pos == PosKind::rope) seen["rope_scaling"].insert(std::string(to_string(m.rope_scaling)));
       if (pl == Placement::mix) {
         const ModelPlan plan = build_plan(m);
@@ -414,6 +430,9 @@ TEST(ModelGradCheck, EveryOptionValueAppearsWithEveryPlacement) {
         want[one] = 1;
       want["ngpt_alpha_init"] = 2;
     }
+    // Admin (both omegas) where there are post-norm sublayers: post and mix.
+    want["init"] = pl == Placement::post || pl == Placement::mix ? 3 : 1;
+    if (pl == Placement::hybrid) want["hybrid_first_pre"] = 2;
     if (pl == Placement::mix) {
       want["mix_post_blocks"] = 3;  // 0 (all pre), 2 and 3 (all post) of 3 blocks
       want["final_norm"] = 2;       // all post has none

@@ -41,9 +41,11 @@ def _f32(tensors):
     return {k: v.detach().to(torch.float32).contiguous() for k, v in tensors.items()}
 
 
-def run_driver(tmp_dir, cfg, weights, batch, mode="model", adam_steps=0, head_chunk=0):
+def run_driver(tmp_dir, cfg, weights, batch, mode="model", adam_steps=0, head_chunk=0,
+               extra=()):
     """Write CFG.toml, W.safetensors, BATCH.safetensors into tmp_dir, run the driver, return OUT.
-    head_chunk > 0 forces the LM head to run in chunks of that many rows."""
+    head_chunk > 0 forces the LM head to run in chunks of that many rows; extra: more driver
+    arguments (e.g. ("--admin-profile", "1"))."""
     driver = driver_path()
     tmp_dir = Path(tmp_dir)
     paths = {k: tmp_dir / f for k, f in (("config", "CFG.toml"), ("weights", "W.safetensors"),
@@ -58,6 +60,7 @@ def run_driver(tmp_dir, cfg, weights, batch, mode="model", adam_steps=0, head_ch
         cmd += ["--adam-steps", str(adam_steps)]
     if head_chunk:
         cmd += ["--head-chunk", str(head_chunk)]
+    cmd += [str(a) for a in extra]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=DRIVER_TIMEOUT_S)
     except subprocess.TimeoutExpired:

@@ -64,6 +64,8 @@ DEFAULTS = {
         "embed_scale": 1.0,
         "init": "gpt2",
         "init_std": 0.02,
+        "admin_omega": "profile",
+        "hybrid_first_pre": False,
     },
     "optim": {
         "lr": 1e-3,
@@ -86,7 +88,7 @@ DEFAULTS = {
 }
 
 CHOICES = {
-    "placement": ("post", "pre", "peri", "reordered", "deepnorm", "mix", "ngpt"),
+    "placement": ("post", "pre", "peri", "reordered", "deepnorm", "mix", "ngpt", "hybrid"),
     "norm": ("layernorm", "rmsnorm", "dyt", "derf"),
     "residual_scale": ("none", "rezero", "skipinit", "layerscale"),
     "qk_norm": ("none", "rmsnorm", "layernorm", "dyt", "derf"),
@@ -95,7 +97,8 @@ CHOICES = {
     "pos": ("rope", "learned"),
     "rope_scaling": ("none", "linear", "llama3"),
     "mlp": ("gelu", "gelu_tanh", "swiglu", "geglu"),
-    "init": ("gpt2", "normal", "xavier"),
+    "init": ("gpt2", "normal", "xavier", "admin"),
+    "admin_omega": ("profile", "logn"),
     "schedule": ("cosine", "linear", "constant"),
 }
 

@@ -37,6 +37,8 @@ class SublayerPlan:
     norm_out: bool
     alpha: float
     norm_after_add: bool
+    shortcut: bool = False   # Admin (init = admin): s = omega * x + g, omega = `res_omega` (C)
+    norm_qkv: bool = False   # HybridNorm's attention: q, k and v each normalised
 
 
 def _plan_for(placement, n_layer):
@@ -63,6 +65,26 @@ def block_plans(model_cfg):
     return [_plan_for(placement, L) for _ in range(L)]
 
 
+def sublayer_plans(model_cfg):
+    """(attention plan, MLP plan) per block: block_plans' plan twice, with Admin's shortcut on
+    every post-norm sublayer under init = admin (README, "Admin"); HybridNorm's two different
+    sublayers under placement = hybrid (README, "HybridNorm")."""
+    L = model_cfg["n_layer"]
+    if model_cfg["placement"] == "hybrid":
+        attn = SublayerPlan(False, False, 1.0, True, norm_qkv=True)
+        mlp = SublayerPlan(False, False, 1.0, False)
+        pre_attn = SublayerPlan(True, False, 1.0, False, norm_qkv=True)
+        pre_mlp = SublayerPlan(True, False, 1.0, False)
+        first_pre = model_cfg["hybrid_first_pre"]
+        return [(pre_attn, pre_mlp) if first_pre and l == 0 else (attn, mlp) for l in range(L)]
+    out = []
+    for plan in block_plans(model_cfg):
+        if model_cfg["init"] == "admin" and plan.norm_after_add:
+            plan = SublayerPlan(plan.norm_in, plan.norm_out, plan.alpha, True, shortcut=True)
+        out.append((plan, plan))
+    return out
+
+
 # ----------------------------------------------------------------------------------------------
 # Parameter table
 
@@ -72,17 +94,21 @@ class ParamSpec:
     name: str
     shape: tuple
     kind: str  # "embedding", "linear" (a matrix), "gain", "bias", "alpha", "shift" (scalars),
-    #            "res_scale" (the residual branch scale: (1,) or (d_model,))
+    #            "res_scale" (the residual branch scale: (1,) or (d_model,)), "res_omega"
+    #            (Admin's shortcut scale, (d_model,))
 
 
 class RefModel:
-    def __init__(self, cfg, dtype=torch.float64, attn_scale=None, head=None):
+    def __init__(self, cfg, dtype=torch.float64, attn_scale=None, head=None, shortcut=None):
         """attn_scale: the attention-score scale (None: the config's, attn_scale or 1/sqrt(D));
         head: a callable x (B, T, C) -> logits (B, T, V) that replaces x @ W^T (None: the
-        config's head, tied or lm_head.weight)."""
+        config's head, tied or lm_head.weight); shortcut: a callable (x, g, omega) -> s that
+        replaces Admin's s = omega * x + g (e.g. admin-torch's OmegaResidual)."""
         self.cfg = cfg
         self.attn_scale = attn_scale
         self.head = head
+        self.shortcut = shortcut
+        self.profile = None  # Admin's profiling pass while admin_profile runs: {"ratio": r}
         self.m = cfg["model"]
         self.dtype = dtype
         m = self.m
@@ -93,9 +119,14 @@ class RefModel:
         self.Cq = self.H * self.D      # width of q and of the attention output
         self.Ckv = self.Hkv * self.D   # width of k and of v
         self.sliding = layer_types(m)
-        self.plans = block_plans(m)
+        self.pairs = sublayer_plans(m)            # (attention, MLP) plan per block
+        self.plans = [a for a, _ in self.pairs]  # the attention plans (all but hybrid: both)
         # The final norm exists iff the last sublayer of the last block has no norm_after_add.
-        self.has_final_norm = not self.plans[-1].norm_after_add
+        self.has_final_norm = not self.pairs[-1][1].norm_after_add
+        # The q/k(/v) norms' kind: qk_norm's; HybridNorm's default to the residual norm's.
+        self.qk_kind = m["qk_norm"]
+        if m["placement"] == "hybrid" and self.qk_kind == "none":
+            self.qk_kind = m["norm"]
         self.specs = self._param_specs()
 
     # -- parameters ---------------------------------------------------------------------------
@@ -122,17 +153,19 @@ class RefModel:
         specs = [ParamSpec("tok_emb.weight", (V, C), "embedding")]
         if m["pos"] == "learned":
             specs.append(ParamSpec("pos_emb.weight", (m["seq_len"], C), "embedding"))
-        for l, plan in enumerate(self.plans):
-            for sub in ("attn", "mlp"):
+        for l, pair in enumerate(self.pairs):
+            for sub, plan in zip(("attn", "mlp"), pair):
                 p = f"blocks.{l}.{sub}"
                 if plan.norm_in:
                     self._norm_specs(f"{p}.norm_in", m["norm"], C, specs)
                 if sub == "attn":
                     self._linear_specs(f"{p}.wqkv", Cq + 2 * Ckv, C, specs, qkv_bias)
-                    if m["qk_norm"] != "none":
-                        head = m["qk_norm_scope"] == "head"
-                        self._norm_specs(f"{p}.q_norm", m["qk_norm"], D if head else Cq, specs)
-                        self._norm_specs(f"{p}.k_norm", m["qk_norm"], D if head else Ckv, specs)
+                    head = m["qk_norm_scope"] == "head"
+                    if self.qk_kind != "none":
+                        self._norm_specs(f"{p}.q_norm", self.qk_kind, D if head else Cq, specs)
+                        self._norm_specs(f"{p}.k_norm", self.qk_kind, D if head else Ckv, specs)
+                    if plan.norm_qkv:
+                        self._norm_specs(f"{p}.v_norm", self.qk_kind, D if head else Ckv, specs)
                     self._linear_specs(f"{p}.wo", C, Cq, specs, out_bias)
                 else:
                     gated = m["mlp"] in ("swiglu", "geglu")
@@ -145,6 +178,8 @@ class RefModel:
                 if m["residual_scale"] != "none":  # README: "Residual branch scale"
                     width = C if m["residual_scale"] == "layerscale" else 1
                     specs.append(ParamSpec(f"{p}.res_scale", (width,), "res_scale"))
+                if plan.shortcut:  # README: "Admin"
+                    specs.append(ParamSpec(f"{p}.res_omega", (C,), "res_omega"))
         if self.has_final_norm:
             self._norm_specs("final_norm", m["norm"], C, specs)
         if not m["tie_embeddings"]:
@@ -185,7 +220,7 @@ class RefModel:
                 t = torch.rand(s.shape, generator=gen, dtype=torch.float64) + 0.5 - g0
             elif s.kind in ("bias", "shift"):
                 t = 0.2 * torch.randn(s.shape, generator=gen, dtype=torch.float64)
-            elif s.kind in ("alpha", "res_scale"):
+            elif s.kind in ("alpha", "res_scale", "res_omega"):
                 t = torch.rand(s.shape, generator=gen, dtype=torch.float64) + 0.5
             elif s.kind == "embedding":
                 t = 0.5 * torch.randn(s.shape, generator=gen, dtype=torch.float64)
@@ -247,7 +282,8 @@ class RefModel:
         B, T, _ = u.shape
         qkv = self._linear(u, params, f"{prefix}.wqkv")  # (B, T, Cq + 2 Ckv)
         q, k, v = qkv[..., :Cq], qkv[..., Cq : Cq + Ckv], qkv[..., Cq + Ckv :]
-        qk_kind, scope, position = m["qk_norm"], m["qk_norm_scope"], m["qk_norm_position"]
+        qk_kind, scope, position = self.qk_kind, m["qk_norm_scope"], m["qk_norm_position"]
+        norm_v = self.pairs[layer][0].norm_qkv if layer is not None else False
         use_rope = m["pos"] == "rope"
 
         def heads(t):  # (B, T, n * D) -> (B, n, T, D)
@@ -262,6 +298,8 @@ class RefModel:
             return self.norm(t, params, f"{prefix}.{which}_norm", qk_kind)
 
         q, k, v = heads(q), heads(k), heads(v)  # (B, H, T, D), (B, Hkv, T, D) twice
+        if norm_v:  # HybridNorm: the values too, with the QK norms' kind and scope
+            v = qk_norm(v, "v")
         if qk_kind != "none" and position == "pre_rope":
             q, k = qk_norm(q, "q"), qk_norm(k, "k")
         if use_rope:
@@ -317,13 +355,45 @@ class RefModel:
         g = self.norm(f, params, f"{prefix}.norm_out") if plan.norm_out else f
         if self.m["residual_scale"] != "none":
             g = params[f"{prefix}.res_scale"] * g
-        s = plan.alpha * x + g
+        if plan.shortcut:
+            s = self._admin_sum(x, g, params, prefix)
+        else:
+            s = plan.alpha * x + g
         return self.norm(s, params, f"{prefix}.norm_post") if plan.norm_after_add else s
 
+    def _admin_sum(self, x, g, params, prefix):
+        """Admin: s = omega * x + g. While profiling (Transformer-Clinic's adaptive-profiling),
+        omega is first set to the running ratio r (every channel; r = 1 before the first
+        sublayer), then r = sqrt(Var[omega x] + Var[g]) over every element (population)."""
+        name = f"{prefix}.res_omega"
+        if self.profile is not None:
+            with torch.no_grad():
+                params[name].fill_(self.profile["ratio"])
+                xs = (x * params[name]).double()
+                self.profile["ratio"] = math.sqrt(xs.var(unbiased=False).item() +
+                                                  g.double().var(unbiased=False).item())
+        if self.shortcut is not None:
+            return self.shortcut(x, g, params[name])
+        return params[name] * x + g
+
+    def admin_profile(self, params, idx):
+        """Admin's profiling pass over idx (B, T): sets every res_omega in params, in place."""
+        self.profile = {"ratio": 1.0}
+        try:
+            with torch.no_grad():
+                T = idx.shape[1]
+                x = params["tok_emb.weight"][idx] * self.m["embed_scale"]
+                if self.m["pos"] == "learned":
+                    x = x + params["pos_emb.weight"][:T]
+                for l in range(self.L):
+                    x = self.block(x, params, l)
+        finally:
+            self.profile = None
+
     def block(self, x, params, layer):
-        plan = self.plans[layer]
-        x = self.sublayer(x, params, f"blocks.{layer}.attn", plan, self.attention)
-        return self.sublayer(x, params, f"blocks.{layer}.mlp", plan, self.mlp)
+        attn, mlp = self.pairs[layer]
+        x = self.sublayer(x, params, f"blocks.{layer}.attn", attn, self.attention)
+        return self.sublayer(x, params, f"blocks.{layer}.mlp", mlp, self.mlp)
 
     def forward(self, params, idx, targets):
         """-> (logits (B, T, V), loss, ce, zl) as 0-d tensors for the losses."""

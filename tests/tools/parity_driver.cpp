@@ -1,6 +1,9 @@
 // Runs normlab on weights and a batch given as safetensors files and writes what the PyTorch
 // oracle compares (see tests/reference/README.md for the protocol). Modes: model (the default),
-// block (block 0 alone), norm (one norm site alone: tests/py/test_dyt_parity.py).
+// block (block 0 alone), norm (one norm site alone: tests/py/test_dyt_parity.py), init (the
+// parameters as init_params(--seed) draws them, no weights or batch read:
+// tests/py/test_admin_parity.py). In model mode --admin-profile 1 runs Admin's profiling pass on
+// the batch first and writes the parameters after it as profiled.<name>.
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -34,7 +37,8 @@ std::vector<int> read_ids(const SafetensorsFile& f, const char* name, long n) {
 
 int run(int argc, char** argv) {
   std::string cfg_path, weights_path, batch_path, out_path, mode = "model";
-  int adam_steps = 0, head_chunk = 0;
+  int adam_steps = 0, head_chunk = 0, admin_profile = 0;
+  std::uint64_t seed = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--config") cfg_path = v;
@@ -44,9 +48,17 @@ int run(int argc, char** argv) {
     else if (k == "--adam-steps") adam_steps = std::stoi(v);
     else if (k == "--mode") mode = v;
     else if (k == "--head-chunk") head_chunk = std::stoi(v);
+    else if (k == "--admin-profile") admin_profile = std::stoi(v);
+    else if (k == "--seed") seed = std::stoull(v);
     else throw Error("unknown option " + k);
   }
   const Config cfg = load_config(cfg_path);
+  if (mode == "init") {
+    Transformer<float> model(cfg.model, 2, cfg.model.seq_len);
+    model.init_params(seed);
+    write_safetensors(out_path, weight_records(model.table(), model.params().data(), "param."));
+    return 0;
+  }
   const auto batch = SafetensorsFile::open(batch_path);
   const auto weights = SafetensorsFile::open(weights_path);
   const int C = cfg.model.d_model, V = cfg.model.vocab_size;
@@ -129,6 +141,12 @@ int run(int argc, char** argv) {
   Transformer<float> model(cfg.model, B, T);
   load_weights(model, weights);
   if (head_chunk > 0) model.set_head_chunk(head_chunk);
+  std::vector<float> profiled;
+  if (admin_profile) {
+    model.admin_profile(idx.data(), B, T);
+    profiled.assign(model.params().begin(), model.params().end());
+    for (auto r : weight_records(model.table(), profiled.data(), "profiled.")) out.push_back(r);
+  }
 
   std::vector<float> logits(N * V);
   model.forward_logits(idx.data(), B, T, logits.data());

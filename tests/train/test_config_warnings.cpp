@@ -124,5 +124,30 @@ TEST(ConfigWarnings, QkClipUnderSigmaReparam) {
             0u);
 }
 
+// Admin's and HybridNorm*'s keys while their option is off; HybridNorm's q/k/v norms count as QK
+// sites (dyt_alpha_qk is theirs under model.norm = dyt).
+TEST(ConfigWarnings, AdminAndHybridKeysOfAnotherOption) {
+  Config c;
+  c.model.admin_omega = AdminOmega::logn;  // model.init = gpt2
+  c.model.hybrid_first_pre = true;         // model.placement = pre
+  auto w = config_warnings(c, 8);
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[0], "model.admin_omega has no effect with model.init = gpt2 (it is Admin's starting "
+                  "omega, model.init = admin)");
+  EXPECT_EQ(w[1], "model.hybrid_first_pre has no effect with model.placement = pre (it is "
+                  "HybridNorm*, model.placement = hybrid)");
+  c.model.init = InitKind::admin;
+  c.model.placement = Placement::hybrid;
+  EXPECT_TRUE(config_warnings(c, 8).empty());
+  c.model.norm = NormKind::dyt;
+  c.model.dyt_alpha_qk = 0.7;
+  EXPECT_TRUE(config_warnings(c, 8).empty());
+  c.model.placement = Placement::pre;
+  c.model.hybrid_first_pre = false;
+  w = config_warnings(c, 8);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0].rfind("model.dyt_alpha_qk has no effect", 0), 0u) << w[0];
+}
+
 }  // namespace
 }  // namespace normlab

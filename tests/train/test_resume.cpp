@@ -98,6 +98,37 @@ TEST(Resume, ExtendingAFinishedRunEqualsAStraightRun) {
   fs::remove_all(b);
 }
 
+// Admin (model.init = admin): the profiling pass runs for a fresh run only; a resumed run takes
+// omega (res_omega, a parameter) from the checkpoint, so extending equals a straight run bitwise.
+TEST(Resume, AdminOmegaComesFromTheCheckpoint) {
+  const std::string a = temp_dir("admin_straight"), b = temp_dir("admin_resumed");
+  auto admin = [](int steps) {
+    Config c = constant_lr(steps);
+    c.model.placement = Placement::post;
+    c.model.init = InitKind::admin;
+    return c;
+  };
+  Arenas straight;
+  {
+    Trainer t(admin(20), a, false);
+    t.run();
+    straight = arenas(t);
+  }
+  {
+    Trainer t(admin(10), b, false);
+    t.run();
+  }
+  {
+    ResumeOptions from;
+    from.config = resume_config(resume_point(b), {"train.steps=20"});
+    Trainer t(Config{}, b, true, from);
+    EXPECT_EQ(t.run().steps, 20);
+    expect_bitwise_equal(arenas(t), straight);
+  }
+  fs::remove_all(a);
+  fs::remove_all(b);
+}
+
 TEST(Resume, AStepDependentScheduleFollowsTheNewLength) {
   const std::string dir = temp_dir("extend_cosine");
   Config c = test::tiny_run(20);

@@ -218,7 +218,7 @@ TEST(ConfigFile, JsonErrorsUseTheSameChecks) {
 TEST(ConfigFile, EnumNamesRoundTrip) {
   for (const auto name : enum_names<Placement>())
     EXPECT_EQ(to_string(*enum_from_string<Placement>(name)), name);
-  EXPECT_EQ(enum_names<Placement>().size(), 7u);
+  EXPECT_EQ(enum_names<Placement>().size(), 8u);
   EXPECT_EQ(to_string(Placement::deepnorm), "deepnorm");
   EXPECT_EQ(to_string(QKNormPosition::post_rope), "post_rope");
   EXPECT_EQ(to_string(MlpKind::gelu_tanh), "gelu_tanh");

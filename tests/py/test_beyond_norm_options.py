@@ -24,6 +24,10 @@ OPTIONS = [
       "model.placement": "post"}, []),
     ({"model.sigma_reparam": True}, ["sigma_w", "sigma_gamma"]),
     ({"model.placement": "ngpt", "model.mlp": "swiglu"}, []),
+    ({"model.placement": "hybrid", "model.hybrid_first_pre": True}, []),
+    ({"model.placement": "post", "model.init": "admin"}, []),
+    ({"model.placement": "mix", "model.mix_ratio": 0.5, "model.init": "admin",
+      "model.admin_omega": "logn"}, []),
     ({"model.residual_scale": "layerscale", "model.placement": "peri"}, []),
 ]
 

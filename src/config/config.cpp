@@ -107,6 +107,16 @@ struct EnumTable<ResidualScale> {
   static constexpr std::string_view names[] = {"none", "rezero", "skipinit", "layerscale"};
   static constexpr ResidualScale last = ResidualScale::layerscale;
 };
+template <>
+struct EnumTable<AttnGate> {
+  static constexpr std::string_view names[] = {"none", "head", "elementwise"};
+  static constexpr AttnGate last = AttnGate::elementwise;
+};
+template <>
+struct EnumTable<AttnSink> {
+  static constexpr std::string_view names[] = {"none", "one", "learned"};
+  static constexpr AttnSink last = AttnSink::learned;
+};
 
 template <class E>
 bool is_valid_enum(E v) {
@@ -153,6 +163,8 @@ NL_ENUM(SpikePolicy)
 NL_ENUM(MatmulPrecision)
 NL_ENUM(Parametrization)
 NL_ENUM(ResidualScale)
+NL_ENUM(AttnGate)
+NL_ENUM(AttnSink)
 #undef NL_ENUM
 
 namespace {
@@ -323,6 +335,8 @@ std::vector<std::string> validation_errors(const Config& c) {
                       "\"deepnorm\": DeepNorm already scales the residual (alpha) and the branch "
                       "weights (beta)",
                       to_string(m.residual_scale)));
+  k.valid_enum(KEY(model.attn_gate));
+  k.valid_enum(KEY(model.attn_sink));
   k.valid_enum(KEY(model.qk_norm));
   k.valid_enum(KEY(model.qk_norm_scope));
   k.valid_enum(KEY(model.qk_norm_position));

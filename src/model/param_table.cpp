@@ -118,6 +118,14 @@ BlockSlots block_params(TableBuilder& tb, const ModelConfig& cfg, const BlockPla
     at.q_norm = tb.norm(ab + "q_norm", per_head ? D : Cq, qk, cfg.dyt_alpha_qk, l, 0);
     at.k_norm = tb.norm(ab + "k_norm", per_head ? D : Ckv, qk, cfg.dyt_alpha_qk, l, 0);
   }
+  // Gated attention (Qiu et al. 2025): W_g maps the branch input to one gate logit per head or
+  // per output value, initialised like the other input projections.
+  if (cfg.attn_gate != AttnGate::none)
+    at.wg = tb.weight(ab + "wg.weight", cfg.attn_gate == AttnGate::head ? cfg.n_head : Cq, C,
+                      ParamGroup::attention, l, 0, 1.0);
+  // A learned sink: one logit per query head, 0 at the start (softmax+1's value).
+  if (cfg.attn_sink == AttnSink::learned)
+    at.sink = tb.vec(ab + "sink", cfg.n_head, 0.0, ParamGroup::attention, l, 0, false);
   at.wo = tb.weight(ab + "wo.weight", C, Cq, ParamGroup::attention, l, 0, out_scale);
   if (cfg.has_out_bias()) at.bo = tb.vec(ab + "wo.bias", C, 0.0, ParamGroup::attention, l, 0, true);
 

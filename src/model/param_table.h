@@ -28,6 +28,8 @@ struct AttnSlots {
   SublayerSlots res;
   long wqkv = kNoSlot, bqkv = kNoSlot, wo = kNoSlot, bo = kNoSlot;
   NormSlots q_norm, k_norm;
+  long wg = kNoSlot;    // `attn.wg.weight` (H or H D, C): model.attn_gate's gate projection W_g
+  long sink = kNoSlot;  // `attn.sink` (H): model.attn_sink = learned's per-head sink logits
 };
 struct MlpSlots {
   SublayerSlots res;
@@ -54,7 +56,10 @@ struct ParamLayout {
 // (norm_gain_offset + w) = 1, biases at 0; DyT's and Derf's alpha at the site's model.dyt_alpha_*
 // (attention sublayer, MLP sublayer, final, QK), Derf's shift at 0; a residual branch scale
 // (model.residual_scale) `blocks.{l}.{attn,mlp}.res_scale`, shape (1) or (d_model), at the plan's
-// branch_scale_init, in the norm group (a gain on the branch, like a norm's), not decayed. Under model.parametrization =
+// branch_scale_init, in the norm group (a gain on the branch, like a norm's), not decayed. The
+// attention gate's W_g (model.attn_gate) is a projection like wqkv (same init, attention group,
+// decayed); a learned sink's logits (model.attn_sink) start at 0, attention group, not decayed.
+// Under model.parametrization =
 // mup, apply_mup (model/mup.h) sets the width shapes and rescales the matrix-like weights'
 // initialisation (a scalar alpha or shift has no width dimension: fixed, as in the base model).
 ParamLayout build_param_table(const ModelConfig& cfg, const ModelPlan& plan);

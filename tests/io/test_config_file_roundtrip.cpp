@@ -48,6 +48,8 @@ Config every_key_changed() {
   m.residual_scale = ResidualScale::layerscale;
   m.layerscale_init = 1e-5;
   m.skipinit_init = 0.125;
+  m.attn_gate = AttnGate::elementwise;
+  m.attn_sink = AttnSink::learned;
   m.qk_norm = QKNormKind::layernorm;
   m.qk_norm_scope = QKNormScope::full;
   m.qk_norm_position = QKNormPosition::post_rope;

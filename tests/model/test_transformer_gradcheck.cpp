@@ -128,6 +128,12 @@ std::vector<Case> make_cases() {
       m.residual_scale = pl == Placement::deepnorm ? ResidualScale::none : scales[(i / 2 + pi) % 4];
       m.skipinit_init = 0.5;
       m.layerscale_init = 0.7;
+      // Gated attention and attention sinks, every value with every placement (a learned sink
+      // starts at 0 and is moved by the perturbation below).
+      const AttnGate gates[] = {AttnGate::none, AttnGate::head, AttnGate::elementwise};
+      const AttnSink sinks[] = {AttnSink::none, AttnSink::one, AttnSink::learned};
+      m.attn_gate = gates[(i + 2 * pi) % 3];
+      m.attn_sink = sinks[(i / 2 + pi) % 3];
       // Biases per projection group: none, all (the shorthand), q/k/v only, output + MLP.
       m.bias = i % 4 == 1;
       m.attn_qkv_bias = i % 4 == 2;
@@ -175,6 +181,8 @@ std::vector<Case> make_cases() {
       if (m.residual_scale != ResidualScale::none)
         c.name += fmt::format("_{}", to_string(m.residual_scale));
       if (m.rope_scaling != RopeScaling::none) c.name += fmt::format("_{}", to_string(m.rope_scaling));
+      if (m.attn_gate != AttnGate::none) c.name += fmt::format("_gate{}", to_string(m.attn_gate));
+      if (m.attn_sink != AttnSink::none) c.name += fmt::format("_sink{}", to_string(m.attn_sink));
       for (char& ch : c.name)
         if (ch == '.') ch = 'p';
       out.push_back(c);
@@ -343,6 +351,8 @@ TEST(ModelGradCheck, EveryOptionValueAppearsWithEveryPlacement) {
                                                                              : m.layer_pattern);
       seen["local_rope"].insert(fmt::format("{}", m.rope_local_theta > 0));
       seen["residual_scale"].insert(std::string(to_string(m.residual_scale)));
+      seen["attn_gate"].insert(std::string(to_string(m.attn_gate)));
+      seen["attn_sink"].insert(std::string(to_string(m.attn_sink)));
       if (m.pos == PosKind::rope) seen["rope_scaling"].insert(std::string(to_string(m.rope_scaling)));
       if (pl == Placement::mix) {
         const ModelPlan plan = build_plan(m);
@@ -358,7 +368,8 @@ TEST(ModelGradCheck, EveryOptionValueAppearsWithEveryPlacement) {
         {"heads", 4},  // 1, 2, 3 and 4 heads
         {"norm_gain_offset", 2}, {"embed_scale", 2}, {"attn_scale", 2}, {"parametrization", 2},
         {"kv", 3},  // MHA, GQA, MQA
-        {"head_dim", 2}, {"biases", 4}, {"window", 4}, {"local_rope", 2}, {"rope_scaling", 3}};
+        {"head_dim", 2}, {"biases", 4}, {"window", 4}, {"local_rope", 2}, {"rope_scaling", 3},
+        {"attn_gate", 3}, {"attn_sink", 3}};
     // Every residual scale where the placement allows it; DeepNorm allows none.
     want["residual_scale"] = pl == Placement::deepnorm ? 1 : 4;
     if (pl == Placement::mix) {

@@ -96,6 +96,17 @@ void add_info(CLI::App& app, Action& action) {
                    sp.branch_scale == BranchScale::channel ? "one value per channel" : "a scalar",
                    sp.branch_scale_init);
       }
+      // Gated attention and attention sinks (model.attn_gate, model.attn_sink).
+      if (m.attn_gate != AttnGate::none)
+        fmt::print("attention gate (model.attn_gate = {}): o' = sigmoid(u W_g^T) (.) o before the "
+                   "output projection, {}\n",
+                   to_string(m.attn_gate),
+                   m.attn_gate == AttnGate::head ? "one gate per head" : "one gate per value");
+      if (m.attn_sink != AttnSink::none)
+        fmt::print("attention sink (model.attn_sink = {}): {} in every softmax denominator\n",
+                   to_string(m.attn_sink),
+                   m.attn_sink == AttnSink::one ? "exp(0) (softmax+1)"
+                                                : "exp(z_h), a learned logit per head from 0,");
       const ParamLayout layout = build_param_table(m, plan);
       for (const std::string& line : describe_mup(m, layout.table)) fmt::print("{}\n", line);
       fmt::print("\nparameters: {:L} total\n", s.params);

@@ -41,7 +41,7 @@ GradCase sink_case(const SinkShape& sh, double cap, Rng& rng) {
     Vec o(sh.nq());
     P.assign(PP, 0.0);
     th.assign(PP, 0.0);
-    ops::attention_forward(o.data(), P.data(), cap > 0 ? th.data() : nullptr, in[0].data(),
+    ops::attention_forward<double>(o.data(), P.data(), cap > 0 ? th.data() : nullptr, in[0].data(),
                            in[1].data(), in[2].data(), sh.B, sh.T, sh.H, sh.Hkv, sh.D, sh.W, scale,
                            cap, nullptr, nullptr, in[3].data());
     return o;
@@ -74,7 +74,7 @@ GradCase tiled_sink_case(const SinkShape& sh, double cap, Rng& rng) {
   auto fwd = [=](const std::vector<Vec>& in, Vec& lse) {
     Vec o(sh.nq());
     lse.assign(static_cast<long>(sh.B) * sh.H * sh.T, 0.0);
-    ops::attention_forward_tiled(o.data(), Cq, lse.data(), in[0].data(), Cq, in[1].data(), Ckv,
+    ops::attention_forward_tiled<double>(o.data(), Cq, lse.data(), in[0].data(), Cq, in[1].data(), Ckv,
                                  in[2].data(), Ckv, sh.B, sh.T, sh.H, sh.Hkv, sh.D, sh.W, scale,
                                  cap, static_cast<double*>(nullptr), nullptr, in[3].data());
     return o;
@@ -176,7 +176,7 @@ TEST(Ops, AttentionSinkTiledMatchesReference) {
         Vec P(static_cast<long>(B) * H * T * T, 0.0), th(P.size(), 0.0), o_ref(sh.nq()),
             ent_ref(B * H), dq_ref(sh.nq(), 0.0), dk_ref(sh.nkv(), 0.0), dv_ref(sh.nkv(), 0.0),
             dz_ref(B * H);
-        ops::attention_forward(o_ref.data(), P.data(), cap > 0 ? th.data() : nullptr, q.data(),
+        ops::attention_forward<double>(o_ref.data(), P.data(), cap > 0 ? th.data() : nullptr, q.data(),
                                k.data(), v.data(), B, T, H, sh.Hkv, sh.D, sh.W, scale, cap,
                                nullptr, ent_ref.data(), zp);
         ops::attention_backward(dq_ref.data(), dk_ref.data(), dv_ref.data(), dout.data(), q.data(),
@@ -193,7 +193,7 @@ TEST(Ops, AttentionSinkTiledMatchesReference) {
           }
         Vec o(sh.nq()), lse(static_cast<long>(B) * H * T), ent(B * H), first(B * H),
             sunk(B * H), dq(sh.nq(), 1e3), dk(sh.nkv(), 1e3), dv(sh.nkv(), 1e3), dz(B * H, 1e3);
-        ops::attention_forward_tiled(o.data(), Cq, lse.data(), q.data(), Cq, k.data(), Ckv,
+        ops::attention_forward_tiled<double>(o.data(), Cq, lse.data(), q.data(), Cq, k.data(), Ckv,
                                      v.data(), Ckv, B, T, H, sh.Hkv, sh.D, sh.W, scale, cap,
                                      static_cast<double*>(nullptr), ent.data(), zp, first.data(),
                                      sunk.data());
@@ -228,8 +228,9 @@ TEST(Ops, AttentionSinkKvMatchesReference) {
       const double scale = 1.0 / std::sqrt(sh.D);
       const Vec q = random_vec(sh.nq(), rng, 2.0), k = random_vec(sh.nkv(), rng, 2.0),
                 v = random_vec(sh.nkv(), rng), z = random_vec(H, rng, 2.0);
-      Vec P(static_cast<long>(H) * T * T), o_ref(sh.nq()), o(sh.nq()), scratch(H * T);
-      ops::attention_forward(o_ref.data(), P.data(), nullptr, q.data(), k.data(), v.data(), 1, T,
+      Vec P(static_cast<long>(H) * T * T), th(P.size()), o_ref(sh.nq()), o(sh.nq()),
+          scratch(H * T);
+      ops::attention_forward<double>(o_ref.data(), P.data(), th.data(), q.data(), k.data(), v.data(), 1, T,
                              H, sh.Hkv, sh.D, sh.W, scale, cap, nullptr, nullptr, z.data());
       for (int pos = 0; pos < T; ++pos)
         ops::attention_forward_kv(o.data() + pos * Cq, scratch.data(), q.data() + pos * Cq,
@@ -247,7 +248,7 @@ TEST(Ops, AttentionSinkLargeLogitStaysFinite) {
   const int T = 70, H = 1, D = 2;
   std::vector<float> q(T * D, 0.5f), k(T * D, 0.5f), v(T * D, 1.0f), o(T * D), lse(T);
   const float z[1] = {200.f};
-  ops::attention_forward_tiled(o.data(), D, lse.data(), q.data(), D, k.data(), D, v.data(), D, 1,
+  ops::attention_forward_tiled<float>(o.data(), D, lse.data(), q.data(), D, k.data(), D, v.data(), D, 1,
                                T, H, H, D, 0, 1.0f, 0.0f, static_cast<float*>(nullptr), nullptr, z);
   for (float x : o) {
     EXPECT_TRUE(std::isfinite(x));

@@ -9,7 +9,7 @@
 # finding 8's 4.6e-4 .. 0.22, where pre-norm without QK-Norm is unstable at 0.046 and 0.22:
 # attention logits in the thousands, loss 0.5 nats above its best). One thread per run.
 # Usage: scripts/findings_gates.sh [OUT_DIR] (default runs/findings); needs build/normlab (or
-# NORMLAB=path). STEPS (default 150), WIDTH, LRS, SEEDS (default 1), JOBS (default 1) may be set.
+# NORMLAB=path). STEPS (default 150), WIDTH, LRS, SEEDS (default 2), JOBS (default 1) may be set.
 # scripts/findings_gates_tables.py OUT_DIR [--svg docs/findings] prints the tables of
 # docs/findings.md and writes the figure.
 set -euo pipefail
@@ -19,7 +19,7 @@ NL=${NORMLAB:-build/normlab}
 STEPS=${STEPS:-150}
 WIDTH=${WIDTH:-128}
 LRS=${LRS:-4.6e-4,2.2e-3,0.01,0.046,0.22}
-SEEDS=${SEEDS:-1}
+SEEDS=${SEEDS:-2}
 JOBS=${JOBS:-1}
 WARMUP=$(( STEPS / 10 ))
 source scripts/findings_ladder.sh

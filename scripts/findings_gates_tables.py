@@ -15,6 +15,7 @@ largest attention logit, first-position mass), one line per variant.
 import json
 import math
 import pathlib
+import re
 import sys
 
 ARGS = [a for a in sys.argv[1:] if not a.startswith("--")]
@@ -113,11 +114,29 @@ def fmt(x, nd=3):
     return f"{x:.{nd}f}"
 
 
+def seq_len():
+    """model.seq_len of the runs (from a run's config.toml), for the uniform baseline."""
+    for cfg in sorted(ROOT.glob("*/*/config.toml")):
+        m = re.search(r"^seq_len = (\d+)", cfg.read_text(), re.M)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def uniform_first_mass(T):
+    """The first-position mass of uniform causal attention: mean over rows i = 1..T-1 of 1/(i+1)."""
+    return sum(1.0 / (i + 1) for i in range(1, T)) / (T - 1)
+
+
 def tables(data):
     lrs = sorted({lr for d in data.values() for lr in d})
     if not lrs:
         print("no runs found under", ROOT)
         return
+    T = seq_len()
+    if T:
+        print(f"Uniform causal attention over {T} positions would put {uniform_first_mass(T):.3f} "
+              "on the first position (mean over rows 1..T-1).\n")
     head = "| variant | " + " | ".join(f"{lr:g}" for lr in lrs) + " |"
     sep = "|---|" + "---|" * len(lrs)
     for title, field, nd in (("Final val loss", "val", 3),
@@ -150,9 +169,9 @@ def svg(data):
         return
     W, H, M = 330, 300, 55
     x0, x1 = math.log10(lrs[0]) - 0.2, math.log10(lrs[-1]) + 0.2
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{3 * W + 150}" height="{H + 40}" '
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{3 * W + 150}" height="{H}" '
            'font-family="sans-serif" font-size="12">',
-           f'<rect width="{3 * W + 150}" height="{H + 40}" fill="white"/>']
+           f'<rect width="{3 * W + 150}" height="{H}" fill="white"/>']
     for k, (title, field, logy) in enumerate(panels):
         ox = k * W
         series = {label: [(lr, v) for lr, v in per_lr(data, label, field) if v is not None]
@@ -164,6 +183,8 @@ def svg(data):
         y0, y1 = min(tr(y) for y in ys), max(tr(y) for y in ys)
         if field == "val":
             y1 = min(y1, y0 + 2.0)
+        if field == "first" and seq_len():
+            y0, y1 = min(y0, uniform_first_mass(seq_len())), max(y1, uniform_first_mass(seq_len()))
         pad = 0.05 * (y1 - y0 or 1)
         y0, y1 = y0 - pad, y1 + pad
         sx = lambda x: ox + M + (math.log10(x) - x0) / (x1 - x0) * (W - M - 15)
@@ -174,13 +195,22 @@ def svg(data):
                    'stroke="#888"/>')
         for lr in lrs:
             out.append(f'<text x="{sx(lr):.1f}" y="{H - 25}" text-anchor="middle">{lr:g}</text>')
-        for t in range(5):
-            yv = y0 + (y1 - y0) * t / 4
-            lab = f"{10 ** yv:.3g}" if logy else f"{yv:.2f}"
+        ticks = ([float(e) for e in range(math.ceil(y0), math.floor(y1) + 1)] if logy
+                 else [y0 + (y1 - y0) * t / 4 for t in range(5)])
+        for yv in ticks:
+            lab = f"{10 ** yv:,.0f}" if logy else f"{yv:.2f}"
             ypix = 30 + (y1 - yv) / (y1 - y0) * (H - 70)
             out.append(f'<text x="{ox + M - 5}" y="{ypix + 4:.1f}" text-anchor="end">{lab}</text>')
             out.append(f'<line x1="{ox + M}" x2="{ox + W - 15}" y1="{ypix:.1f}" y2="{ypix:.1f}" '
                        'stroke="#eee"/>')
+        T = seq_len()
+        if field == "first" and T:  # uniform causal attention's mass on position 0
+            u = uniform_first_mass(T)
+            if y0 <= u <= y1:
+                out.append(f'<line x1="{ox + M}" x2="{ox + W - 15}" y1="{sy(u):.1f}" '
+                           f'y2="{sy(u):.1f}" stroke="#999" stroke-dasharray="4 3"/>')
+                out.append(f'<text x="{ox + W - 18}" y="{sy(u) - 4:.1f}" text-anchor="end" '
+                           f'fill="#777">uniform</text>')
         out.append(f'<text x="{ox + W / 2}" y="{H - 8}" text-anchor="middle">optim.lr</text>')
         for i, (label, *_) in enumerate(VARIANTS):
             line = series[label]
@@ -197,6 +227,7 @@ def svg(data):
                    f'stroke="{COLORS[i]}" stroke-width="2"/>')
         out.append(f'<text x="{3 * W + 40}" y="{y + 4}">{label}</text>')
     out.append(f'<text x="{3 * W + 10}" y="{60 + 18 * len(VARIANTS)}">missing point: diverged</text>')
+    out.append(f'<text x="{3 * W + 10}" y="{78 + 18 * len(VARIANTS)}">seeds averaged</text>')
     out.append("</svg>")
     SVG_DIR.mkdir(parents=True, exist_ok=True)
     (SVG_DIR / "gates_lr.svg").write_text("\n".join(out) + "\n")

@@ -178,7 +178,7 @@ class Transformer {
     T* lse = nullptr;         // (B, H, T) softmax log-sum-exp; the backward recomputes P from it
     T* o = nullptr;           // (N, Cq) heads merged
     T* gate = nullptr;        // with model.attn_gate: (N, H) or (N, Cq) sigmoid gates
-    T* og = nullptr;          // with model.attn_gate: (N, Cq) gate (.) o, the output projection's input
+    T* og = nullptr;          // with model.attn_gate: (N, Cq) gate (.) o, wo's input
   };
   // Queries and keys as the attention reads them: views into qkv, or the last QK-stage buffers.
   struct QkView {

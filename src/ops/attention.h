@@ -106,8 +106,9 @@ void attention_forward(T* o, T* P, T* th, const T* q, const T* k, const T* v, in
 // dq_i += scale * sum_j dS_ij k_j;    dk_j += scale * sum_i dS_ij q_i
 // (sums over j in K(i); dk, dv of a key/value head sum over the query heads of its group.)
 // With a sink: dsink_bh (B, H) = -sum_i p0_i dot_i, p0_i = 1 - sum_j P_ij (overwritten; may be
-// null). All input gradients accumulate. Parallel over (b, key/value head): each task runs the query heads
-// of its group one after another and writes its own slices, so shared dk/dv never race.
+// null). All input gradients accumulate. Parallel over (b, key/value head): each task runs the
+// query heads of its group one after another and writes its own slices, so shared dk/dv never
+// race.
 template <class T>
 void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
                         const T* P, const T* th, int B, int Tn, int H, int Hkv, int D, int window,
@@ -418,7 +419,8 @@ void attention_forward_tiled(T* o, int ldo, T* lse, const T* q, int ldq, const T
                          if (cap > 0) detail::softcap_row(s, n, cap, row_max);
                        }
                        // The online max includes the sink's logit, so exp never overflows.
-                       const T m = sink ? std::max(detail::max_row(s, n), z) : detail::max_row(s, n);
+                       const T m = sink ? std::max(detail::max_row(s, n), z)
+                                        : detail::max_row(s, n);
                        T es = 0;
                        T sum = detail::exp_row(s, n, m, entropy_sum ? &es : nullptr);
                        const T e0 = sink ? std::exp(z - m) : T(0);

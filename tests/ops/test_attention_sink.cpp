@@ -74,9 +74,10 @@ GradCase tiled_sink_case(const SinkShape& sh, double cap, Rng& rng) {
   auto fwd = [=](const std::vector<Vec>& in, Vec& lse) {
     Vec o(sh.nq());
     lse.assign(static_cast<long>(sh.B) * sh.H * sh.T, 0.0);
-    ops::attention_forward_tiled<double>(o.data(), Cq, lse.data(), in[0].data(), Cq, in[1].data(), Ckv,
-                                 in[2].data(), Ckv, sh.B, sh.T, sh.H, sh.Hkv, sh.D, sh.W, scale,
-                                 cap, static_cast<double*>(nullptr), nullptr, in[3].data());
+    ops::attention_forward_tiled<double>(o.data(), Cq, lse.data(), in[0].data(), Cq,
+                                         in[1].data(), Ckv, in[2].data(), Ckv, sh.B, sh.T, sh.H,
+                                         sh.Hkv, sh.D, sh.W, scale, cap, nullptr, nullptr,
+                                         in[3].data());
     return o;
   };
   c.forward = [=](const std::vector<Vec>& in) {
@@ -176,9 +177,9 @@ TEST(Ops, AttentionSinkTiledMatchesReference) {
         Vec P(static_cast<long>(B) * H * T * T, 0.0), th(P.size(), 0.0), o_ref(sh.nq()),
             ent_ref(B * H), dq_ref(sh.nq(), 0.0), dk_ref(sh.nkv(), 0.0), dv_ref(sh.nkv(), 0.0),
             dz_ref(B * H);
-        ops::attention_forward<double>(o_ref.data(), P.data(), cap > 0 ? th.data() : nullptr, q.data(),
-                               k.data(), v.data(), B, T, H, sh.Hkv, sh.D, sh.W, scale, cap,
-                               nullptr, ent_ref.data(), zp);
+        ops::attention_forward<double>(o_ref.data(), P.data(), cap > 0 ? th.data() : nullptr,
+                                       q.data(), k.data(), v.data(), B, T, H, sh.Hkv, sh.D, sh.W,
+                                       scale, cap, nullptr, ent_ref.data(), zp);
         ops::attention_backward(dq_ref.data(), dk_ref.data(), dv_ref.data(), dout.data(), q.data(),
                                 k.data(), v.data(), P.data(), cap > 0 ? th.data() : nullptr, B, T,
                                 H, sh.Hkv, sh.D, sh.W, scale, cap, dz_ref.data());
@@ -230,8 +231,9 @@ TEST(Ops, AttentionSinkKvMatchesReference) {
                 v = random_vec(sh.nkv(), rng), z = random_vec(H, rng, 2.0);
       Vec P(static_cast<long>(H) * T * T), th(P.size()), o_ref(sh.nq()), o(sh.nq()),
           scratch(H * T);
-      ops::attention_forward<double>(o_ref.data(), P.data(), th.data(), q.data(), k.data(), v.data(), 1, T,
-                             H, sh.Hkv, sh.D, sh.W, scale, cap, nullptr, nullptr, z.data());
+      ops::attention_forward<double>(o_ref.data(), P.data(), th.data(), q.data(), k.data(),
+                                     v.data(), 1, T, H, sh.Hkv, sh.D, sh.W, scale, cap, nullptr,
+                                     nullptr, z.data());
       for (int pos = 0; pos < T; ++pos)
         ops::attention_forward_kv(o.data() + pos * Cq, scratch.data(), q.data() + pos * Cq,
                                   k.data(), v.data(), 1, pos, H, sh.Hkv, sh.D, sh.W, scale, cap,
@@ -248,8 +250,8 @@ TEST(Ops, AttentionSinkLargeLogitStaysFinite) {
   const int T = 70, H = 1, D = 2;
   std::vector<float> q(T * D, 0.5f), k(T * D, 0.5f), v(T * D, 1.0f), o(T * D), lse(T);
   const float z[1] = {200.f};
-  ops::attention_forward_tiled<float>(o.data(), D, lse.data(), q.data(), D, k.data(), D, v.data(), D, 1,
-                               T, H, H, D, 0, 1.0f, 0.0f, static_cast<float*>(nullptr), nullptr, z);
+  ops::attention_forward_tiled<float>(o.data(), D, lse.data(), q.data(), D, k.data(), D, v.data(),
+                                      D, 1, T, H, H, D, 0, 1.0f, 0.0f, nullptr, nullptr, z);
   for (float x : o) {
     EXPECT_TRUE(std::isfinite(x));
     EXPECT_LT(x, 1e-30f);

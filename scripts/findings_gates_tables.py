@@ -72,6 +72,7 @@ def collect():
             v = r.get("final_val_loss")
             ok = r.get("status") == "done" and v is not None and math.isfinite(v)
             data[label].setdefault(lr, []).append({
+                "seed": r.get("seed", 0),
                 "val": v if ok else None,
                 "init": r.get("initial_loss"),
                 "logit_end": max(finite(last.get("attn_max_logit", []))) if last else None,
@@ -89,10 +90,15 @@ def per_lr(data, label, field):
     return [(lr, mean([d[field] for d in ds])) for lr, ds in sorted(data[label].items())]
 
 
-def sensitivity(data, label):
-    """(sensitivity, best lr, best loss) over the grid; seeds averaged per lr first."""
+def sensitivity(data, label, seed=None):
+    """(sensitivity, best lr, best loss) over the grid; seeds averaged per lr first (or only
+    `seed`'s runs)."""
     vals = []
     for lr, ds in sorted(data[label].items()):
+        if seed is not None:
+            ds = [d for d in ds if d["seed"] == seed]
+            if not ds:
+                continue
         init = mean([d["init"] for d in ds])
         v = mean([d["val"] for d in ds]) if all(d["val"] is not None for d in ds) else None
         vals.append((lr, v, init))
@@ -153,11 +159,25 @@ def tables(data):
             pts = dict(per_lr(data, label, field))
             rows.append(f"| {label} | " + " | ".join(fmt(pts.get(lr), nd) for lr in lrs) + " |")
         print(f"### {title}\n\n{head}\n{sep}\n" + "\n".join(rows) + "\n")
-    print("### Learning-rate sensitivity\n\n| variant | sensitivity | best lr | best val loss |")
-    print("|---|---|---|---|")
+    seeds = sorted({d["seed"] for v in data.values() for ds in v.values() for d in ds})
+    if len(seeds) > 1:
+        rows = []
+        for label, *_ in VARIANTS:
+            cells = []
+            for lr in lrs:
+                ds = sorted(data[label].get(lr, []), key=lambda d: d["seed"])
+                cells.append(" / ".join(fmt(d["val"]) for d in ds))
+            rows.append(f"| {label} | " + " | ".join(cells) + " |")
+        print(f"### Final val loss per seed ({', '.join(map(str, seeds))})\n\n{head}\n{sep}\n"
+              + "\n".join(rows) + "\n")
+    print("### Learning-rate sensitivity (seeds averaged per rate; then per seed)\n")
+    print("| variant | sensitivity | best lr | best val loss |"
+          + "".join(f" seed {k} |" for k in seeds if len(seeds) > 1))
+    print("|---|---|---|---|" + "---|" * (len(seeds) if len(seeds) > 1 else 0))
     for label, *_ in VARIANTS:
         s, blr, bv = sensitivity(data, label)
-        print(f"| {label} | {fmt(s)} | {blr if blr is None else f'{blr:g}'} | {fmt(bv)} |")
+        per = "".join(f" {fmt(sensitivity(data, label, k)[0])} |" for k in seeds if len(seeds) > 1)
+        print(f"| {label} | {fmt(s)} | {blr if blr is None else f'{blr:g}'} | {fmt(bv)} |" + per)
     print()
 
 
@@ -198,7 +218,7 @@ def svg(data):
         ticks = ([float(e) for e in range(math.ceil(y0), math.floor(y1) + 1)] if logy
                  else [y0 + (y1 - y0) * t / 4 for t in range(5)])
         for yv in ticks:
-            lab = f"{10 ** yv:,.0f}" if logy else f"{yv:.2f}"
+            lab = f"{10 ** yv:,.0f}" if logy else f"{yv:.3g}"
             ypix = 30 + (y1 - yv) / (y1 - y0) * (H - 70)
             out.append(f'<text x="{ox + M - 5}" y="{ypix + 4:.1f}" text-anchor="end">{lab}</text>')
             out.append(f'<line x1="{ox + M}" x2="{ox + W - 15}" y1="{ypix:.1f}" y2="{ypix:.1f}" '

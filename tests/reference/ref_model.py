@@ -178,7 +178,8 @@ class RefModel:
 
     def random_params(self, seed, dtype=torch.float32):
         """Random, non-trivial values for every parameter: effective norm gains g0 + w spread over
-        [0.5, 1.5], biases ~ N(0, 0.2^2), DyT/Derf alphas and residual branch scales over [0.5, 1.5]
+        [0.5, 1.5], biases ~ N(0, 0.2^2), DyT/Derf alphas and residual branch scales over [0.5, 1.5],
+        learned attention-sink logits ~ N(0, 1)
         (so that tanh and erf
         both bend and saturate), Derf shifts ~ N(0, 0.2^2), linear weights ~ N(0, 1/fan_in) (q/k
         rows a bit larger so that soft-caps saturate), embeddings ~ N(0, 0.5^2). Rounded to

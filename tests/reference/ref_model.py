@@ -178,10 +178,10 @@ class RefModel:
 
     def random_params(self, seed, dtype=torch.float32):
         """Random, non-trivial values for every parameter: effective norm gains g0 + w spread over
-        [0.5, 1.5], biases ~ N(0, 0.2^2), DyT/Derf alphas and residual branch scales over [0.5, 1.5],
-        learned attention-sink logits ~ N(0, 1)
+        [0.5, 1.5], biases ~ N(0, 0.2^2), DyT/Derf alphas and residual branch scales over [0.5, 1.5]
         (so that tanh and erf
-        both bend and saturate), Derf shifts ~ N(0, 0.2^2), linear weights ~ N(0, 1/fan_in) (q/k
+        both bend and saturate), Derf shifts ~ N(0, 0.2^2), learned attention-sink logits
+        ~ N(0, 1), linear weights ~ N(0, 1/fan_in) (q/k
         rows a bit larger so that soft-caps saturate), embeddings ~ N(0, 0.5^2). Rounded to
         float32 so that the oracle and normlab start from the same numbers."""
         gen = torch.Generator().manual_seed(seed)

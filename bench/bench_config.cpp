@@ -1,4 +1,4 @@
-// normlab_bench's model configurations (a, b, c, c_matched, gqa, gqa_mha and the smoke models; see
+// normlab_bench's model configurations (a, a_dyt, b, c, c_matched, gqa, gqa_mha and the smoke models; see
 // docs/benchmarks.md), the process measurements the modes report (peak and current RSS, CPU
 // time, medians) and the FLOP count per token that MFU is measured with:
 //
@@ -33,7 +33,7 @@ BenchConfig bench_config(const std::string& name) {
   m.mlp = MlpKind::gelu_tanh;
   m.pos = PosKind::learned;
   m.tie_embeddings = true;
-  if (name == "a" || name == "c" || name == "c_matched") {
+  if (name == "a" || name == "a_dyt" || name == "c" || name == "c_matched") {
     m.vocab_size = 256;
     m.d_model = 384;
     m.n_layer = 6;
@@ -43,6 +43,12 @@ BenchConfig bench_config(const std::string& name) {
     b.batch = 8;
     b.description =
         "V=256 C=384 L=6 H=6 F=1536 T=256 B=8, pre, layernorm, gelu_tanh, learned pos, tied";
+    if (name == "a_dyt") {
+      // #37: a with every norm site a DyT (initial alpha 0.8 / 0.2 / 0.2, no bias), the same
+      // matrix products: what a norm without row statistics saves in a training step.
+      m.norm = NormKind::dyt;
+      b.description = "as a, but DyT (gamma tanh(alpha x)) at every norm site";
+    }
     if (name == "c" || name == "c_matched") {
       m.placement = Placement::peri;
       m.norm = NormKind::rmsnorm;
@@ -128,7 +134,7 @@ BenchConfig bench_config(const std::string& name) {
     b.description = "smoke: tiny model with the features of c";
   } else {
     throw std::runtime_error(fmt::format(
-        "unknown config '{}' (a, b, c, c_matched, gqa, gqa_mha, smoke or gqa_smoke)", name));
+        "unknown config '{}' (a, a_dyt, b, c, c_matched, gqa, gqa_mha, smoke or gqa_smoke)", name));
   }
   return b;
 }

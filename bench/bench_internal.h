@@ -59,5 +59,7 @@ json run_sgemm(const BenchConfig& bc, int threads);
 json run_optim(const BenchConfig& bc, const std::string& optimizer, int steps, int warmup,
                int threads, GemmPrecision prec);
 json run_decode(const BenchConfig& bc, int prompt_len, int tokens, int threads, int reps);
+// One norm site per call (bench_norm.cpp); no model configuration.
+json run_norm(const std::string& kind, long rows, int cols, int steps, int warmup, int threads);
 
 }  // namespace normlab::bench

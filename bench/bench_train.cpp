@@ -7,6 +7,7 @@
 //   normlab_bench sgemm CONFIG [--threads 2]
 //   normlab_bench decode CONFIG [--prompt 128] [--tokens 128] [--threads 2] [--reps 3]
 //   normlab_bench optim CONFIG --optim NAME [--steps 10] [--warmup 3] [--threads 2]
+//   normlab_bench norm KIND [--rows 2048] [--cols 384] [--steps 50] [--warmup 10] [--threads 2]
 //   normlab_bench --smoke            tiny model, 2 steps (the kernel checks are in tests/)
 //
 // --precision bf16 runs the linear layers and the LM head with bf16 products (fp32 accumulation,
@@ -67,9 +68,29 @@ int usage() {
                "[--reps 3]\n"
                "       normlab_bench optim CONFIG --optim adamw|muon|stable_adamw|adam_atan2 "
                "[--steps N] [--warmup N] [--threads N] [--precision float32|bf16]\n"
+               "       normlab_bench norm layernorm|rmsnorm|dyt|derf [--rows 2048] [--cols 384] "
+               "[--steps 50] [--warmup 10] [--threads N]\n"
                "       normlab_bench --smoke\n"
                "CONFIG: a, b, c, c_matched, gqa, gqa_mha, smoke, gqa_smoke\n");
   return 2;
+}
+
+// normlab_bench norm KIND [--rows N] [--cols C] [--steps N] [--warmup N] [--threads N]
+int run_norm_mode(int argc, char** argv) {
+  long rows = 2048;
+  int cols = 384, steps = 50, warmup = 10, threads = 2;
+  for (int i = 3; i + 1 < argc; i += 2) {
+    const std::string k = argv[i];
+    const long v = std::atol(argv[i + 1]);
+    if (k == "--rows") rows = v;
+    else if (k == "--cols") cols = static_cast<int>(v);
+    else if (k == "--steps") steps = static_cast<int>(v);
+    else if (k == "--warmup") warmup = static_cast<int>(v);
+    else if (k == "--threads") threads = static_cast<int>(v);
+    else return usage();
+  }
+  std::printf("%s\n", run_norm(argv[2], rows, cols, steps, warmup, threads).dump().c_str());
+  return 0;
 }
 
 }  // namespace
@@ -81,6 +102,7 @@ int main(int argc, char** argv) {
     if (argc >= 2 && std::strcmp(argv[1], "--smoke") == 0) return run_smoke();
     if (argc < 3) return usage();
     const std::string mode = argv[1];
+    if (mode == "norm") return run_norm_mode(argc, argv);
     const BenchConfig bc = bench_config(argv[2]);
     int steps = 10, warmup = 3, threads = 2, prompt = 128, tokens = 128, reps = 3;
     normlab::GemmPrecision prec = normlab::GemmPrecision::float32;

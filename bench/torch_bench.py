@@ -46,6 +46,9 @@ CONFIGS = {
     "a": dict(V=256, C=384, L=6, H=6, Fd=1536, T=256, B=8, placement="pre", norm="layernorm",
               qk_norm=False, pos="learned", mlp="gelu_tanh", attn_cap=0.0, final_cap=0.0,
               z_loss=0.0),
+    "a_dyt": dict(V=256, C=384, L=6, H=6, Fd=1536, T=256, B=8, placement="pre", norm="dyt",
+                  qk_norm=False, pos="learned", mlp="gelu_tanh", attn_cap=0.0, final_cap=0.0,
+                  z_loss=0.0),
     "b": dict(V=50257, C=768, L=12, H=12, Fd=3072, T=64, B=4, placement="pre", norm="layernorm",
               qk_norm=False, pos="learned", mlp="gelu_tanh", attn_cap=0.0, final_cap=0.0,
               z_loss=0.0),
@@ -60,7 +63,21 @@ CONFIGS = {
 }
 
 
-def make_norm(kind, n):
+class DyT(nn.Module):
+    """gamma * tanh(alpha x), alpha one learnable scalar (Zhu et al. 2025), no bias."""
+
+    def __init__(self, n, alpha):
+        super().__init__()
+        self.alpha = nn.Parameter(torch.full((1,), alpha))
+        self.weight = nn.Parameter(torch.ones(n))
+
+    def forward(self, x):
+        return self.weight * torch.tanh(self.alpha * x)
+
+
+def make_norm(kind, n, alpha=0.5):
+    if kind == "dyt":
+        return DyT(n, alpha)
     return nn.LayerNorm(n, bias=False) if kind == "layernorm" else nn.RMSNorm(n, eps=1e-5)
 
 
@@ -126,7 +143,7 @@ class Block(nn.Module):
     def __init__(self, c):
         super().__init__()
         self.peri = c["placement"] == "peri"
-        self.n1, self.n2 = make_norm(c["norm"], c["C"]), make_norm(c["norm"], c["C"])
+        self.n1, self.n2 = make_norm(c["norm"], c["C"], 0.8), make_norm(c["norm"], c["C"], 0.2)
         if self.peri:
             self.n1o, self.n2o = make_norm(c["norm"], c["C"]), make_norm(c["norm"], c["C"])
         self.attn, self.mlp = Attention(c), Mlp(c)
@@ -145,7 +162,7 @@ class GPT(nn.Module):
         self.tok = nn.Embedding(c["V"], c["C"])
         self.pos = nn.Embedding(c["T"], c["C"]) if c["pos"] == "learned" else None
         self.blocks = nn.ModuleList(Block(c) for _ in range(c["L"]))
-        self.norm = make_norm(c["norm"], c["C"])
+        self.norm = make_norm(c["norm"], c["C"], 0.2)
         cos, sin = rope_tables(c["T"], c["C"] // c["H"])
         self.register_buffer("cos", cos, persistent=False)
         self.register_buffer("sin", sin, persistent=False)

@@ -14,6 +14,8 @@ import math
 import pathlib
 import sys
 
+from findings_svg import lr_panels
+
 ARGS = [a for a in sys.argv[1:] if not a.startswith("--")]
 ROOT = pathlib.Path(ARGS[0] if ARGS else "runs/findings") / "mup"
 SVG_DIR = pathlib.Path(sys.argv[sys.argv.index("--svg") + 1]) if "--svg" in sys.argv else None
@@ -21,7 +23,6 @@ if SVG_DIR is not None and str(SVG_DIR) in ARGS:
     ARGS.remove(str(SVG_DIR))
 OPTIMIZERS = ["adamw", "muon"]
 PARAMS = ["standard", "mup"]
-COLORS = ["#0072b2", "#e69f00", "#009e73", "#cc79a7", "#d55e00"]
 
 
 def sweep(path):
@@ -163,56 +164,9 @@ def long_tables():
 def svg(opt):
     c = curves(opt)
     widths = sorted(set(c["standard"]) | set(c["mup"]))
-    pts = [(lr, v) for p in PARAMS for d in widths for lr, v in c[p].get(d, []) if v is not None]
-    if not pts:
-        return
-    lx = [math.log2(lr) for lr, _ in pts]
-    x0, x1 = min(lx) - 0.3, max(lx) + 0.3
-    best_all = min(v for _, v in pts)
-    y0, y1 = best_all - 0.05, min(max(v for _, v in pts), best_all + 1.2) + 0.05
-    W, H, M = 460, 320, 55
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{2 * W + 150}" height="{H + 40}" '
-           'font-family="sans-serif" font-size="12">',
-           f'<rect width="{2 * W + 150}" height="{H + 40}" fill="white"/>']
-    for k, p in enumerate(PARAMS):
-        ox = k * W
-        sx = lambda x: ox + M + (x - x0) / (x1 - x0) * (W - M - 15)
-        sy = lambda y: 30 + (y1 - min(y, y1)) / (y1 - y0) * (H - 70)
-        out.append(f'<text x="{ox + W / 2}" y="18" text-anchor="middle" font-weight="bold">'
-                   f'{opt}, {p}</text>')
-        out.append(f'<rect x="{ox + M}" y="30" width="{W - M - 15}" height="{H - 70}" fill="none" '
-                   'stroke="#888"/>')
-        for e in range(math.ceil(x0), math.floor(x1) + 1):
-            if e % 2 == 0 or x1 - x0 < 8:
-                out.append(f'<text x="{sx(e):.1f}" y="{H - 25}" text-anchor="middle">{2.0 ** e:.2g}</text>')
-                out.append(f'<line x1="{sx(e):.1f}" x2="{sx(e):.1f}" y1="30" y2="{H - 40}" stroke="#eee"/>')
-        t = math.ceil(y0 * 5) / 5
-        while t <= y1:
-            out.append(f'<text x="{ox + M - 5}" y="{sy(t) + 4:.1f}" text-anchor="end">{t:.1f}</text>')
-            out.append(f'<line x1="{ox + M}" x2="{ox + W - 15}" y1="{sy(t):.1f}" y2="{sy(t):.1f}" stroke="#eee"/>')
-            t += 0.2
-        out.append(f'<text x="{ox + W / 2}" y="{H - 8}" text-anchor="middle">optim.lr (the base '
-                   'model\'s for mup)</text>')
-        for i, d in enumerate(widths):
-            line = [(math.log2(lr), v) for lr, v in c[p].get(d, []) if v is not None]
-            if not line:
-                continue
-            col = COLORS[i % len(COLORS)]
-            path = " ".join(f"{'M' if j == 0 else 'L'}{sx(x):.1f},{sy(y):.1f}" for j, (x, y) in enumerate(line))
-            out.append(f'<path d="{path}" fill="none" stroke="{col}" stroke-width="2"/>')
-            bx, by = min(line, key=lambda t: t[1])
-            out.append(f'<circle cx="{sx(bx):.1f}" cy="{sy(by):.1f}" r="4" fill="{col}"/>')
-    out.append(f'<text x="{M - 45}" y="{H / 2}" transform="rotate(-90 {M - 45} {H / 2})" '
-               'text-anchor="middle">final val loss</text>')
-    for i, d in enumerate(widths):
-        y = 50 + 18 * i
-        out.append(f'<line x1="{2 * W + 10}" x2="{2 * W + 35}" y1="{y}" y2="{y}" '
-                   f'stroke="{COLORS[i % len(COLORS)]}" stroke-width="2"/>')
-        out.append(f'<text x="{2 * W + 40}" y="{y + 4}">d_model {d}</text>')
-    out.append(f'<text x="{2 * W + 10}" y="{60 + 18 * len(widths)}">dot: best lr</text>')
-    out.append("</svg>")
-    SVG_DIR.mkdir(parents=True, exist_ok=True)
-    (SVG_DIR / f"mup_{opt}.svg").write_text("\n".join(out) + "\n")
+    panels = [(f"{opt}, {p}", {f"d_model {d}": c[p].get(d, []) for d in widths}) for p in PARAMS]
+    lr_panels(SVG_DIR / f"mup_{opt}.svg", panels, [f"d_model {d}" for d in widths],
+              "optim.lr (the base model's for mup)")
 
 
 if __name__ == "__main__":

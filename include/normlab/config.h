@@ -126,6 +126,13 @@ struct ModelConfig {
   double skipinit_init = 0.0;
   AttnGate attn_gate = AttnGate::none;  // gated attention (AttnGate)
   AttnSink attn_sink = AttnSink::none;  // attention sink (AttnSink)
+  // σReparam (Zhai et al. 2023, "Stabilizing Transformer Training by Preventing Attention Entropy
+  // Collapse"): every linear weight of the blocks (q, k, v, o and the MLP's, each row block of a
+  // fused matrix on its own) is used as W_hat = (gamma / sigma(W)) W, sigma(W) the spectral norm
+  // estimated by one power-iteration step per training step (ops/sigma_reparam.h), gamma a learned
+  // scalar per weight starting at sigma(W_0) (apple/ml-sigma-reparam's SNLinear). The embeddings
+  // and the LM head are not reparametrized.
+  bool sigma_reparam = false;
   QKNormKind qk_norm = QKNormKind::none;
   QKNormScope qk_norm_scope = QKNormScope::head;
   QKNormPosition qk_norm_position = QKNormPosition::pre_rope;

@@ -74,7 +74,9 @@ class Model {
   BatchLoss loss(std::span<const int> idx, std::span<const int> targets, int B, int T,
                  double z_alpha = 0.0);
   // The loss as loss() gives it, then its gradient with respect to every parameter (of the mean
-  // over the B * T tokens), written over the gradient arena (not accumulated).
+  // over the B * T tokens), written over the gradient arena (not accumulated). It counts as one
+  // training step: with model.sigma_reparam it first advances the power iteration (u, v) once;
+  // loss(), logits() and generate() never do.
   BatchLoss loss_and_grads(std::span<const int> idx, std::span<const int> targets, int B, int T,
                            double z_alpha = 0.0);
   // Every parameter's gradient from the last loss_and_grads (zeros before the first), in table

@@ -108,6 +108,15 @@ void add_info(CLI::App& app, Action& action) {
                    m.attn_sink == AttnSink::one ? "exp(0) (softmax+1)"
                                                 : "exp(z_h), a learned logit per head from 0,");
       const ParamLayout layout = build_param_table(m, plan);
+      // σReparam (model.sigma_reparam): how many weights and row blocks it covers.
+      if (!layout.slots.sigma.empty()) {
+        std::size_t blocks = 0;
+        for (const SigmaSlots& ss : layout.slots.sigma) blocks += ss.rows.size();
+        fmt::print("sigma_reparam: W_hat = (gamma / sigma(W)) W on {} block weights ({} row "
+                   "blocks: q, k, v and gate, up apart), one power-iteration step per training "
+                   "step; gamma starts at sigma(W_0)\n",
+                   layout.slots.sigma.size(), blocks);
+      }
       for (const std::string& line : describe_mup(m, layout.table)) fmt::print("{}\n", line);
       fmt::print("\nparameters: {:L} total\n", s.params);
       for (const auto& [g, n] : s.params_by_group) fmt::print("  {:<10} {:>12}\n", g, n);

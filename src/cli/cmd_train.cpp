@@ -206,9 +206,16 @@ void add_train(CLI::App& app, Action& action) {
             mm += got == MatmulPrecision::bf16 ? " (auto: the CPU has AVX512-BF16)"
                                                : " (auto: no AVX512-BF16 on this CPU)";
         }
+        // Trained parameters (the table's, without buffers such as σReparam's u, v or the
+        // arena's alignment padding): what `normlab info` counts.
+        long trained = 0;
+        const ModelConfig& tm = trainer.config().model;
+        const ParamLayout layout = build_param_table(tm, build_plan(tm));
+        for (const ParamSpec& p : layout.table.specs())
+          if (p.trained) trained += p.numel;
         fmt::print("normlab train: {} parameters | data: {} train + {} validation tokens\n"
                    "run {} | config {}{} | {} thread{}{}{}\n",
-                   grouped(static_cast<long>(trainer.params().size())),
+                   grouped(trained),
                    grouped(trainer.train_tokens()), grouped(trainer.val_tokens()), dir, source,
                    sets, thread_count(), thread_count() == 1 ? "" : "s",
                    comm.world() > 1 ? fmt::format(" x {} MPI ranks", comm.world()) : "", mm);

@@ -1,6 +1,7 @@
 #include "diag/diagnostics.h"
 
 #include "normlab/metrics.h"
+#include "ops/sigma_reparam.h"
 
 #include <cmath>
 #include <string_view>
@@ -28,6 +29,7 @@ GradNorms grad_norms(const ParamTable& table, int n_layer, std::span<const float
   g.mlp.assign(n_layer, 0.0);
   double emb = 0, head = 0, fin = 0;
   for (const ParamSpec& s : table.specs()) {
+    if (!s.trained) continue;  // buffers (σReparam's u, v) have no gradient
     const double x = sq(arena, s);
     g.group[std::string(to_string(s.group))] += x;
     if (s.layer >= 0) {
@@ -93,10 +95,36 @@ nlohmann::json diagnostics_json(const Transformer<float>& model, std::span<const
     if (i < st.norm_saturated.size())
       j[metric::dyt_saturated][site] = finite_or_null(st.norm_saturated[i]);
   }
+  // σReparam weights (`<w>.sigma_u` in the table): sigma(W) = u^T W v and gamma per row block.
+  for (const ParamSpec& s : specs) {
+    constexpr std::string_view tail = ".sigma_u";
+    if (!s.name.ends_with(tail)) continue;
+    const std::string base = s.name.substr(0, s.name.size() - tail.size());
+    const ParamSpec* w = model.table().find(base + ".weight");
+    const ParamSpec* v = model.table().find(base + ".sigma_v");
+    const ParamSpec* gamma = model.table().find(base + ".sigma_gamma");
+    if (!w || !v || !gamma) continue;
+    const float* P = model.params().data();
+    const int I = static_cast<int>(w->shape[1]);
+    std::vector<std::int64_t> rows = w->row_blocks;
+    if (rows.empty()) rows.push_back(w->shape[0]);
+    nlohmann::json sig = nlohmann::json::array(), gam = nlohmann::json::array();
+    long row0 = 0;
+    for (std::size_t b = 0; b < rows.size(); ++b) {
+      sig.push_back(finite_or_null(ops::sigma_estimate(P + s.offset + row0, P + v->offset + b * I,
+                                                       P + w->offset + row0 * I,
+                                                       static_cast<int>(rows[b]), I)));
+      gam.push_back(finite_or_null(P[gamma->offset + b]));
+      row0 += rows[b];
+    }
+    j[metric::sigma_w][base] = sig;
+    j[metric::sigma_gamma][base] = gam;
+  }
   if (!before.empty()) {
     std::map<std::string, std::pair<double, double>> acc;  // group -> (|dw|^2, |w|^2)
     const auto after = model.params();
     for (const ParamSpec& s : model.table().specs()) {
+      if (!s.trained) continue;  // buffers move by their own rule (σReparam's power iteration)
       double d = 0, w = 0;
       for (long i = 0; i < s.numel; ++i) {
         const double b = before[s.offset + i], a = after[s.offset + i];
@@ -108,7 +136,8 @@ nlohmann::json diagnostics_json(const Transformer<float>& model, std::span<const
       e.second += w;
     }
     std::map<std::string, long> count;
-    for (const ParamSpec& s : model.table().specs()) count[std::string(to_string(s.group))] += s.numel;
+    for (const ParamSpec& s : model.table().specs())
+      if (s.trained) count[std::string(to_string(s.group))] += s.numel;
     for (const auto& [k, e] : acc) {
       j[metric::update_ratio][k] = finite_or_null(e.second > 0 ? std::sqrt(e.first / e.second) : 0.0);
       j[metric::update_rms][k] = finite_or_null(std::sqrt(e.first / static_cast<double>(count[k])));

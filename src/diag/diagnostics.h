@@ -8,6 +8,7 @@
 //   update_ratio{group}            ||w_after - w_before|| / ||w_before|| of the step
 //   update_rms{group}              RMS of w_after - w_before over the group's elements
 //   rms_g2v{group}, rms_g2v_max, rms_g2v_max_tensor    the optimizer's RMS(g^2 / v_hat)
+//   sigma_w{weight}, sigma_gamma{weight}  σReparam: sigma(W) and gamma per row block
 // All derived from the parameter table, the gradients and the model's ForwardStats.
 #pragma once
 #include <span>

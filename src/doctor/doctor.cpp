@@ -46,6 +46,7 @@ const Check kChecks[] = {
     {"loss and gradient-norm spikes", check_spikes},
     {"optimizer: second moment and update spikes", check_optimizer},
     {"residual-stream growth", check_residual},
+    {"DyT / Derf saturation", check_dyt},
     {"unigram plateau", check_plateau},
     {"guard events", check_guard},
 };

@@ -43,6 +43,11 @@ struct DoctorThresholds {
   static constexpr long kSpikeLead = 5;
   // Residual-stream growth: the RMS of the residual stream at some boundary at or above this.
   static constexpr double kResidRms = 100;
+  // DyT / Derf saturation: the fraction of a site's inputs in the squashing function's saturated
+  // range (dyt_saturated: phi'(z) < phi'(0) / 10) at or above this on at least kDytSaturatedRecords
+  // diagnostics records (one record can be a transient).
+  static constexpr double kDytSaturated = 0.5;
+  static constexpr int kDytSaturatedRecords = 2;
   // Unigram plateau: final train loss within [H - kPlateauBelow, H + kPlateauAbove] of the
   // unigram entropy H of the training tokens, having fallen at least kPlateauDrop from step 1.
   static constexpr double kPlateauBelow = 0.2;

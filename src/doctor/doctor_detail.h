@@ -87,6 +87,7 @@ void check_attention(const Run& r, std::vector<DoctorFinding>& out);
 void check_output_logits(const Run& r, std::vector<DoctorFinding>& out);
 void check_spikes(const Run& r, std::vector<DoctorFinding>& out);
 void check_residual(const Run& r, std::vector<DoctorFinding>& out);
+void check_dyt(const Run& r, std::vector<DoctorFinding>& out);
 void check_plateau(const Run& r, std::vector<DoctorFinding>& out);
 void check_guard(const Run& r, std::vector<DoctorFinding>& out);
 void check_optimizer(const Run& r, std::vector<DoctorFinding>& out);

@@ -283,8 +283,8 @@ std::vector<HfLink> hf_links(HfFamily family, const ModelConfig& m) {
 }
 
 HfFamily hf_family_for(const ModelConfig& m) {
-  // No transformers family has a norm-free layer or a residual branch scale: DyT, Derf and
-  // model.residual_scale are refused by name, at any placement, before a family is looked for.
+  // No transformers family has a norm-free layer, a residual branch scale or σReparam: DyT, Derf,
+  // model.residual_scale and model.sigma_reparam are refused by name, at any placement, before a family is looked for.
   {
     std::vector<std::string> p;
     if (m.norm == NormKind::dyt || m.norm == NormKind::derf)
@@ -307,6 +307,9 @@ HfFamily hf_family_for(const ModelConfig& m) {
       p.push_back(fmt::format("model.attn_sink = {}: no supported transformers family has an "
                               "attention sink (gpt-oss's is not mapped)",
                               to_string(m.attn_sink)));
+    if (m.sigma_reparam)
+      p.push_back("model.sigma_reparam = true: no supported transformers family has σReparam's "
+                  "gamma and power-iteration vectors (W_hat = (gamma / sigma(W)) W)");
     if (!p.empty()) throw ConfigError(std::move(p));
   }
   Placement placement = m.placement;

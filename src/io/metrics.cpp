@@ -73,6 +73,12 @@ constexpr MetricField kFields[] = {
     {metric::dyt_saturated, "diagnostic",
      "DyT / Derf models: per norm site, the fraction of its inputs (in the step's last forward "
      "pass) where |alpha x + s| is past phi's saturation: phi'(z) < phi'(0) / 10"},
+    {metric::sigma_w, "diagnostic",
+     "σReparam models: per reparametrized weight, sigma(W) = u^T W v of each row block (q, k, v; "
+     "gate, up), the spectral norm estimate of the raw weight after the step"},
+    {metric::sigma_gamma, "diagnostic",
+     "σReparam models: per reparametrized weight, the learned gamma of each row block after the "
+     "step: the spectral norm of W_hat = (gamma / sigma(W)) W"},
     {metric::event, "event", "the kind of event: \"rollback\" or \"end\""},
     {metric::to_step, "event", "the step of the checkpoint rolled back to"},
     {metric::checkpoint, "event", "the checkpoint folder rolled back to"},

@@ -1,7 +1,9 @@
 // The two branches of a block, forward and backward: attention (QKV projection, QK-norm and
 // RoPE stages, tiled causal attention with the optional soft-cap and sink, the optional output
-// gate, output projection) and the MLP
-// (plain or gated). The residual update around them is sublayer.cpp's sublayer routine.
+// gate, output projection) and the MLP (plain or gated). The residual update around them is
+// sublayer.cpp's sublayer routine. Linear layers read their weights through weight() and write
+// their weight gradients through weight_grad() / finish_weight_grad(), which are the plain
+// parameter and gradient unless the weight is σReparam's (model/sigma_reparam.cpp).
 #include "model/transformer.h"
 
 #include <algorithm>
@@ -50,7 +52,7 @@ void Transformer<T>::attn_forward(int l, const T* u, T* f) {
   const int window = layers_[l].window;
   const AttnSlots& s = blocks_[l].attn;
   AttnActs& a = attn_acts_[l];
-  ops::linear_forward(a.qkv, u, p(s.wqkv), p(s.bqkv), static_cast<int>(N), C, W3, mm_);
+  ops::linear_forward(a.qkv, u, weight(s.wqkv), p(s.bqkv), static_cast<int>(N), C, W3, mm_);
   if (!qk_stages_.empty()) {
     gather_cols(a.qs[0], a.qkv, N, Cq, W3, 0);
     gather_cols(a.ks[0], a.qkv, N, Ckv, W3, Cq);
@@ -119,12 +121,12 @@ void Transformer<T>::attn_forward(int l, const T* u, T* f) {
   const T* heads = a.o;
   if (const int G = gate_width(); G > 0) {
     // Gated attention: gate logits u W_g^T (N, H G), then o' = sigmoid(.) (.) o.
-    ops::linear_forward(a.gate, u, p(s.wg), static_cast<const T*>(nullptr), static_cast<int>(N), C,
-                        H * G, mm_);
+    ops::linear_forward(a.gate, u, weight(s.wg), static_cast<const T*>(nullptr),
+                        static_cast<int>(N), C, H * G, mm_);
     ops::attn_gate_forward(a.og, a.gate, a.o, N, H, D, G);
     heads = a.og;
   }
-  ops::linear_forward(f, heads, p(s.wo), p(s.bo), static_cast<int>(N), Cq, C, mm_);
+  ops::linear_forward(f, heads, weight(s.wo), p(s.bo), static_cast<int>(N), Cq, C, mm_);
 }
 
 template <class T>
@@ -144,8 +146,10 @@ void Transformer<T>::attn_backward(int l, const T* u, const T* df, T* du, ops::A
   const AttnSlots& s = blocks_[l].attn;
   AttnActs& a = attn_acts_[l];
   const int G = gate_width();
-  ops::linear_backward(d_heads_, g_raw(s.wo), g(s.bo), df, G > 0 ? a.og : a.o, p(s.wo),
-                       static_cast<int>(N), Cq, C, ops::Accum::overwrite, mm_, grad_accum(s.wo));
+  const WeightGrad dwo = weight_grad(s.wo);
+  ops::linear_backward(d_heads_, dwo.dw, g(s.bo), df, G > 0 ? a.og : a.o, weight(s.wo),
+                       static_cast<int>(N), Cq, C, ops::Accum::overwrite, mm_, dwo.accum);
+  finish_weight_grad(s.wo);
   // Through the gate: d o = gate (.) d o', and the gate logits' gradient d_gate_ (N, H G).
   const T* d_o = d_heads_;
   if (G > 0) {
@@ -192,11 +196,16 @@ void Transformer<T>::attn_backward(int l, const T* u, const T* df, T* du, ops::A
     const T* dk0 = qk_back(d_k_, a.ks, a.kn, s.k_norm, Hkv);
     scatter_cols(d_qkv_, dk0, N, Ckv, W3, Cq);
   }
-  ops::linear_backward(du, g_raw(s.wqkv), g(s.bqkv), d_qkv_, u, p(s.wqkv), static_cast<int>(N), C,
-                       W3, du_accum, mm_, grad_accum(s.wqkv));
-  if (G > 0)  // the gate projection reads u too: its share adds into du
-    ops::linear_backward(du, g_raw(s.wg), static_cast<T*>(nullptr), d_gate_, u, p(s.wg),
-                         static_cast<int>(N), C, H * G, ops::Accum::add, mm_, grad_accum(s.wg));
+  const WeightGrad dwqkv = weight_grad(s.wqkv);
+  ops::linear_backward(du, dwqkv.dw, g(s.bqkv), d_qkv_, u, weight(s.wqkv), static_cast<int>(N), C,
+                       W3, du_accum, mm_, dwqkv.accum);
+  finish_weight_grad(s.wqkv);
+  if (G > 0) {  // the gate projection reads u too: its share adds into du
+    const WeightGrad dwg = weight_grad(s.wg);
+    ops::linear_backward(du, dwg.dw, static_cast<T*>(nullptr), d_gate_, u, weight(s.wg),
+                         static_cast<int>(N), C, H * G, ops::Accum::add, mm_, dwg.accum);
+    finish_weight_grad(s.wg);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -210,12 +219,12 @@ void Transformer<T>::mlp_forward(int l, const T* u, T* f) {
   MlpActs& a = mlp_acts_[l];
   const bool gl = gated(cfg_.mlp);
   const int F_in = gl ? 2 * F : F;
-  ops::linear_forward(a.h, u, p(s.w_in), p(s.b_in), static_cast<int>(N), C, F_in, mm_);
+  ops::linear_forward(a.h, u, weight(s.w_in), p(s.b_in), static_cast<int>(N), C, F_in, mm_);
   if (gl)
     ops::glu_forward(activation_of(cfg_.mlp), a.a, a.h, static_cast<int>(N), F);
   else
     ops::activation_forward(activation_of(cfg_.mlp), a.a, a.h, N * F);
-  ops::linear_forward(f, a.a, p(s.w_out), p(s.b_out), static_cast<int>(N), F, C, mm_);
+  ops::linear_forward(f, a.a, weight(s.w_out), p(s.b_out), static_cast<int>(N), F, C, mm_);
 }
 
 template <class T>
@@ -226,16 +235,20 @@ void Transformer<T>::mlp_backward(int l, const T* u, const T* df, T* du, ops::Ac
   MlpActs& a = mlp_acts_[l];
   const bool gl = gated(cfg_.mlp);
   const int F_in = gl ? 2 * F : F;
-  ops::linear_backward(d_mlp_act_, g_raw(s.w_out), g(s.b_out), df, a.a, p(s.w_out),
-                       static_cast<int>(N), F, C, ops::Accum::overwrite, mm_, grad_accum(s.w_out));
+  const WeightGrad dwout = weight_grad(s.w_out);
+  ops::linear_backward(d_mlp_act_, dwout.dw, g(s.b_out), df, a.a, weight(s.w_out),
+                       static_cast<int>(N), F, C, ops::Accum::overwrite, mm_, dwout.accum);
+  finish_weight_grad(s.w_out);
   if (gl)
     ops::glu_backward(activation_of(cfg_.mlp), d_mlp_h_, d_mlp_act_, a.h, static_cast<int>(N), F,
                       ops::Accum::overwrite);
   else
     ops::activation_backward(activation_of(cfg_.mlp), d_mlp_h_, d_mlp_act_, a.h, N * F,
                              ops::Accum::overwrite);
-  ops::linear_backward(du, g_raw(s.w_in), g(s.b_in), d_mlp_h_, u, p(s.w_in), static_cast<int>(N), C,
-                       F_in, du_accum, mm_, grad_accum(s.w_in));
+  const WeightGrad dwin = weight_grad(s.w_in);
+  ops::linear_backward(du, dwin.dw, g(s.b_in), d_mlp_h_, u, weight(s.w_in), static_cast<int>(N), C,
+                       F_in, du_accum, mm_, dwin.accum);
+  finish_weight_grad(s.w_in);
 }
 
 // ---------------------------------------------------------------------------------------------

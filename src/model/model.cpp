@@ -76,6 +76,7 @@ BatchLoss Model::loss_and_grads(std::span<const int> idx, std::span<const int> t
                                 int T, double z_alpha) {
   check_shape(*this, idx.size(), B, T, "loss_and_grads");
   check_shape(*this, targets.size(), B, T, "loss_and_grads");
+  impl_->net.update_training_state();  // a training step's σReparam power iteration
   impl_->net.zero_grad();
   const LossStats st = impl_->net.forward(idx.data(), targets.data(), B, T, z_alpha, true);
   impl_->net.backward();

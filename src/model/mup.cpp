@@ -68,6 +68,7 @@ std::vector<std::string> describe_mup(const ModelConfig& cfg, const ParamTable& 
   std::set<double> fan_in;
   int matrices = 0, vectors = 0;
   for (const ParamSpec& s : table.specs()) {
+    if (!s.trained) continue;  // buffers (σReparam's u, v)
     if (s.width.ninf == 2) ++matrices, fan_in.insert(s.width.fan_in_mult);
     if (s.width.ninf == 1) ++vectors;
   }

@@ -15,11 +15,22 @@ namespace {
 // Declares the parameters of one model into a table, returning their slots.
 class TableBuilder {
  public:
-  TableBuilder(const ModelConfig& cfg, ParamTable& table) : cfg_(cfg), table_(table) {}
+  TableBuilder(const ModelConfig& cfg, ParamTable& table, std::vector<SigmaSlots>& sigma)
+      : cfg_(cfg), table_(table), sigma_(sigma) {}
 
-  // A (out, in) matrix, init scaled by `scale` (and rows of it by `rows`).
+  // A (out, in) matrix, init scaled by `scale` (and rows of it by `rows`). A block weight
+  // (attention or MLP group) under model.sigma_reparam brings its gamma, u and v.
   long weight(std::string name, std::int64_t out, std::int64_t in, ParamGroup grp, int l, int sub,
               double scale, RowScale rows = {}, std::vector<std::int64_t> row_blocks = {}) {
+    const long w = matrix(name, out, in, grp, l, sub, scale, rows, row_blocks);
+    if (cfg_.sigma_reparam && (grp == ParamGroup::attention || grp == ParamGroup::mlp))
+      sigma_reparam(name, w, out, in, grp, l, sub, row_blocks);
+    return w;
+  }
+
+ private:
+  long matrix(std::string name, std::int64_t out, std::int64_t in, ParamGroup grp, int l, int sub,
+              double scale, RowScale rows, std::vector<std::int64_t> row_blocks) {
     ParamSpec s = spec(std::move(name), {out, in}, grp, l, sub);
     s.row_blocks = std::move(row_blocks);
     if (cfg_.init == InitKind::xavier) {
@@ -33,6 +44,32 @@ class TableBuilder {
     s.decay = true;
     return table_.add(std::move(s));
   }
+  // σReparam's gamma (row blocks), u (O) and v (row blocks, I) of the weight `name` at slot w.
+  void sigma_reparam(const std::string& name, long w, std::int64_t out, std::int64_t in,
+                     ParamGroup grp, int l, int sub, const std::vector<std::int64_t>& row_blocks) {
+    const std::string base = name.substr(0, name.rfind(".weight"));
+    SigmaSlots ss;
+    ss.w = w;
+    ss.out = static_cast<int>(out);
+    ss.in = static_cast<int>(in);
+    for (std::int64_t r : row_blocks) ss.rows.push_back(static_cast<int>(r));
+    if (ss.rows.empty()) ss.rows.push_back(ss.out);
+    const auto nb = static_cast<std::int64_t>(ss.rows.size());
+    auto state = [&](const std::string& suffix, std::vector<std::int64_t> shape, bool trained) {
+      ParamSpec s = spec(base + suffix, std::move(shape), grp, l, sub);
+      s.init = ParamInit::constant;  // placeholders: Transformer::init_params sets them from W
+      s.init_scale = trained ? 1.0 : 0.0;
+      s.decay = false;
+      s.trained = trained;
+      return table_.add(std::move(s));
+    };
+    ss.gamma = state(".sigma_gamma", {nb}, true);
+    ss.u = state(".sigma_u", {out}, false);
+    ss.v = state(".sigma_v", {nb, in}, false);
+    sigma_.push_back(std::move(ss));
+  }
+
+ public:
   // A vector starting at `value` (norm gains, biases), not decayed.
   long vec(std::string name, std::int64_t n, double value, ParamGroup grp, int l, int sub,
            bool bias) {
@@ -81,6 +118,7 @@ class TableBuilder {
   }
   const ModelConfig& cfg_;
   ParamTable& table_;
+  std::vector<SigmaSlots>& sigma_;
 };
 
 BlockSlots block_params(TableBuilder& tb, const ModelConfig& cfg, const BlockPlan& bp, int l,
@@ -149,7 +187,7 @@ BlockSlots block_params(TableBuilder& tb, const ModelConfig& cfg, const BlockPla
 ParamLayout build_param_table(const ModelConfig& cfg, const ModelPlan& plan) {
   ParamLayout out;
   ModelSlots& sl = out.slots;
-  TableBuilder tb(cfg, out.table);
+  TableBuilder tb(cfg, out.table, sl.sigma);
   const int C = cfg.d_model, V = cfg.vocab_size, L = cfg.n_layer;
   // Residual output projections: GPT-2 scales by 1/sqrt(2L); DeepNorm by beta instead.
   double out_scale = 1.0;

@@ -39,10 +39,20 @@ struct BlockSlots {
   AttnSlots attn;
   MlpSlots mlp;
 };
+// σReparam of one linear weight W (O, I) of the blocks (model.sigma_reparam): its slot, and per
+// row block b of it (one block, or q/k/v of wqkv, gate/up of a gated w_in: ParamSpec::row_blocks)
+// the learned scalar gamma[b] and the power-iteration vectors, u (O: each block's rows of its own)
+// and v (blocks, I), buffers (ParamSpec::trained = false). ops/sigma_reparam.h has the math.
+struct SigmaSlots {
+  long w = kNoSlot, gamma = kNoSlot, u = kNoSlot, v = kNoSlot;
+  int out = 0, in = 0;    // O, I
+  std::vector<int> rows;  // rows of each row block, in order (sum = O)
+};
 struct ModelSlots {
   long tok_emb = kNoSlot, pos_emb = kNoSlot, lm_head = kNoSlot;  // lm_head = tok_emb when tied
   NormSlots final_norm;
   std::vector<BlockSlots> blocks;  // L
+  std::vector<SigmaSlots> sigma;   // the reparametrized weights, in table order
 };
 
 struct ParamLayout {
@@ -62,6 +72,11 @@ struct ParamLayout {
 // Under model.parametrization =
 // mup, apply_mup (model/mup.h) sets the width shapes and rescales the matrix-like weights'
 // initialisation (a scalar alpha or shift has no width dimension: fixed, as in the base model).
+// With model.sigma_reparam, each block weight `<w>.weight` (wqkv, wo, w_in, w_out) is followed by
+// `<w>.sigma_gamma` (row blocks), trained, in the weight's group, not decayed, and the buffers
+// `<w>.sigma_u` (O) and `<w>.sigma_v` (row blocks, I); all three start as placeholders that
+// Transformer::init_params sets from the drawn W (gamma = sigma(W_0), u and v its singular
+// vectors). The embeddings and the LM head are not reparametrized.
 ParamLayout build_param_table(const ModelConfig& cfg, const ModelPlan& plan);
 
 }  // namespace normlab

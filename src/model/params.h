@@ -48,8 +48,13 @@ struct ParamSpec {
   // optimizers (Muon) treat each block as its own matrix, as they would separate q/k/v weights.
   std::vector<std::int64_t> row_blocks;
   WidthShape width;         // against μP's base model; all 1 under the standard parametrization
-  bool hidden_matrix() const {  // a 2-D weight inside the blocks (Muon's parameters)
-    return shape.size() == 2 && (group == ParamGroup::attention || group == ParamGroup::mlp);
+  // false: state the model keeps, initialises and checkpoints (like a PyTorch buffer) but that is
+  // not trained: no optimizer state, no update, no gradient, left out of gradient norms, update
+  // ratios and parameter counts (σReparam's power-iteration vectors u, v, model/param_table.h).
+  bool trained = true;
+  bool hidden_matrix() const {  // a trained 2-D weight inside the blocks (Muon's parameters)
+    return trained && shape.size() == 2 &&
+           (group == ParamGroup::attention || group == ParamGroup::mlp);
   }
 };
 

@@ -15,6 +15,7 @@ ModelSummary summarize(const ModelConfig& m, int batch_size) {
   const ModelPlan plan = build_plan(m);
   const ParamLayout layout = build_param_table(m, plan);
   for (const ParamSpec& p : layout.table.specs()) {
+    if (!p.trained) continue;  // buffers (σReparam's u, v) are state, not parameters
     s.params += p.numel;
     s.params_by_group[std::string(to_string(p.group))] += p.numel;
     if (p.shape.size() == 2 && p.name != "pos_emb.weight" &&

@@ -38,10 +38,20 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
     lm_head_ = layout.slots.lm_head;
     final_norm_ = layout.slots.final_norm;
     blocks_ = std::move(layout.slots.blocks);
+    sigma_ = std::move(layout.slots.sigma);
   }
   if (allocate) {
     params_.assign(table_.total(), T(0));
     grads_.assign(table_.total(), T(0));
+  }
+  if (!sigma_.empty()) {
+    sigma_site_.assign(table_.specs().size(), -1);
+    for (std::size_t k = 0; k < sigma_.size(); ++k) {
+      const SigmaSlots& ss = sigma_[k];
+      sigma_site_[spec_at(table_, ss.w)] = static_cast<int>(k);
+      sigma_val_off_.push_back(static_cast<int>(sigma_val_.size()));
+      sigma_val_.resize(sigma_val_.size() + ss.rows.size(), 1.0);
+    }
   }
 
   for (int l = 0; l < cfg_.n_layer; ++l) {
@@ -97,7 +107,7 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
 // The forward activations in the arena (alloc() counts on the first pass and assigns on the
 // second): the 2L+1 residual states, per layer the sublayers' norm caches and branch outputs,
 // q/k/v with the QK stages, attention log-sum-exp and merged heads, the MLP hidden states, the
-// final norm, and the RoPE tables.
+// final norm, σReparam's W_hat, and the RoPE tables.
 template <class T>
 void Transformer<T>::layout_activations(long N) {
   const int C = cfg_.d_model, H = cfg_.n_head, Hkv = cfg_.kv_heads(), D = cfg_.head_size(),
@@ -135,6 +145,10 @@ void Transformer<T>::layout_activations(long N) {
     m.a = alloc(N * F);
   }
   alloc_norm(final_cache_, plan_.final_norm, N, C);
+  // σReparam: each weight's W_hat (O, I), computed at the start of every forward pass.
+  sigma_hat_.assign(sigma_.size(), nullptr);
+  for (std::size_t k = 0; k < sigma_.size(); ++k)
+    sigma_hat_[k] = alloc(static_cast<long>(sigma_[k].out) * sigma_[k].in);
   if (cfg_.pos == PosKind::rope) {
     rope_cos_ = alloc(static_cast<long>(cfg_.seq_len) * D / 2);
     rope_sin_ = alloc(static_cast<long>(cfg_.seq_len) * D / 2);
@@ -186,6 +200,9 @@ void Transformer<T>::layout_backward_scratch(long N) {
   d_qk_stage_b_ = qk_stages_.size() > 1 ? alloc(N * Cq) : nullptr;
   d_mlp_h_ = alloc(N * F_in);
   d_mlp_act_ = alloc(N * F);
+  long largest = 0;  // σReparam: dL/dW_hat of one weight at a time
+  for (const SigmaSlots& ss : sigma_) largest = std::max(largest, static_cast<long>(ss.out) * ss.in);
+  sigma_dw_hat_ = largest > 0 ? alloc(largest) : nullptr;
   d_final_ = alloc(N * C);
   head_logits_ = alloc(static_cast<long>(head_chunk_alloc_) * V);
   // Without a final cap the gradient overwrites the logits in place (no second buffer).
@@ -230,6 +247,7 @@ void Transformer<T>::init_params(std::uint64_t seed) {
       for (long i = 0; i < rs.rows * cols; ++i) r[i] *= static_cast<T>(rs.scale);
     }
   }
+  init_sigma_reparam();
 }
 
 template <class T>
@@ -354,6 +372,7 @@ const T* Transformer<T>::final_hidden() const {
 template <class T>
 LossStats Transformer<T>::forward(const int* idx, const int* targets, int B, int Tn,
                                   double z_alpha, bool need_grad, double grad_scale) {
+  sigma_refresh();
   embed(idx, B, Tn);
   check_tokens(targets, static_cast<long>(B) * Tn, "target");
   body_forward(0, cfg_.n_layer);
@@ -449,6 +468,7 @@ void Transformer<T>::block_forward(int l, const T* x, T* y, int B, int Tn) {
   B_ = B;
   T_ = Tn;
   const long n = static_cast<long>(B) * Tn * cfg_.d_model;
+  sigma_refresh();
   std::memcpy(res_[2 * l], x, sizeof(T) * n);
   body_forward(l, l + 1);
   std::memcpy(y, res_[2 * l + 2], sizeof(T) * n);

@@ -103,8 +103,21 @@ class Transformer {
   int max_batch() const { return maxB_; }
   int max_seq() const { return maxT_; }
 
-  // Seeded initialisation following cfg.init (see tests/reference/README.md).
+  // Seeded initialisation following cfg.init (see tests/reference/README.md), then
+  // init_sigma_reparam().
   void init_params(std::uint64_t seed);
+
+  // σReparam (model.sigma_reparam; ops/sigma_reparam.h, model/sigma_reparam.cpp). Every forward
+  // pass uses W_hat = (gamma / sigma) W with sigma = u^T W v from the current W, u and v, which no
+  // forward pass changes (evaluation and generation included). Training calls
+  // update_training_state() once per optimizer step, before the step's first forward pass (not
+  // per micro-batch): one power-iteration step on every weight's u and v. Both are no-ops for a
+  // model without σReparam.
+  void update_training_state();
+  // u and v of every σReparam weight set to W's top singular vectors (power iteration to
+  // convergence, as the reference starts from an SVD) and gamma to sigma(W), so that W_hat = W.
+  void init_sigma_reparam();
+  const std::vector<SigmaSlots>& sigma_sites() const { return sigma_; }
   // Sets every gradient to zero. Lazily: a parameter's gradient is zero-filled when something
   // first accumulates into it or reads grads(), and its first matrix product overwrites it
   // instead (no fill, and the product does not read it), as PyTorch's set_to_none does.
@@ -196,6 +209,20 @@ class Transformer {
   enum class QkStage { norm, rope };
 
   T* p(long off) { return off == kNone ? nullptr : params_.data() + off; }
+  // A linear layer's weight as the products read it: W_hat under σReparam, else the parameter.
+  const T* weight(long off);
+  // Where a linear layer's backward writes the weight gradient and how (linear_backward's dw and
+  // dw_accum): the gradient itself, or under σReparam dL/dW_hat into scratch, which
+  // finish_weight_grad(off) then turns into dW and dgamma.
+  struct WeightGrad {
+    T* dw;
+    ops::Accum accum;
+  };
+  WeightGrad weight_grad(long off);
+  void finish_weight_grad(long off);
+  // sigma and W_hat of every σReparam weight from the current W, u, v (start of a forward pass).
+  void sigma_refresh();
+  int sigma_site(long off) const;  // index into sigma_ of the weight at offset off, or -1
   // Gradient of the parameter at arena offset off, for accumulation: zero-filled first if
   // zero_grad() left it unfilled.
   T* g(long off);
@@ -252,6 +279,14 @@ class Transformer {
   mutable std::vector<unsigned char> unfilled_;
 
   long tok_emb_ = kNone, pos_emb_ = kNone, lm_head_ = kNone;
+  // σReparam: the reparametrized weights (param_table.h), and per weight its W_hat (in the
+  // activation arena) and the sigma of each row block as the last refresh computed it.
+  std::vector<SigmaSlots> sigma_;
+  std::vector<int> sigma_site_;       // per table entry: index into sigma_, or -1
+  std::vector<T*> sigma_hat_;         // per weight: W_hat (O, I)
+  std::vector<int> sigma_val_off_;    // per weight: its first row block in sigma_val_
+  std::vector<double> sigma_val_;     // per row block: sigma = u^T W v
+  T* sigma_dw_hat_ = nullptr;         // scratch: dL/dW_hat of one weight (the largest O x I)
   NormSlots final_norm_;
   std::vector<BlockSlots> blocks_;
   // Per layer, from the config once: the attention window (0 = global) and whether the layer

@@ -11,6 +11,7 @@ namespace normlab {
 
 template <class T>
 void Transformer<T>::forward_logits(const int* idx, int B, int Tn, T* logits) {
+  sigma_refresh();
   embed(idx, B, Tn);
   body_forward(0, cfg_.n_layer);
   const long N = static_cast<long>(B) * Tn;
@@ -43,6 +44,8 @@ void Transformer<T>::forward_cached(const int* idx, int n, KvCache& cache, T* la
   if (cache.len + n > cfg_.seq_len)
     throw InputError(fmt::format("context of {} tokens exceeds model.seq_len = {}", cache.len + n,
                                  cfg_.seq_len));
+  // The weights do not change while a cache fills: W_hat once, with the first tokens.
+  if (cache.len == 0) sigma_refresh();
   kv_ = &cache;
   pos0_ = cache.len;
   try {

@@ -89,6 +89,14 @@ WeightMatch load_matching_weights(Transformer<T>& model, const SafetensorsFile& 
     throw FormatError(msg);
   }
   std::copy(staged.begin(), staged.end(), model.params().begin());
+  // σReparam's gamma, u and v belong to the weights they were computed from: when the file lacks
+  // them (weights of a model without σReparam), they are set afresh from the loaded weights, so
+  // that W_hat = W as at initialisation.
+  for (const std::string& n : match.initialized)
+    if (n.find(".sigma_") != std::string::npos) {
+      model.init_sigma_reparam();
+      break;
+    }
   return match;
 }
 

@@ -22,7 +22,8 @@ struct WeightMatch {
   std::vector<std::string> copied, initialized, dropped;
 };
 // Copies every parameter of the table that the file holds under its name with its shape; leaves
-// the others as they are. All-or-nothing: throws FormatError naming every tensor whose shape
+// the others as they are (but σReparam's gamma, u and v, when any is missing, are all set afresh
+// from the loaded weights: Transformer::init_sigma_reparam). All-or-nothing: throws FormatError naming every tensor whose shape
 // differs from the parameter of that name (nothing is changed then).
 template <class T>
 WeightMatch load_matching_weights(Transformer<T>& model, const SafetensorsFile& file);

@@ -83,6 +83,14 @@ std::vector<std::string> config_warnings(const Config& c, int cores) {
     no_scale("layerscale_init", m.layerscale_init != dm.layerscale_init, "layerscale");
   if (m.residual_scale != ResidualScale::skipinit)
     no_scale("skipinit_init", m.skipinit_init != dm.skipinit_init, "skipinit");
+  // QK-Clip rescales the query and key rows of wqkv of the clipped heads; under σReparam the
+  // layer uses W_hat = (gamma / sigma(W)) W, which divides part of that back out (all of it for a
+  // clip of every head), so the per-head cap on the logits does not hold.
+  if (m.sigma_reparam && o.qk_clip > 0)
+    out.push_back(fmt::format("optim.qk_clip = {:g} with model.sigma_reparam = true: QK-Clip "
+                              "rescales rows of wqkv, and W_hat = (gamma / sigma(W)) W divides "
+                              "part of that back out; the logit cap does not hold",
+                              o.qk_clip));
   return out;
 }
 

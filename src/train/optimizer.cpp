@@ -19,7 +19,7 @@ long layout(const ParamTable& table, const std::function<bool(const ParamSpec&)>
             std::vector<const ParamSpec*>* specs, std::vector<long>* offsets) {
   long total = 0;
   for (const ParamSpec& s : table.specs()) {
-    if (!covers(s)) continue;
+    if (!s.trained || !covers(s)) continue;  // buffers (ParamSpec::trained) have no state
     const long off = (total + 15) / 16 * 16;
     if (specs) specs->push_back(&s), offsets->push_back(off);
     total = off + s.numel;
@@ -117,7 +117,8 @@ bool Optimizer<T>::decayed(const ParamSpec& s) const {
 template <class T>
 double gradient_norm(const ParamTable& table, std::span<const T> grads) {
   double ss = 0;
-  for (const ParamSpec& s : table.specs()) ss += sum_squares(grads.data() + s.offset, s.numel);
+  for (const ParamSpec& s : table.specs())
+    if (s.trained) ss += sum_squares(grads.data() + s.offset, s.numel);
   return std::sqrt(ss);
 }
 template double gradient_norm<float>(const ParamTable&, std::span<const float>);

@@ -31,7 +31,7 @@ double gradient_norm(const ParamTable& table, std::span<const T> grads);
 // min(1, grad_clip / (grad_norm + 1e-6)); 1 when grad_clip <= 0 (off).
 double clip_scale(double grad_clip, double grad_norm);
 
-// One state tensor per covered parameter, all in one arena laid out as the parameter table lays
+// One state tensor per covered trained parameter (never a buffer, ParamSpec::trained), all in one arena laid out as the parameter table lays
 // out its own (table order, every tensor 16-element aligned), saved in checkpoints as
 // prefix + parameter name ("adam.m.blocks.0.attn.wqkv.weight"). An arena covering every
 // parameter has the table's offsets.

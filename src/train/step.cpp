@@ -39,6 +39,7 @@ StepResult TrainStep::run(const NextBatch& next_batch, bool collect_stats,
   const bool det_accum = !grad_total_.empty();
   StepResult r;
   auto t0 = Clock::now();
+  model_.update_training_state();  // once per step, before its micro-batches (σReparam's u, v)
   model_.zero_grad();
   if (det_accum) std::fill(grad_total_.begin(), grad_total_.end(), 0.0f);
   double sums[4] = {0, 0, 0, 0};  // loss, ce, z_loss, log Z: scaled, summed, then reduced

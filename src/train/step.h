@@ -1,8 +1,9 @@
 // One training step and one evaluation, the two sequences everything that trains shares (the
 // trainer, the gradflow study, the benchmark, the Python binding).
 //
-// train_step computes the gradient of one optimizer step over the global batch: zero the
-// gradients; for each of `accum` micro-batches draw (B, T) tokens, run the forward pass with the
+// train_step computes the gradient of one optimizer step over the global batch: advance the
+// model's per-step state (Transformer::update_training_state: σReparam's power iteration, once per
+// step, not per micro-batch); zero the gradients; for each of `accum` micro-batches draw (B, T) tokens, run the forward pass with the
 // loss (its head gradient on the fly) and the backward pass; sum over ranks. The loss of every
 // micro-batch is scaled by 1 / (accum * world), so the summed gradient is that of the mean loss
 // over the global batch; then the global gradient norm and the clip factor it implies. It does not

@@ -344,6 +344,16 @@ TEST(HfRecords, AttnGateAndSinkAreRefusedByName) {
   }
 }
 
+TEST(HfRecords, SigmaReparamIsRefusedByName) {
+  ModelConfig m = base();
+  m.sigma_reparam = true;
+  const std::string msg = refusal(m);
+  EXPECT_NE(msg.find("model.sigma_reparam = true: no supported transformers family has σReparam's "
+                     "gamma and power-iteration vectors"),
+            std::string::npos)
+      << msg;
+}
+
 TEST(HfRecords, CanonicalLayerPattern) {
   using hf::canonical_layer_pattern;
   EXPECT_EQ(canonical_layer_pattern({false, false}), "global");

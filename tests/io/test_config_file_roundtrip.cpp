@@ -50,6 +50,7 @@ Config every_key_changed() {
   m.skipinit_init = 0.125;
   m.attn_gate = AttnGate::elementwise;
   m.attn_sink = AttnSink::learned;
+  m.sigma_reparam = true;
   m.qk_norm = QKNormKind::layernorm;
   m.qk_norm_scope = QKNormScope::full;
   m.qk_norm_position = QKNormPosition::post_rope;

@@ -134,6 +134,8 @@ std::vector<Case> make_cases() {
       const AttnSink sinks[] = {AttnSink::none, AttnSink::one, AttnSink::learned};
       m.attn_gate = gates[(i + 2 * pi) % 3];
       m.attn_sink = sinks[(i / 2 + pi) % 3];
+      // σReparam on four of every eight cases (with μP, GQA, gated MLPs and biases among them).
+      m.sigma_reparam = i % 3 == 1 || i == 2;
       // Biases per projection group: none, all (the shorthand), q/k/v only, output + MLP.
       m.bias = i % 4 == 1;
       m.attn_qkv_bias = i % 4 == 2;
@@ -180,6 +182,7 @@ std::vector<Case> make_cases() {
       if (m.rope_local_theta > 0) c.name += "_localrope";
       if (m.residual_scale != ResidualScale::none)
         c.name += fmt::format("_{}", to_string(m.residual_scale));
+      if (m.sigma_reparam) c.name += "_sigma";
       if (m.rope_scaling != RopeScaling::none) c.name += fmt::format("_{}", to_string(m.rope_scaling));
       if (m.attn_gate != AttnGate::none) c.name += fmt::format("_gate{}", to_string(m.attn_gate));
       if (m.attn_sink != AttnSink::none) c.name += fmt::format("_sink{}", to_string(m.attn_sink));
@@ -217,6 +220,7 @@ std::vector<TensorCheck> check_model(Transformer<double>& model, const std::vect
   const double h = 1e-5;
   std::vector<TensorCheck> out;
   for (const ParamSpec& s : model.table().specs()) {
+    if (!s.trained) continue;  // buffers (σReparam's u, v): no gradient flows to them
     TensorCheck tc{s.name, {}};
     for (const long i : entries_to_check(s.numel, rng)) {
       double& w = model.params()[s.offset + i];
@@ -251,6 +255,20 @@ std::vector<double> analytic_grad(Transformer<double>& model, const Batch& b, in
   return {model.grads().begin(), model.grads().end()};
 }
 
+// σReparam's state after perturb(): u, v back near the perturbed W's top singular vectors (so
+// that sigma = u^T W v stays well away from 0) but not on them, gamma away from sigma (W_hat !=
+// W).
+void perturb_sigma_state(Transformer<double>& model, Rng& rng) {
+  model.init_sigma_reparam();
+  for (const ParamSpec& s : model.table().specs()) {
+    double* x = model.params().data() + s.offset;
+    if (s.name.ends_with(".sigma_gamma"))
+      for (long i = 0; i < s.numel; ++i) x[i] *= 1.0 + 0.3 * rng.normal();
+    if (s.name.ends_with(".sigma_u") || s.name.ends_with(".sigma_v"))
+      for (long i = 0; i < s.numel; ++i) x[i] += 0.05 * rng.normal();
+  }
+}
+
 class ModelGradCheck : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ModelGradCheck, MatchesFiniteDifferences) {
@@ -262,6 +280,7 @@ TEST_P(ModelGradCheck, MatchesFiniteDifferences) {
   // the attention/final caps saturate.
   Rng rng(99);
   perturb(model.params(), rng, 0.3);
+  if (c.m.sigma_reparam) perturb_sigma_state(model, rng);
   const Batch batch = random_batch(B, T, c.m.vocab_size, rng);
   const std::vector<double> analytic = analytic_grad(model, batch, B, T, c.z);
 
@@ -353,6 +372,7 @@ TEST(ModelGradCheck, EveryOptionValueAppearsWithEveryPlacement) {
       seen["residual_scale"].insert(std::string(to_string(m.residual_scale)));
       seen["attn_gate"].insert(std::string(to_string(m.attn_gate)));
       seen["attn_sink"].insert(std::string(to_string(m.attn_sink)));
+      seen["sigma_reparam"].insert(fmt::format("{}", m.sigma_reparam));
       if (m.pos == PosKind::rope) seen["rope_scaling"].insert(std::string(to_string(m.rope_scaling)));
       if (pl == Placement::mix) {
         const ModelPlan plan = build_plan(m);
@@ -372,6 +392,7 @@ TEST(ModelGradCheck, EveryOptionValueAppearsWithEveryPlacement) {
         {"attn_gate", 3}, {"attn_sink", 3}};
     // Every residual scale where the placement allows it; DeepNorm allows none.
     want["residual_scale"] = pl == Placement::deepnorm ? 1 : 4;
+    want["sigma_reparam"] = 2;  // every placement allows it
     if (pl == Placement::mix) {
       want["mix_post_blocks"] = 3;  // 0 (all pre), 2 and 3 (all post) of 3 blocks
       want["final_norm"] = 2;       // all post has none

@@ -66,6 +66,28 @@ TEST(WeightMatch, RetrofittedQkNormKeepsEverythingElse) {
   EXPECT_TRUE(back.initialized.empty());
 }
 
+// Retrofitting σReparam: the weights come over, and gamma, u and v are set afresh from them (not
+// left at the values the model's own random weights gave), so the model computes what the plain
+// one does.
+TEST(WeightMatch, RetrofittedSigmaReparamStartsFromTheLoadedWeights) {
+  const ModelConfig base = test::tiny_model();
+  const auto file = SafetensorsFile::open(saved(base, 5, "wm_sigma"));
+  ModelConfig sr = base;
+  sr.sigma_reparam = true;
+  Transformer<float> model(sr, 1, sr.seq_len), plain(base, 1, base.seq_len);
+  model.init_params(9);
+  const float gamma_before = value_of(model, "blocks.0.attn.wo.sigma_gamma");
+  const WeightMatch w = load_matching_weights(model, file);
+  load_matching_weights(plain, file);
+  EXPECT_EQ(w.initialized.size(), 3u * 4 * sr.n_layer);  // gamma, u, v of 4 weights per block
+  EXPECT_NE(value_of(model, "blocks.0.attn.wo.sigma_gamma"), gamma_before);
+  std::vector<int> idx(sr.seq_len);
+  for (int t = 0; t < sr.seq_len; ++t) idx[t] = (7 * t + 3) % sr.vocab_size;
+  const double a = model.forward(idx.data(), idx.data(), 1, sr.seq_len, 0.0, false).loss;
+  const double b = plain.forward(idx.data(), idx.data(), 1, sr.seq_len, 0.0, false).loss;
+  EXPECT_NEAR(a, b, 1e-5);
+}
+
 TEST(WeightMatch, AShapeMismatchIsRefusedByNameAndChangesNothing) {
   const ModelConfig base = test::tiny_model();
   const auto file = SafetensorsFile::open(saved(base, 5, "wm_shape"));

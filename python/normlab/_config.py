@@ -112,7 +112,13 @@ class Config:
                     problems += [p for p in e2.problems
                                  if p.startswith(("override '", "--set '"))]
                 raise _by_key(ConfigError("", problems), flat) from None
-            self._c = _parse(_core.config_to_toml(base), flat)
+            # Every key as an override of the defaults (not of base's full TOML), so that the
+            # defaults one key implies (model.placement = ngpt: no weight decay, no warmup) see
+            # which keys were set, as they do from the CLI.
+            del base
+            nested_flat = [f"{sec}.{k}={_value_text(v)}" for sec, body in nested.items()
+                           for k, v in body.items()]
+            self._c = _parse("", nested_flat + flat)
         else:
             path = _Path(source)
             if path.is_dir():

@@ -67,7 +67,9 @@ void add_info(CLI::App& app, Action& action) {
                        : "");
       }
       fmt::print("placement {}  norm {}  qk_norm {}{}  pos {}  mlp {}  caps attn {} final {}\n",
-                 to_string(m.placement), to_string(m.norm), to_string(m.qk_norm),
+                 to_string(m.placement),
+                 m.placement == Placement::ngpt ? "l2 (nGPT's own)" : to_string(m.norm),
+                 to_string(m.qk_norm),
                  m.qk_norm == QKNormKind::none
                      ? ""
                      : fmt::format(" ({}, {})", to_string(m.qk_norm_scope), to_string(m.qk_norm_position)),
@@ -88,7 +90,8 @@ void add_info(CLI::App& app, Action& action) {
                    res.shift || qkt.shift ? "; Derf's shift s starts at 0" : "");
       // The residual branch scale (model.residual_scale): its width and starting value, the same
       // in every sublayer.
-      if (!plan.blocks.empty() && plan.blocks[0].attn.branch_scale != BranchScale::none) {
+      if (!plan.blocks.empty() && plan.blocks[0].attn.branch_scale != BranchScale::none &&
+          plan.blocks[0].attn.branch_scale != BranchScale::lerp) {
         const SublayerPlan& sp = plan.blocks[0].attn;
         fmt::print("residual branch scale (model.residual_scale = {}): {} per sublayer, starting "
                    "at {}\n",

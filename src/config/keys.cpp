@@ -245,6 +245,7 @@ const std::vector<KeySpec>& key_table() {
       NL_KEY(model, attn_gate, shapes),
       NL_KEY(model, attn_sink, shapes),
       NL_KEY(model, sigma_reparam, shapes),
+      NL_KEY(model, ngpt_alpha_init, model_fn),
       NL_KEY(model, qk_norm, shapes),
       NL_KEY(model, qk_norm_scope, shapes),
       NL_KEY(model, qk_norm_position, model_fn),

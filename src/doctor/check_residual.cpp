@@ -1,5 +1,6 @@
 // doctor's residual-stream growth check: the RMS of the residual stream at some boundary past its
-// threshold, with the profile by depth at the peak (Peri-Norm is the remedy).
+// threshold, with the profile by depth at the peak (Peri-Norm is the remedy). Not for nGPT, whose
+// stream is normalised by construction.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -12,6 +13,9 @@ namespace normlab::doctor_detail {
 
 // ---- residual-stream growth ----------------------------------------------------------------
 void check_residual(const Run& r, std::vector<DoctorFinding>& out) {
+  // nGPT keeps every hidden state on the unit sphere (RMS 1 / sqrt(d_model) by construction):
+  // its stream cannot grow, and Peri-Norm is no remedy for it.
+  if (r.cfg.model.placement == Placement::ngpt) return;
   double peak = -1;
   long peak_step = 0, first = 0, last = 0;
   std::size_t peak_k = 0;

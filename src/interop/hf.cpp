@@ -310,6 +310,10 @@ HfFamily hf_family_for(const ModelConfig& m) {
     if (m.sigma_reparam)
       p.push_back("model.sigma_reparam = true: no supported transformers family has σReparam's "
                   "gamma and power-iteration vectors (W_hat = (gamma / sigma(W)) W)");
+    if (m.placement == Placement::ngpt)
+      p.push_back("model.placement = ngpt: no supported transformers family is a normalized "
+                  "Transformer (unit-norm states and weights, learned eigen learning rates and "
+                  "scales s_qk, s_u, s_v, s_z)");
     if (!p.empty()) throw ConfigError(std::move(p));
   }
   Placement placement = m.placement;

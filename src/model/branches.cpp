@@ -17,6 +17,7 @@
 #include "ops/attention.h"
 #include "ops/glu.h"
 #include "ops/linear.h"
+#include "ops/ngpt.h"
 #include "ops/rope.h"
 #include "tensor/threading.h"
 
@@ -57,15 +58,24 @@ void Transformer<T>::attn_forward(int l, const T* u, T* f) {
     gather_cols(a.qs[0], a.qkv, N, Cq, W3, 0);
     gather_cols(a.ks[0], a.qkv, N, Ckv, W3, Cq);
   }
-  const bool head = cfg_.qk_norm_scope == QKNormScope::head;
+  const bool head = plan_.qk_per_head;
+  const T sqk_mult = static_cast<T>(plan_.ngpt.s_qk.mult());
   for (std::size_t st = 0; st < qk_stages_.size(); ++st) {
-    if (qk_stages_[st] == QkStage::norm) {
-      NormCache qc{a.qs[st + 1], a.qn.mean, a.qn.rstd}, kc{a.ks[st + 1], a.kn.mean, a.kn.rstd};
-      norm_forward(qc, s.q_norm, a.qs[st], head ? N * H : N, head ? D : Cq);
-      norm_forward(kc, s.k_norm, a.ks[st], head ? N * Hkv : N, head ? D : Ckv);
-    } else {
-      ops::rope_forward(a.qs[st + 1], a.qs[st], rope_cos(l), rope_sin(l), B_, T_, H, D, pos0_);
-      ops::rope_forward(a.ks[st + 1], a.ks[st], rope_cos(l), rope_sin(l), B_, T_, Hkv, D, pos0_);
+    switch (qk_stages_[st]) {
+      case QkStage::norm: {
+        NormCache qc{a.qs[st + 1], a.qn.mean, a.qn.rstd}, kc{a.ks[st + 1], a.kn.mean, a.kn.rstd};
+        norm_forward(qc, s.q_norm, a.qs[st], head ? N * H : N, head ? D : Cq);
+        norm_forward(kc, s.k_norm, a.ks[st], head ? N * Hkv : N, head ? D : Ckv);
+        break;
+      }
+      case QkStage::rope:
+        ops::rope_forward(a.qs[st + 1], a.qs[st], rope_cos(l), rope_sin(l), B_, T_, H, D, pos0_);
+        ops::rope_forward(a.ks[st + 1], a.ks[st], rope_cos(l), rope_sin(l), B_, T_, Hkv, D, pos0_);
+        break;
+      case QkStage::scale:  // nGPT's s_qk, one per channel, on queries and keys alike
+        ops::channel_scale_forward(a.qs[st + 1], Cq, a.qs[st], Cq, p(s.s_qk), sqk_mult, N, Cq);
+        ops::channel_scale_forward(a.ks[st + 1], Ckv, a.ks[st], Ckv, p(s.s_qk), sqk_mult, N, Ckv);
+        break;
     }
   }
   const QkView qk = qk_view(l);
@@ -175,18 +185,28 @@ void Transformer<T>::attn_backward(int l, const T* u, const T* df, T* du, ops::A
   }
   if (staged) {
     // Replay the QK stages backwards for queries (H heads), then keys (Hkv heads).
-    const bool head = cfg_.qk_norm_scope == QKNormScope::head;
+    const bool head = plan_.qk_per_head;
+    const T sqk_mult = static_cast<T>(plan_.ngpt.s_qk.mult());
     auto qk_back = [&](T* dcur, T** stages, const NormCache& nc, const NormSlots& ns, int heads) {
       const long rows = head ? N * heads : N;
       const int width = head ? D : heads * D;
+      const int W = heads * D;
       T* scratch[2] = {d_qk_stage_a_, d_qk_stage_b_};
       for (std::size_t st = last; st-- > 0;) {
         T* dprev = scratch[st % 2];
-        if (qk_stages_[st] == QkStage::norm)
-          norm_backward(nc, ns, stages[st], dcur, dprev, rows, width, ops::Accum::overwrite);
-        else
-          ops::rope_backward(dprev, dcur, rope_cos(l), rope_sin(l), B_, T_, heads, D,
-                             ops::Accum::overwrite);
+        switch (qk_stages_[st]) {
+          case QkStage::norm:
+            norm_backward(nc, ns, stages[st], dcur, dprev, rows, width, ops::Accum::overwrite);
+            break;
+          case QkStage::rope:
+            ops::rope_backward(dprev, dcur, rope_cos(l), rope_sin(l), B_, T_, heads, D,
+                               ops::Accum::overwrite);
+            break;
+          case QkStage::scale:
+            ops::channel_scale_backward(dprev, W, g(s.s_qk), dcur, W, stages[st], W, p(s.s_qk),
+                                        sqk_mult, N, W);
+            break;
+        }
         dcur = dprev;
       }
       return dcur;
@@ -220,8 +240,18 @@ void Transformer<T>::mlp_forward(int l, const T* u, T* f) {
   const bool gl = gated(cfg_.mlp);
   const int F_in = gl ? 2 * F : F;
   ops::linear_forward(a.h, u, weight(s.w_in), p(s.b_in), static_cast<int>(N), C, F_in, mm_);
+  const T* h = a.h;
+  if (plan_.ngpt.on) {
+    // nGPT (eqs. 18-20): v = s_v sqrt(C) (W_v u) on the gate half, u = s_u (W_u u) on the up half.
+    const NgptScales& ng = plan_.ngpt;
+    ops::channel_scale_forward(a.hs, F_in, a.h, F_in, p(s.s_v),
+                               static_cast<T>(ng.s_v.mult() * ng.v_gain), N, F);
+    ops::channel_scale_forward(a.hs + F, F_in, a.h + F, F_in, p(s.s_u),
+                               static_cast<T>(ng.s_u.mult()), N, F);
+    h = a.hs;
+  }
   if (gl)
-    ops::glu_forward(activation_of(cfg_.mlp), a.a, a.h, static_cast<int>(N), F);
+    ops::glu_forward(activation_of(cfg_.mlp), a.a, h, static_cast<int>(N), F);
   else
     ops::activation_forward(activation_of(cfg_.mlp), a.a, a.h, N * F);
   ops::linear_forward(f, a.a, weight(s.w_out), p(s.b_out), static_cast<int>(N), F, C, mm_);
@@ -239,12 +269,20 @@ void Transformer<T>::mlp_backward(int l, const T* u, const T* df, T* du, ops::Ac
   ops::linear_backward(d_mlp_act_, dwout.dw, g(s.b_out), df, a.a, weight(s.w_out),
                        static_cast<int>(N), F, C, ops::Accum::overwrite, mm_, dwout.accum);
   finish_weight_grad(s.w_out);
+  const T* h = plan_.ngpt.on ? a.hs : a.h;
   if (gl)
-    ops::glu_backward(activation_of(cfg_.mlp), d_mlp_h_, d_mlp_act_, a.h, static_cast<int>(N), F,
+    ops::glu_backward(activation_of(cfg_.mlp), d_mlp_h_, d_mlp_act_, h, static_cast<int>(N), F,
                       ops::Accum::overwrite);
   else
-    ops::activation_backward(activation_of(cfg_.mlp), d_mlp_h_, d_mlp_act_, a.h, N * F,
+    ops::activation_backward(activation_of(cfg_.mlp), d_mlp_h_, d_mlp_act_, h, N * F,
                              ops::Accum::overwrite);
+  if (plan_.ngpt.on) {  // back through s_v sqrt(C) and s_u, in place
+    const NgptScales& ng = plan_.ngpt;
+    ops::channel_scale_backward(d_mlp_h_, F_in, g(s.s_v), d_mlp_h_, F_in, a.h, F_in, p(s.s_v),
+                                static_cast<T>(ng.s_v.mult() * ng.v_gain), N, F);
+    ops::channel_scale_backward(d_mlp_h_ + F, F_in, g(s.s_u), d_mlp_h_ + F, F_in, a.h + F, F_in,
+                                p(s.s_u), static_cast<T>(ng.s_u.mult()), N, F);
+  }
   const WeightGrad dwin = weight_grad(s.w_in);
   ops::linear_backward(du, dwin.dw, g(s.b_in), d_mlp_h_, u, weight(s.w_in), static_cast<int>(N), C,
                        F_in, du_accum, mm_, dwin.accum);

@@ -7,6 +7,7 @@
 #include "normlab/errors.h"
 #include "ops/dyt.h"
 #include "ops/layernorm.h"
+#include "ops/ngpt.h"
 #include "ops/rmsnorm.h"
 
 namespace normlab {
@@ -18,6 +19,7 @@ NormTraits norm_traits(NormKind k) {
     case NormKind::rmsnorm: return {false, false, false, true};
     case NormKind::dyt: return {true, true, false, false};
     case NormKind::derf: return {true, true, true, false};
+    case NormKind::l2: return {false, false, false, true, false};
   }
   NL_CHECK(false, "norm kind {} has no traits", static_cast<int>(k));
   return {};
@@ -84,6 +86,20 @@ struct DytRow {
   }
 };
 
+// nGPT's unit-sphere projection x / ||x|| (ops/ngpt.h): no parameters; rstd keeps 1 / ||x||.
+template <class T>
+struct L2Row {
+  static void forward(T* out, T*, T* rstd, const T* x, const NormParams<T>&, long rows,
+                      int width) {
+    ops::l2norm_forward(out, rstd, x, rows, width);
+  }
+  static void backward(T* dx, const NormGrads<T>&, const T* dout, const T* x, const T*,
+                       const T* rstd, const NormParams<T>&, long rows, int width, ops::Accum accum,
+                       const T* base) {
+    ops::l2norm_backward(dx, dout, x, rstd, rows, width, accum, base);
+  }
+};
+
 template <class R, class T>
 constexpr NormOps<T> row_of() {
   if constexpr (requires { &R::saturated; })
@@ -102,8 +118,9 @@ const NormOps<T>& norm_ops(NormKind k) {
       row_of<RmsNormRow<T>, T>(),
       row_of<DytRow<T, ops::Squash::tanh>, T>(),
       row_of<DytRow<T, ops::Squash::erf>, T>(),
+      row_of<L2Row<T>, T>(),
   };
-  static_assert(std::size(rows) == static_cast<std::size_t>(NormKind::derf) + 1,
+  static_assert(std::size(rows) == static_cast<std::size_t>(NormKind::l2) + 1,
                 "one row of norm operations per NormKind");
   const auto i = static_cast<std::size_t>(k);
   NL_CHECK(i < std::size(rows), "norm kind {} has no operations", i);

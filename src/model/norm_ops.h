@@ -10,13 +10,14 @@
 
 namespace normlab {
 
-// What a site of a kind owns besides its gain w (width values, decay-free, init so that
-// norm_gain_offset + w = 1).
+// What a site of a kind owns: its gain w (width values, decay-free, init so that
+// norm_gain_offset + w = 1) unless the kind has none (l2), and besides it:
 struct NormTraits {
   bool bias;        // a bias of width values when model.norm_bias (LayerNorm, DyT, Derf)
   bool alpha;       // a learnable scalar alpha, `<site>.alpha` (DyT, Derf)
   bool shift;       // a learnable scalar shift s, `<site>.shift` (Derf)
   bool row_stats;   // the forward keeps per-row statistics (mean, rstd) for the backward
+  bool gain = true; // a gain w (every kind but l2, nGPT's bare projection onto the unit sphere)
 };
 NormTraits norm_traits(NormKind k);
 

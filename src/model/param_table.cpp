@@ -1,5 +1,6 @@
 #include "model/param_table.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -89,7 +90,8 @@ class TableBuilder {
     ns.kind = kind;
     const NormTraits t = norm_traits(kind);
     const double gain0 = 1.0 - cfg_.norm_gain_offset;  // so that (offset + w) starts at 1
-    ns.w = vec(name + ".weight", n, gain0, ParamGroup::norm, l, sub, false);
+    ns.on = true;
+    if (t.gain) ns.w = vec(name + ".weight", n, gain0, ParamGroup::norm, l, sub, false);
     if (t.bias && cfg_.norm_bias)
       ns.b = vec(name + ".bias", n, 0.0, ParamGroup::norm, l, sub, true);
     if (t.alpha) ns.alpha = vec(name + ".alpha", 1, alpha0, ParamGroup::norm, l, sub, false);
@@ -121,10 +123,17 @@ class TableBuilder {
   std::vector<SigmaSlots>& sigma_;
 };
 
-BlockSlots block_params(TableBuilder& tb, const ModelConfig& cfg, const BlockPlan& bp, int l,
-                        double beta, double out_scale) {
+// Marks a declared matrix as held at unit norm along d_model (nGPT).
+void unit_norm(ParamTable& t, long off, UnitNorm u) {
+  for (ParamSpec& s : t.specs_mut())
+    if (s.offset == off) s.unit_norm = u;
+}
+
+BlockSlots block_params(TableBuilder& tb, const ModelConfig& cfg, const ModelPlan& plan,
+                        ParamTable& table, int l, double beta, double out_scale) {
+  const BlockPlan& bp = plan.blocks[l];
   const int C = cfg.d_model, D = cfg.head_size(), F = cfg.d_ff;
-  const NormKind nk = cfg.norm;
+  const NormKind nk = plan.norm_kind;
   const std::string pre = fmt::format("blocks.{}.", l);
   // The residual norms of a sublayer; DyT/Derf start at the sublayer's alpha (attention or MLP).
   auto res_norms = [&](SublayerSlots& rs, const SublayerPlan& pl, const std::string& base,
@@ -133,7 +142,9 @@ BlockSlots block_params(TableBuilder& tb, const ModelConfig& cfg, const BlockPla
     if (pl.norm_in) rs.norm_in = tb.norm(base + "norm_in", C, nk, a0, l, sub);
     if (pl.norm_out) rs.norm_out = tb.norm(base + "norm_out", C, nk, a0, l, sub);
     if (pl.norm_after_add) rs.norm_post = tb.norm(base + "norm_post", C, nk, a0, l, sub);
-    if (pl.branch_scale != BranchScale::none)
+    if (pl.branch_scale == BranchScale::lerp)
+      rs.scale = tb.vec(base + "alpha", C, pl.branch_scale_init, ParamGroup::norm, l, sub, false);
+    else if (pl.branch_scale != BranchScale::none)
       rs.scale = tb.vec(base + "res_scale", pl.branch_scale == BranchScale::channel ? C : 1,
                         pl.branch_scale_init, ParamGroup::norm, l, sub, false);
   };
@@ -150,9 +161,9 @@ BlockSlots block_params(TableBuilder& tb, const ModelConfig& cfg, const BlockPla
                       value_rows, {Cq, Ckv, Ckv});
   if (cfg.has_qkv_bias())
     at.bqkv = tb.vec(ab + "wqkv.bias", Cq + 2 * Ckv, 0.0, ParamGroup::attention, l, 0, true);
-  if (cfg.qk_norm != QKNormKind::none) {
-    const bool per_head = cfg.qk_norm_scope == QKNormScope::head;
-    const NormKind qk = qk_norm_kind(cfg.qk_norm);
+  if (std::count(plan.qk_stages.begin(), plan.qk_stages.end(), QkStage::norm) > 0) {
+    const bool per_head = plan.qk_per_head;
+    const NormKind qk = plan.qk_norm_kind;
     at.q_norm = tb.norm(ab + "q_norm", per_head ? D : Cq, qk, cfg.dyt_alpha_qk, l, 0);
     at.k_norm = tb.norm(ab + "k_norm", per_head ? D : Ckv, qk, cfg.dyt_alpha_qk, l, 0);
   }
@@ -164,6 +175,8 @@ BlockSlots block_params(TableBuilder& tb, const ModelConfig& cfg, const BlockPla
   // A learned sink: one logit per query head, 0 at the start (softmax+1's value).
   if (cfg.attn_sink == AttnSink::learned)
     at.sink = tb.vec(ab + "sink", cfg.n_head, 0.0, ParamGroup::attention, l, 0, false);
+  if (plan.ngpt.on)
+    at.s_qk = tb.vec(ab + "s_qk", Cq, plan.ngpt.s_qk.scale, ParamGroup::norm, l, 0, false);
   at.wo = tb.weight(ab + "wo.weight", C, Cq, ParamGroup::attention, l, 0, out_scale);
   if (cfg.has_out_bias()) at.bo = tb.vec(ab + "wo.bias", C, 0.0, ParamGroup::attention, l, 0, true);
 
@@ -179,6 +192,14 @@ BlockSlots block_params(TableBuilder& tb, const ModelConfig& cfg, const BlockPla
   if (cfg.has_mlp_bias()) ml.b_in = tb.vec(mb + "w_in.bias", F_in, 0.0, ParamGroup::mlp, l, 1, true);
   ml.w_out = tb.weight(mb + "w_out.weight", C, F, ParamGroup::mlp, l, 1, out_scale);
   if (cfg.has_mlp_bias()) ml.b_out = tb.vec(mb + "w_out.bias", C, 0.0, ParamGroup::mlp, l, 1, true);
+  if (plan.ngpt.on) {
+    ml.s_u = tb.vec(mb + "s_u", F, plan.ngpt.s_u.scale, ParamGroup::norm, l, 1, false);
+    ml.s_v = tb.vec(mb + "s_v", F, plan.ngpt.s_v.scale, ParamGroup::norm, l, 1, false);
+    unit_norm(table, at.wqkv, UnitNorm::rows);
+    unit_norm(table, at.wo, UnitNorm::cols);
+    unit_norm(table, ml.w_in, UnitNorm::rows);
+    unit_norm(table, ml.w_out, UnitNorm::cols);
+  }
   return b;
 }
 
@@ -200,15 +221,21 @@ ParamLayout build_param_table(const ModelConfig& cfg, const ModelPlan& plan) {
   if (cfg.pos == PosKind::learned)
     sl.pos_emb = tb.embedding("pos_emb.weight", cfg.seq_len, ParamGroup::embedding);
   for (int l = 0; l < L; ++l)
-    sl.blocks.push_back(block_params(tb, cfg, plan.blocks[l], l, plan.deepnorm_beta, out_scale));
+    sl.blocks.push_back(
+        block_params(tb, cfg, plan, out.table, l, plan.deepnorm_beta, out_scale));
   if (plan.final_norm)
-    sl.final_norm = tb.norm("final_norm", C, cfg.norm, cfg.dyt_alpha_final, -1, -1);
+    sl.final_norm = tb.norm("final_norm", C, plan.norm_kind, cfg.dyt_alpha_final, -1, -1);
   if (cfg.tie_embeddings) {
     sl.lm_head = sl.tok_emb;
   } else if (cfg.init == InitKind::xavier) {
     sl.lm_head = tb.weight("lm_head.weight", V, C, ParamGroup::head, -1, -1, 1.0);
   } else {
     sl.lm_head = tb.embedding("lm_head.weight", V, ParamGroup::head);
+  }
+  if (plan.ngpt.on) {
+    sl.s_z = tb.vec("s_z", V, plan.ngpt.s_z.scale, ParamGroup::norm, -1, -1, false);
+    unit_norm(out.table, sl.tok_emb, UnitNorm::rows);
+    unit_norm(out.table, sl.lm_head, UnitNorm::rows);
   }
   apply_mup(out.table, cfg);
   return out;

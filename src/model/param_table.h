@@ -18,11 +18,14 @@ inline constexpr long kNoSlot = -1;  // an absent parameter
 struct NormSlots {
   NormKind kind = NormKind::layernorm;
   long w = kNoSlot, b = kNoSlot, alpha = kNoSlot, shift = kNoSlot;
-  bool present() const { return w != kNoSlot; }
+  bool on = false;  // the site exists (an l2 site has no parameter at all)
+  bool present() const { return on; }
 };
 struct SublayerSlots {
   NormSlots norm_in, norm_out, norm_post;
-  long scale = kNoSlot;  // `<sublayer>.res_scale`, the branch scale a: (1) or (d_model)
+  // The branch scale a: `<sublayer>.res_scale` (1) or (d_model); nGPT's `<sublayer>.alpha`
+  // (d_model).
+  long scale = kNoSlot;
 };
 struct AttnSlots {
   SublayerSlots res;
@@ -30,10 +33,12 @@ struct AttnSlots {
   NormSlots q_norm, k_norm;
   long wg = kNoSlot;    // `attn.wg.weight` (H or H D, C): model.attn_gate's gate projection W_g
   long sink = kNoSlot;  // `attn.sink` (H): model.attn_sink = learned's per-head sink logits
+  long s_qk = kNoSlot;  // nGPT: (Cq) on unit-norm queries and keys
 };
 struct MlpSlots {
   SublayerSlots res;
   long w_in = kNoSlot, b_in = kNoSlot, w_out = kNoSlot, b_out = kNoSlot;
+  long s_u = kNoSlot, s_v = kNoSlot;  // nGPT: (F) on the up and gate halves of w_in's output
 };
 struct BlockSlots {
   AttnSlots attn;
@@ -50,6 +55,7 @@ struct SigmaSlots {
 };
 struct ModelSlots {
   long tok_emb = kNoSlot, pos_emb = kNoSlot, lm_head = kNoSlot;  // lm_head = tok_emb when tied
+  long s_z = kNoSlot;  // nGPT: (V) on the logits
   NormSlots final_norm;
   std::vector<BlockSlots> blocks;  // L
   std::vector<SigmaSlots> sigma;   // the reparametrized weights, in table order
@@ -66,10 +72,14 @@ struct ParamLayout {
 // (norm_gain_offset + w) = 1, biases at 0; DyT's and Derf's alpha at the site's model.dyt_alpha_*
 // (attention sublayer, MLP sublayer, final, QK), Derf's shift at 0; a residual branch scale
 // (model.residual_scale) `blocks.{l}.{attn,mlp}.res_scale`, shape (1) or (d_model), at the plan's
-// branch_scale_init, in the norm group (a gain on the branch, like a norm's), not decayed. The
-// attention gate's W_g (model.attn_gate) is a projection like wqkv (same init, attention group,
-// decayed); a learned sink's logits (model.attn_sink) start at 0, attention group, not decayed.
-// Under model.parametrization =
+// branch_scale_init, in the norm group (a gain on the branch, like a norm's), not decayed. nGPT
+// (plan.ngpt.on): `blocks.{l}.{attn,mlp}.alpha` (d_model), `blocks.{l}.attn.s_qk` (Cq),
+// `blocks.{l}.mlp.s_u`, `.s_v` (d_ff) and `s_z` (V), each at its StoredScale::scale, in the norm
+// group, not decayed; no norm parameter (its sites are l2); every matrix and embedding under a
+// UnitNorm constraint along d_model (rows of wqkv, w_in, tok_emb, lm_head; columns of wo,
+// w_out). The attention gate's W_g (model.attn_gate) is a projection like wqkv (same init,
+// attention group, decayed); a learned sink's logits (model.attn_sink) start at 0, attention
+// group, not decayed. Under model.parametrization =
 // mup, apply_mup (model/mup.h) sets the width shapes and rescales the matrix-like weights'
 // initialisation (a scalar alpha or shift has no width dimension: fixed, as in the base model).
 // With model.sigma_reparam, each block weight `<w>.weight` (wqkv, wo, w_in, w_out) is followed by

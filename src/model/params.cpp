@@ -1,6 +1,7 @@
 #include "model/params.h"
 
 #include "normlab/errors.h"
+#include "ops/ngpt.h"
 
 namespace normlab {
 
@@ -14,6 +15,33 @@ std::string_view to_string(ParamGroup g) {
   }
   return "?";
 }
+
+std::string_view to_string(UnitNorm u) {
+  switch (u) {
+    case UnitNorm::none: return "none";
+    case UnitNorm::rows: return "rows";
+    case UnitNorm::cols: return "cols";
+  }
+  return "?";
+}
+
+template <class T>
+int apply_unit_norms(const ParamTable& table, T* params) {
+  int n = 0;
+  for (const ParamSpec& s : table.specs()) {
+    if (s.unit_norm == UnitNorm::none) continue;
+    NL_CHECK(s.shape.size() == 2, "unit-norm parameter '{}' is not a matrix", s.name);
+    T* w = params + s.offset;
+    if (s.unit_norm == UnitNorm::rows)
+      ops::normalize_rows(w, s.shape[0], s.shape[1]);
+    else
+      ops::normalize_cols(w, s.shape[0], s.shape[1]);
+    ++n;
+  }
+  return n;
+}
+template int apply_unit_norms<float>(const ParamTable&, float*);
+template int apply_unit_norms<double>(const ParamTable&, double*);
 
 long ParamTable::add(ParamSpec spec) {
   NL_CHECK(!index_.count(spec.name), "parameter '{}' registered twice", spec.name);

@@ -17,6 +17,13 @@ struct RowScale {
   long row0 = 0, rows = 0;
   double scale = 1.0;
 };
+// A constraint the optimizer restores after every step (Optimizer::update, train/optimizer.h):
+// none, or every row / every column of a matrix at unit L2 norm (nGPT, Loshchilov et al. 2024,
+// sec. 2.6: the vectors along the embedding dimension; rows of (out, C) matrices and embeddings,
+// columns of (C, in) ones). The model's initialisation applies it too.
+enum class UnitNorm { none, rows, cols };
+std::string_view to_string(UnitNorm u);
+
 // Coarse groups for diagnostics (update ratios, grad norms) and optimizer settings.
 enum class ParamGroup { embedding, attention, mlp, norm, head };
 std::string_view to_string(ParamGroup g);
@@ -52,11 +59,19 @@ struct ParamSpec {
   // not trained: no optimizer state, no update, no gradient, left out of gradient norms, update
   // ratios and parameter counts (σReparam's power-iteration vectors u, v, model/param_table.h).
   bool trained = true;
+  UnitNorm unit_norm = UnitNorm::none;  // nGPT: restored after every optimizer step
   bool hidden_matrix() const {  // a trained 2-D weight inside the blocks (Muon's parameters)
     return trained && shape.size() == 2 &&
            (group == ParamGroup::attention || group == ParamGroup::mlp);
   }
 };
+
+class ParamTable;
+
+// Restores every parameter's UnitNorm constraint in the arena `params` (laid out by `table`);
+// returns the number of tensors constrained.
+template <class T>
+int apply_unit_norms(const ParamTable& table, T* params);
 
 class ParamTable {
  public:

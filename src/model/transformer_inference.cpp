@@ -4,6 +4,7 @@
 
 #include "model/transformer.h"
 #include "normlab/errors.h"
+#include "ops/ngpt.h"
 #include "ops/softcap.h"
 #include "tensor/gemm_bf16.h"
 
@@ -25,6 +26,9 @@ void Transformer<T>::head_logits(const T* h, long rows, T* logits) {
   const int C = cfg_.d_model, V = cfg_.vocab_size;
   gemm_p<T>(mm_head_, false, true, static_cast<int>(rows), V, C, static_cast<T>(plan_.readout_mult),
             h, C, p(lm_head_), C, T(0), logits, V);
+  if (s_z_ != kNone)
+    ops::channel_scale_forward(logits, V, logits, V, p(s_z_),
+                               static_cast<T>(plan_.ngpt.s_z.mult()), rows, V);
   if (cfg_.final_softcap > 0)
     ops::softcap_forward(logits, logits, rows * V, static_cast<T>(cfg_.final_softcap));
 }

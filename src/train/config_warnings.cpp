@@ -91,6 +91,24 @@ std::vector<std::string> config_warnings(const Config& c, int cores) {
                               "rescales rows of wqkv, and W_hat = (gamma / sigma(W)) W divides "
                               "part of that back out; the logit cap does not hold",
                               o.qk_clip));
+  // nGPT: its own key off it, and the settings it makes moot (its sites are bare unit-sphere
+  // projections; its matrices are re-normalised after every step).
+  if (m.placement != Placement::ngpt && m.ngpt_alpha_init != dm.ngpt_alpha_init)
+    out.push_back(fmt::format("model.ngpt_alpha_init has no effect with model.placement = {} (it "
+                              "is nGPT's initial eigen learning rate)",
+                              to_string(m.placement)));
+  if (m.placement == Placement::ngpt) {
+    if (m.norm != dm.norm || m.norm_eps != dm.norm_eps || m.norm_gain_offset != dm.norm_gain_offset)
+      out.push_back(fmt::format("model.norm, norm_eps and norm_gain_offset have no effect with "
+                                "model.placement = ngpt (every site is x / ||x||, without a "
+                                "gain)"));
+    if (c.optim.weight_decay > 0)
+      out.push_back(fmt::format(
+          "optim.weight_decay = {:g} with model.placement = ngpt: the decayed matrices are "
+          "re-normalised after every step, so decay only rescales their step a little (the paper "
+          "trains without it; nGPT's default is 0)",
+          c.optim.weight_decay));
+  }
   return out;
 }
 

@@ -60,6 +60,9 @@ void Optimizer<T>::update(std::span<T> params, std::span<T> grads, double lr, do
              "QK-Clip needs the step's attention maxima (StepSignals::attn_max_logit_head)");
     qk_clip_->apply(params.data(), signals.attn_max_logit_head);
   }
+  // The table's constraints, after any optimizer's step (nGPT's unit-norm matrices, ParamSpec::
+  // unit_norm): one hook for every optimizer, none of which knows of it.
+  apply_unit_norms(table_, params.data());
 }
 
 template <class T>
@@ -149,8 +152,8 @@ std::string describe_optimizer(const ParamTable& table, const OptimConfig& c) {
   std::string s;
   switch (c.name) {
     case OptimizerKind::adamw:
-      if (c.qk_clip <= 0) return "";
-      s = fmt::format("optimizer adamw (beta2 {:g}, eps {:g})", c.beta2, c.eps);
+      // Plain AdamW goes unsaid (the default) unless QK-Clip or a constraint is added below.
+      if (c.qk_clip > 0) s = fmt::format("optimizer adamw (beta2 {:g}, eps {:g})", c.beta2, c.eps);
       break;
     case OptimizerKind::muon: {
       long mats = 0, blocks = 0, others = 0;
@@ -182,6 +185,14 @@ std::string describe_optimizer(const ParamTable& table, const OptimConfig& c) {
   }
   if (c.qk_clip > 0)
     s += fmt::format(" | QK-Clip at {:g} (alpha {:g})", c.qk_clip, c.qk_clip_alpha);
+  // The table's constraints, restored after every step whichever optimizer took it (nGPT).
+  const long unit = std::count_if(table.specs().begin(), table.specs().end(), [](const ParamSpec& p) {
+    return p.unit_norm != UnitNorm::none;
+  });
+  if (unit > 0) {
+    if (s.empty()) s = fmt::format("optimizer {}", to_string(c.name));
+    s += fmt::format(" | unit norm restored after each step on {} matrices", unit);
+  }
   return s;
 }
 

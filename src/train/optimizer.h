@@ -67,7 +67,9 @@ class Optimizer {
 
   OptimizerKind kind() const { return cfg_.name; }
   // One step at learning rate lr (the schedule's value for optim.lr) on the gradients
-  // grad_scale * grads, then QK-Clip when optim.qk_clip > 0.
+  // grad_scale * grads, then QK-Clip when optim.qk_clip > 0, then the parameter table's
+  // constraints (ParamSpec::unit_norm: nGPT's unit-norm rows and columns, restored after every
+  // step whichever optimizer took it).
   void update(std::span<T> params, std::span<T> grads, double lr, double grad_scale = 1.0,
               const StepSignals& signals = {});
   // The state by name (checkpoints, Python), in a fixed order. Arenas live as long as the
@@ -127,7 +129,8 @@ long optimizer_state_elements(const ParamTable& table, const OptimConfig& cfg);
 
 // One line for `normlab train`'s banner: what optim.name (and QK-Clip) will do on this table,
 // e.g. "optimizer muon: Muon on 8 matrices (12 with q, k, v and gate/up apart), AdamW on 7
-// tensors at lr 3e-3"; empty for AdamW without QK-Clip (the default).
+// tensors at lr 3e-3", and the table's constraints (nGPT's unit-norm matrices); empty for
+// AdamW without QK-Clip or constraints (the default).
 std::string describe_optimizer(const ParamTable& table, const OptimConfig& cfg);
 
 extern template class Optimizer<float>;

@@ -4,11 +4,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <string>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "normlab/config.h"
+#include "normlab/config_file.h"
+#include "normlab/errors.h"
 
 namespace normlab {
 namespace {
@@ -39,6 +43,78 @@ TEST(ConfigValidation, ResidualScaleRefusedWithDeepNorm) {
   c.model.layerscale_init = std::nan("");
   c.model.skipinit_init = INFINITY;
   EXPECT_EQ(validation_errors(c).size(), 2u);
+}
+
+// nGPT (model.placement = ngpt) refuses by name what does not compose with it, each on its own,
+// and model.norm = l2 is refused at every other placement.
+TEST(ConfigValidation, NgptRefusesByName) {
+  Config base;
+  base.model.placement = Placement::ngpt;
+  base.model.mlp = MlpKind::swiglu;
+  ASSERT_TRUE(validation_errors(base).empty());
+  struct Bad {
+    const char* name;
+    std::function<void(Config&)> set;
+  };
+  const Bad bad[] = {
+      {"model.norm = \"dyt\"", [](Config& c) { c.model.norm = NormKind::dyt; }},
+      {"model.qk_norm = \"rmsnorm\"", [](Config& c) { c.model.qk_norm = QKNormKind::rmsnorm; }},
+      {"model.residual_scale = \"layerscale\"",
+       [](Config& c) { c.model.residual_scale = ResidualScale::layerscale; }},
+      {"model.parametrization = \"mup\"",
+       [](Config& c) {
+         c.model.parametrization = Parametrization::mup;
+         c.model.mup_base_width = 64;
+       }},
+      {"model.pos = \"learned\"", [](Config& c) { c.model.pos = PosKind::learned; }},
+      {"model.mlp = \"gelu\"", [](Config& c) { c.model.mlp = MlpKind::gelu; }},
+      {"a bias", [](Config& c) { c.model.mlp_bias = true; }},
+      {"model.norm_bias = true", [](Config& c) { c.model.norm_bias = true; }},
+      {"model.embed_scale = 2", [](Config& c) { c.model.embed_scale = 2.0; }},
+      {"model.n_kv_head = 2", [](Config& c) { c.model.n_kv_head = 2; }},
+      {"optim.qk_clip = 50", [](Config& c) { c.optim.qk_clip = 50; }},
+      {"model.sigma_reparam = true", [](Config& c) { c.model.sigma_reparam = true; }},
+  };
+  for (const Bad& b : bad) {
+    Config c = base;
+    b.set(c);
+    const auto errors = validation_errors(c);
+    ASSERT_EQ(errors.size(), 1u) << b.name << ": " << fmt::format("{}", fmt::join(errors, " | "));
+    EXPECT_EQ(errors[0].rfind(b.name, 0), 0u) << errors[0];
+    EXPECT_NE(errors[0].find("does not combine with model.placement = \"ngpt\""),
+              std::string::npos)
+        << errors[0];
+  }
+  Config c = base;
+  c.model.ngpt_alpha_init = 0;
+  EXPECT_EQ(validation_errors(c).size(), 1u);
+  Config l2;
+  l2.model.norm = NormKind::l2;
+  const auto errors = validation_errors(l2);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("model.norm = \"l2\" is nGPT's projection"), std::string::npos);
+}
+
+// Under nGPT, optim.weight_decay and optim.warmup_steps default to 0 when no source set them
+// (the paper's recipe), and keep what a file or an override set.
+TEST(ConfigValidation, NgptImpliesNoWeightDecayAndNoWarmupUnlessSet) {
+  const std::vector<std::string> ngpt = {"model.placement=ngpt", "model.mlp=swiglu"};
+  const Config d = parse_config("", "<test>", ngpt);
+  EXPECT_EQ(d.optim.weight_decay, 0.0);
+  EXPECT_EQ(d.optim.warmup_steps, 0);
+  auto sets = ngpt;
+  sets.push_back("optim.weight_decay=0.05");
+  const Config wd = parse_config("[optim]\nwarmup_steps = 20\n", "<test>", sets);
+  EXPECT_EQ(wd.optim.weight_decay, 0.05);
+  EXPECT_EQ(wd.optim.warmup_steps, 20);
+  const Config pre = parse_config("", "<test>", {});
+  EXPECT_EQ(pre.optim.weight_decay, OptimConfig{}.weight_decay);
+  EXPECT_EQ(pre.optim.warmup_steps, OptimConfig{}.warmup_steps);
+  // JSON (Python's config dicts) alike.
+  const Config j = config_from_json(
+      nlohmann::json{{"model", {{"placement", "ngpt"}, {"mlp", "swiglu"}}}});
+  EXPECT_EQ(j.optim.weight_decay, 0.0);
+  EXPECT_EQ(j.optim.warmup_steps, 0);
 }
 
 }  // namespace

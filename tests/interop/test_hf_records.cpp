@@ -354,6 +354,19 @@ TEST(HfRecords, SigmaReparamIsRefusedByName) {
       << msg;
 }
 
+// nGPT (model.placement = ngpt) is refused by name: no transformers family is a normalized
+// Transformer.
+TEST(HfRecords, NgptIsRefusedByName) {
+  ModelConfig m = base();
+  m.placement = Placement::ngpt;
+  m.mlp = MlpKind::swiglu;
+  const std::string msg = refusal(m);
+  EXPECT_NE(msg.find("model.placement = ngpt: no supported transformers family is a normalized "
+                     "Transformer"),
+            std::string::npos)
+      << msg;
+}
+
 TEST(HfRecords, CanonicalLayerPattern) {
   using hf::canonical_layer_pattern;
   EXPECT_EQ(canonical_layer_pattern({false, false}), "global");

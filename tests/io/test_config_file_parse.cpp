@@ -174,9 +174,9 @@ path = 5
   EXPECT_TRUE(
       has_problem(p, "model.norm_bias: expected a boolean (true or false), got 1 (an integer)"));
   EXPECT_TRUE(has_problem(
-      p, "model.placement: expected one of post, pre, peri, reordered, deepnorm, mix, got 3"));
+      p, "model.placement: expected one of post, pre, peri, reordered, deepnorm, mix, ngpt, got 3"));
   EXPECT_TRUE(has_problem(
-      p, "model.norm: unknown value \"batchnorm\" (allowed: layernorm, rmsnorm, dyt, derf)"));
+      p, "model.norm: unknown value \"batchnorm\" (allowed: layernorm, rmsnorm, dyt, derf, l2)"));
   EXPECT_TRUE(has_problem(p, "model.rope_theta: expected a number, got \"big\" (a string)"));
   EXPECT_TRUE(has_problem(p, "model.init: expected one of gpt2, normal, xavier, got a table"));
   EXPECT_TRUE(has_problem(p, "train.seed: -1 is out of range (0 .. 18446744073709551615)"));

@@ -51,6 +51,7 @@ Config every_key_changed() {
   m.attn_gate = AttnGate::elementwise;
   m.attn_sink = AttnSink::learned;
   m.sigma_reparam = true;
+  m.ngpt_alpha_init = 0.0625;
   m.qk_norm = QKNormKind::layernorm;
   m.qk_norm_scope = QKNormScope::full;
   m.qk_norm_position = QKNormPosition::post_rope;
@@ -217,7 +218,7 @@ TEST(ConfigFile, JsonErrorsUseTheSameChecks) {
 TEST(ConfigFile, EnumNamesRoundTrip) {
   for (const auto name : enum_names<Placement>())
     EXPECT_EQ(to_string(*enum_from_string<Placement>(name)), name);
-  EXPECT_EQ(enum_names<Placement>().size(), 6u);
+  EXPECT_EQ(enum_names<Placement>().size(), 7u);
   EXPECT_EQ(to_string(Placement::deepnorm), "deepnorm");
   EXPECT_EQ(to_string(QKNormPosition::post_rope), "post_rope");
   EXPECT_EQ(to_string(MlpKind::gelu_tanh), "gelu_tanh");

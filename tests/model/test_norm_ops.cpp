@@ -53,6 +53,31 @@ TEST(NormOps, TraitsOfEachKind) {
   EXPECT_EQ(qk_norm_kind(QKNormKind::derf), NormKind::derf);
   EXPECT_EQ(qk_norm_kind(QKNormKind::layernorm), NormKind::layernorm);
   EXPECT_EQ(qk_norm_kind(QKNormKind::rmsnorm), NormKind::rmsnorm);
+  // nGPT's projection onto the unit sphere: no gain, no bias, no alpha; keeps 1 / ||x||.
+  const NormTraits l2 = norm_traits(NormKind::l2);
+  EXPECT_FALSE(l2.gain);
+  EXPECT_FALSE(l2.bias || l2.alpha || l2.shift);
+  EXPECT_TRUE(l2.row_stats);
+  for (NormKind k : {NormKind::layernorm, NormKind::rmsnorm, NormKind::dyt, NormKind::derf})
+    EXPECT_TRUE(norm_traits(k).gain);
+}
+
+// The l2 row runs the unit-sphere projection with no parameters at all.
+TEST(NormOps, L2RowProjectsOntoTheUnitSphere) {
+  const double x[6] = {3, 4, 0, 1, -1, 1};
+  double y[6], rstd[2], dx[6];
+  const double dy[6] = {1, 0, 0, 0, 0, 1};
+  const NormOps<double>& op = norm_ops<double>(NormKind::l2);
+  EXPECT_EQ(op.saturated, nullptr);
+  op.forward(y, nullptr, rstd, x, NormParams<double>{}, 2, 3);
+  EXPECT_DOUBLE_EQ(y[0], 0.6);
+  EXPECT_DOUBLE_EQ(y[1], 0.8);
+  EXPECT_DOUBLE_EQ(rstd[1], 1 / std::sqrt(3.0));
+  op.backward(dx, NormGrads<double>{}, dy, x, nullptr, rstd, NormParams<double>{}, 2, 3,
+              ops::Accum::overwrite, nullptr);
+  // Row 0: (dy - y (y . dy)) / 5 = ((1, 0, 0) - 0.6 (0.6, 0.8, 0)) / 5.
+  EXPECT_NEAR(dx[0], 0.64 / 5, 1e-15);
+  EXPECT_NEAR(dx[1], -0.48 / 5, 1e-15);
 }
 
 // The initial alpha a site should have: its sublayer's, the final norm's or the QK sites'.

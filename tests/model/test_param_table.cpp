@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -261,6 +262,49 @@ TEST(ParamTable, AttnGateAndSinkParameters) {
         }
       }
     }
+}
+
+// nGPT's table: no norm parameter (its sites are l2), the eigen learning rates and scales at
+// their stored starting values, and every matrix under its UnitNorm constraint along d_model.
+TEST(ParamTable, NgptParameters) {
+  ModelConfig m = small(Placement::ngpt);
+  m.mlp = MlpKind::swiglu;
+  m.tie_embeddings = false;
+  const ModelPlan plan = build_plan(m);
+  const ParamLayout t = build_param_table(m, plan);
+  for (const ParamSpec& s : t.table.specs())
+    EXPECT_EQ(s.name.find("norm"), std::string::npos) << s.name;
+  const double rC = 1.0 / 8.0;  // 1 / sqrt(64)
+  struct Want {
+    const char* name;
+    long numel;
+    double init;
+  };
+  for (const Want& w : {Want{"blocks.0.attn.alpha", 64, rC}, Want{"blocks.1.mlp.alpha", 64, rC},
+                        Want{"blocks.0.attn.s_qk", 64, rC}, Want{"blocks.0.mlp.s_u", 96, 1.0},
+                        Want{"blocks.1.mlp.s_v", 96, 1.0}, Want{"s_z", 32, rC}}) {
+    const ParamSpec* s = t.table.find(w.name);
+    ASSERT_NE(s, nullptr) << w.name;
+    EXPECT_EQ(s->numel, w.numel) << w.name;
+    EXPECT_EQ(s->init, ParamInit::constant) << w.name;
+    EXPECT_DOUBLE_EQ(s->init_scale, w.init) << w.name;
+    EXPECT_FALSE(s->decay) << w.name;
+    EXPECT_EQ(s->group, ParamGroup::norm) << w.name;
+  }
+  const std::pair<const char*, UnitNorm> unit[] = {
+      {"tok_emb.weight", UnitNorm::rows},        {"lm_head.weight", UnitNorm::rows},
+      {"blocks.0.attn.wqkv.weight", UnitNorm::rows}, {"blocks.0.attn.wo.weight", UnitNorm::cols},
+      {"blocks.1.mlp.w_in.weight", UnitNorm::rows},  {"blocks.1.mlp.w_out.weight", UnitNorm::cols}};
+  for (const auto& [name, u] : unit) EXPECT_EQ(t.table.find(name)->unit_norm, u) << name;
+  // The model's initialisation applies the constraint.
+  Transformer<float> model(m, 1, 8);
+  model.init_params(1);
+  const ParamSpec& wo = *model.table().find("blocks.0.attn.wo.weight");
+  for (long c = 0; c < wo.shape[1]; ++c) {
+    double ss = 0;
+    for (long r = 0; r < wo.shape[0]; ++r) ss += std::pow(model.param(wo)[r * wo.shape[1] + c], 2);
+    EXPECT_NEAR(std::sqrt(ss), 1.0, 1e-6) << "column " << c;
+  }
 }
 
 }  // namespace

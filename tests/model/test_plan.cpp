@@ -29,6 +29,7 @@ const Row kTable[] = {
     {Placement::peri,      {true,   true,    1.0,        false},      true},
     {Placement::reordered, {false,  true,    1.0,        false},      true},
     {Placement::deepnorm,  {false,  false,   kDeepAlpha, true},       false},
+    {Placement::ngpt,      {false,  true,    1.0,        true},       false},
 };
 // clang-format on
 
@@ -158,6 +159,40 @@ TEST(Plan, ResidualScale) {
   EXPECT_EQ(describe(s), "x = x + diag(l) N_out(F(N_in(x)))");
   m.residual_scale = ResidualScale::none;
   EXPECT_EQ(build_plan(m).blocks[0].attn.branch_scale, BranchScale::none);
+}
+
+// nGPT (Loshchilov et al. 2024): every sublayer is h <- N(h + alpha (.) (N(F(h)) - h)) with N the
+// gainless l2 projection, alpha per channel stored at 1/sqrt(C) and used x alpha_init sqrt(C);
+// queries and keys go RoPE, l2 per head, s_qk; the softmax scale is sqrt(D); s_v carries sqrt(C).
+TEST(Plan, Ngpt) {
+  ModelConfig m = with(Placement::ngpt, 3);
+  m.d_model = 64;
+  m.n_head = 4;
+  m.ngpt_alpha_init = 0.1;
+  const ModelPlan plan = build_plan(m);
+  EXPECT_EQ(plan.norm_kind, NormKind::l2);
+  EXPECT_FALSE(plan.final_norm);
+  for (const BlockPlan& b : plan.blocks)
+    for (const SublayerPlan* s : {&b.attn, &b.mlp}) {
+      EXPECT_EQ(s->branch_scale, BranchScale::lerp);
+      EXPECT_DOUBLE_EQ(s->branch_scale_init, 1.0 / 8.0);
+      EXPECT_DOUBLE_EQ(s->branch_scale_init * s->branch_scale_mult, 0.1);
+    }
+  EXPECT_EQ(plan.qk_stages, (std::vector<QkStage>{QkStage::rope, QkStage::norm, QkStage::scale}));
+  EXPECT_EQ(plan.qk_norm_kind, NormKind::l2);
+  EXPECT_TRUE(plan.qk_per_head);
+  EXPECT_DOUBLE_EQ(plan.attn_scale, 4.0);  // sqrt(D), D = 16
+  EXPECT_TRUE(plan.ngpt.on);
+  EXPECT_DOUBLE_EQ(plan.ngpt.s_qk.mult(), 8.0);
+  EXPECT_DOUBLE_EQ(plan.ngpt.s_z.mult(), 8.0);
+  EXPECT_DOUBLE_EQ(plan.ngpt.s_u.mult(), 1.0);
+  EXPECT_DOUBLE_EQ(plan.ngpt.v_gain, 8.0);
+  EXPECT_EQ(describe(plan.blocks[0].attn), "x = N_post(x + diag(alpha) (N_out(F(x)) - x))");
+  EXPECT_NE(describe_model(plan).find("unit sphere"), std::string::npos);
+  EXPECT_TRUE(describe_model(build_plan(with(Placement::pre, 2))).empty());
+  // An explicit attention scale is kept.
+  m.attn_scale = 0.5;
+  EXPECT_DOUBLE_EQ(build_plan(m).attn_scale, 0.5);
 }
 
 }  // namespace

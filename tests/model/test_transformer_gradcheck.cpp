@@ -46,8 +46,30 @@ const NormOpt kNorms[] = {{NormKind::layernorm, false}, {NormKind::layernorm, tr
                           {NormKind::rmsnorm, false},   {NormKind::dyt, false},
                           {NormKind::dyt, true},        {NormKind::derf, false},
                           {NormKind::derf, true}};
-const Placement kPlacements[] = {Placement::post, Placement::pre, Placement::peri,
-                                 Placement::reordered, Placement::deepnorm, Placement::mix};
+const Placement kPlacements[] = {Placement::post,     Placement::pre,
+                                 Placement::peri,     Placement::reordered,
+                                 Placement::deepnorm, Placement::mix,
+                                 Placement::ngpt};
+
+// nGPT refuses what does not compose with it (src/config/config.cpp, ngpt_problems): its cases
+// keep the rest of the matrix (caps, z-loss, ties, head counts and explicit head sizes, attention
+// scale, windows, local RoPE, RoPE scaling) and take turns at the initial eigen learning rate.
+void restrict_to_ngpt(ModelConfig& m, int i) {
+  m.norm = NormKind::layernorm;
+  m.norm_bias = false;
+  m.qk_norm = QKNormKind::none;
+  m.residual_scale = ResidualScale::none;
+  m.attn_gate = AttnGate::none;
+  m.attn_sink = AttnSink::none;
+  m.parametrization = Parametrization::standard;
+  m.pos = PosKind::rope;
+  m.mlp = MlpKind::swiglu;
+  m.bias = m.attn_qkv_bias = m.attn_out_bias = m.mlp_bias = false;
+  m.embed_scale = 1.0;
+  m.norm_gain_offset = 0.0;
+  m.n_kv_head = 0;
+  m.ngpt_alpha_init = i % 2 == 0 ? 0.05 : 0.6;
+}
 // (n_head, d_model): odd head counts too; 3 heads need a width divisible by 3 (D = 4).
 struct HeadOpt {
   int n_head, d_model;
@@ -154,6 +176,7 @@ std::vector<Case> make_cases() {
           if (m.pos == PosKind::rope) m.rope_local_theta = 100.0;
         }
       }
+      if (pl == Placement::ngpt) restrict_to_ngpt(m, i);
       // RoPE scaling, factors chosen so that every branch matters at these sizes: llama3 with an
       // original context of 16 puts the head's wavelengths on both sides of the blend.
       if (m.pos == PosKind::rope) {
@@ -164,7 +187,8 @@ std::vector<Case> make_cases() {
         m.rope_original_seq_len = 16;
       }
       c.name = fmt::format("{}_{}_{}{}_{}_cap{}_z{}_{}_{}_bias{}_tie{}_H{}", i, to_string(pl),
-                           to_string(m.norm), m.norm_bias ? "b" : "", q.name, caps ? 1 : 0,
+                           to_string(m.norm), m.norm_bias ? "b" : "",
+                           pl == Placement::ngpt ? "qkngpt" : q.name, caps ? 1 : 0,
                            c.z > 0 ? 1 : 0, to_string(m.pos), to_string(m.mlp), m.bias ? 1 : 0,
                            m.tie_embeddings ? 1 : 0, m.n_head);
       if (pl == Placement::mix) c.name += fmt::format("_mix{}", m.mix_ratio);
@@ -186,6 +210,7 @@ std::vector<Case> make_cases() {
       if (m.rope_scaling != RopeScaling::none) c.name += fmt::format("_{}", to_string(m.rope_scaling));
       if (m.attn_gate != AttnGate::none) c.name += fmt::format("_gate{}", to_string(m.attn_gate));
       if (m.attn_sink != AttnSink::none) c.name += fmt::format("_sink{}", to_string(m.attn_sink));
+      if (pl == Placement::ngpt) c.name += fmt::format("_alpha{}", m.ngpt_alpha_init);
       for (char& ch : c.name)
         if (ch == '.') ch = 'p';
       out.push_back(c);
@@ -373,6 +398,7 @@ TEST(ModelGradCheck, EveryOptionValueAppearsWithEveryPlacement) {
       seen["attn_gate"].insert(std::string(to_string(m.attn_gate)));
       seen["attn_sink"].insert(std::string(to_string(m.attn_sink)));
       seen["sigma_reparam"].insert(fmt::format("{}", m.sigma_reparam));
+      if (pl == Placement::ngpt) seen["ngpt_alpha_init"].insert(fmt::format("{}", m.ngpt_alpha_init));
       if (m.pos == PosKind::rope) seen["rope_scaling"].insert(std::string(to_string(m.rope_scaling)));
       if (pl == Placement::mix) {
         const ModelPlan plan = build_plan(m);
@@ -393,6 +419,14 @@ TEST(ModelGradCheck, EveryOptionValueAppearsWithEveryPlacement) {
     // Every residual scale where the placement allows it; DeepNorm allows none.
     want["residual_scale"] = pl == Placement::deepnorm ? 1 : 4;
     want["sigma_reparam"] = 2;  // every placement allows it
+    if (pl == Placement::ngpt) {
+      // One value where nGPT refuses the others (config.cpp); two initial alphas of its own.
+      for (const char* one : {"norm", "qk", "pos", "mlp", "bias", "norm_gain_offset", "embed_scale",
+                              "parametrization", "kv", "biases", "residual_scale", "sigma_reparam",
+                              "attn_gate", "attn_sink"})
+        want[one] = 1;
+      want["ngpt_alpha_init"] = 2;
+    }
     if (pl == Placement::mix) {
       want["mix_post_blocks"] = 3;  // 0 (all pre), 2 and 3 (all post) of 3 blocks
       want["final_norm"] = 2;       // all post has none

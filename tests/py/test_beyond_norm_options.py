@@ -22,7 +22,13 @@ OPTIONS = [
     ({"model.residual_scale": "rezero"}, []),
     ({"model.residual_scale": "skipinit", "model.skipinit_init": 0.5,
       "model.placement": "post"}, []),
+    ({"model.sigma_reparam": True}, ["sigma_w", "sigma_gamma"]),
+    ({"model.placement": "ngpt", "model.mlp": "swiglu"}, []),
     ({"model.residual_scale": "layerscale", "model.placement": "peri"}, []),
+    ({"model.attn_gate": "head", "model.attn_sink": "learned"},
+     ["attn_first_mass", "attn_sink_mass"]),
+    ({"model.attn_gate": "elementwise", "model.attn_sink": "one", "model.placement": "post"},
+     ["attn_first_mass", "attn_sink_mass"]),
 ]
 
 

@@ -40,6 +40,7 @@ DEFAULTS = {
         "skipinit_init": 0.0,
         "attn_gate": "none",
         "attn_sink": "none",
+        "ngpt_alpha_init": 0.05,
         "qk_norm": "none",
         "qk_norm_scope": "head",
         "qk_norm_position": "pre_rope",
@@ -87,7 +88,7 @@ DEFAULTS = {
 }
 
 CHOICES = {
-    "placement": ("post", "pre", "peri", "reordered", "deepnorm", "mix"),
+    "placement": ("post", "pre", "peri", "reordered", "deepnorm", "mix", "ngpt"),
     "norm": ("layernorm", "rmsnorm", "dyt", "derf"),
     "residual_scale": ("none", "rezero", "skipinit", "layerscale"),
     "attn_gate": ("none", "head", "elementwise"),

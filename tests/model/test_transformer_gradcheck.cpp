@@ -68,6 +68,7 @@ void restrict_to_ngpt(ModelConfig& m, int i) {
   m.embed_scale = 1.0;
   m.norm_gain_offset = 0.0;
   m.n_kv_head = 0;
+  m.sigma_reparam = false;
   m.ngpt_alpha_init = i % 2 == 0 ? 0.05 : 0.6;
 }
 // (n_head, d_model): odd head counts too; 3 heads need a width divisible by 3 (D = 4).

@@ -96,6 +96,23 @@ enum class Parametrization { standard, mup };
 // Under post-norm (norm_after_add) the sum is then normalised: x' = N_post(x + a g). DeepNorm,
 // whose alpha already scales the residual, refuses it.
 enum class ResidualScale { none, rezero, skipinit, layerscale };
+// A sigmoid gate on the attention output, computed from the attention sublayer's input u (after
+// N_in when the placement has one) by its own projection W_g, applied to the heads before the
+// output projection (Qiu et al. 2025, "Gated Attention for Large Language Models", position G1;
+// Qwen3-Next; ops/attn_gate.h):
+//   none:        o' = o
+//   head:        o'_{t,h,:} = sigmoid(u_t W_g^T)_h o_{t,h,:},  W_g (n_head, d_model)
+//   elementwise: o'_t = sigmoid(u_t W_g^T) (.) o_t,            W_g (n_head * head_dim, d_model)
+enum class AttnGate { none, head, elementwise };
+// An attention sink: one more term in every softmax denominator, a virtual key with logit z and a
+// zero value, so that a query can put probability mass on "nothing" (ops/attention.h):
+//   P_ij = exp(s_ij) / (exp(z_h) + sum_j' exp(s_ij'))
+//   none:    no sink (plain softmax)
+//   one:     z = 0, fixed (softmax+1, Evan Miller 2023, "Attention Is Off By One")
+//   learned: z_h a learned logit per query head starting at 0 (gpt-oss's `sinks`)
+// The sink logit is not soft-capped (model.attn_softcap applies to the scores q.k only), as in
+// gpt-oss / transformers' eager_attention_forward.
+enum class AttnSink { none, one, learned };
 
 struct ModelConfig {
   int vocab_size = 256;
@@ -125,6 +142,8 @@ struct ModelConfig {
   ResidualScale residual_scale = ResidualScale::none;
   double layerscale_init = 0.1;
   double skipinit_init = 0.0;
+  AttnGate attn_gate = AttnGate::none;  // gated attention (AttnGate)
+  AttnSink attn_sink = AttnSink::none;  // attention sink (AttnSink)
   // σReparam (Zhai et al. 2023, "Stabilizing Transformer Training by Preventing Attention Entropy
   // Collapse"): every linear weight of the blocks (q, k, v, o and the MLP's, each row block of a
   // fused matrix on its own) is used as W_hat = (gamma / sigma(W)) W, sigma(W) the spectral norm
@@ -333,6 +352,8 @@ std::string_view to_string(MatmulPrecision v);
 std::string_view to_string(Parametrization v);
 std::string_view to_string(ResidualScale v);
 std::string_view to_string(AdminOmega v);
+std::string_view to_string(AttnGate v);
+std::string_view to_string(AttnSink v);
 
 // Every enumerator's name in declaration order: enum_names<E>()[i] == to_string(E(i)).
 // Defined for the enums above.

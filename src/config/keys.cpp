@@ -242,6 +242,8 @@ const std::vector<KeySpec>& key_table() {
       NL_KEY(model, residual_scale, shapes),
       NL_KEY(model, layerscale_init, model_fn),
       NL_KEY(model, skipinit_init, model_fn),
+      NL_KEY(model, attn_gate, shapes),
+      NL_KEY(model, attn_sink, shapes),
       NL_KEY(model, sigma_reparam, shapes),
       NL_KEY(model, ngpt_alpha_init, model_fn),
       NL_KEY(model, qk_norm, shapes),

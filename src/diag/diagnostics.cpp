@@ -66,6 +66,9 @@ nlohmann::json diagnostics_json(const Transformer<float>& model, std::span<const
   j[metric::resid_max] = vec_json(st.resid_max);
   j[metric::attn_max_logit] = vec_json(st.attn_max_logit);
   j[metric::attn_entropy] = vec_json(st.attn_entropy);
+  j[metric::attn_first_mass] = vec_json(st.attn_first_mass);
+  if (model.config().attn_sink != AttnSink::none)
+    j[metric::attn_sink_mass] = vec_json(st.attn_sink_mass);
   if (per_head) {
     nlohmann::json heads = nlohmann::json::array();
     for (int l = 0; l < L; ++l) {

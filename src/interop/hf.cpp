@@ -297,6 +297,16 @@ HfFamily hf_family_for(const ModelConfig& m) {
       p.push_back(fmt::format("model.residual_scale = {}: no supported transformers family has a "
                               "learnable scale on the residual branches",
                               to_string(m.residual_scale)));
+    // gpt-oss has learned sinks and Qwen3-Next an output gate, but normlab maps neither family
+    // (their other parts: mixture-of-experts MLPs, YaRN, gated DeltaNet layers).
+    if (m.attn_gate != AttnGate::none)
+      p.push_back(fmt::format("model.attn_gate = {}: no supported transformers family has an "
+                              "attention output gate (Qwen3-Next's is not mapped)",
+                              to_string(m.attn_gate)));
+    if (m.attn_sink != AttnSink::none)
+      p.push_back(fmt::format("model.attn_sink = {}: no supported transformers family has an "
+                              "attention sink (gpt-oss's is not mapped)",
+                              to_string(m.attn_sink)));
     if (m.sigma_reparam)
       p.push_back("model.sigma_reparam = true: no supported transformers family has σReparam's "
                   "gamma and power-iteration vectors (W_hat = (gamma / sigma(W)) W)");

@@ -1,9 +1,9 @@
 // The two branches of a block, forward and backward: attention (QKV projection, QK-norm and
-// RoPE stages, tiled causal attention with the optional soft-cap, output projection) and the MLP
-// (plain or gated). The residual update around them is sublayer.cpp's sublayer routine. Linear
-// layers read their weights through weight() and write their weight gradients through
-// weight_grad() / finish_weight_grad(), which are the plain parameter and gradient unless the
-// weight is σReparam's (model/sigma_reparam.cpp).
+// RoPE stages, tiled causal attention with the optional soft-cap and sink, the optional output
+// gate, output projection) and the MLP (plain or gated). The residual update around them is
+// sublayer.cpp's sublayer routine. Linear layers read their weights through weight() and write
+// their weight gradients through weight_grad() / finish_weight_grad(), which are the plain
+// parameter and gradient unless the weight is σReparam's (model/sigma_reparam.cpp).
 #include "model/transformer.h"
 
 #include <algorithm>
@@ -13,6 +13,7 @@
 #include "model/model_detail.h"
 #include "normlab/errors.h"
 #include "ops/activation.h"
+#include "ops/attn_gate.h"
 #include "ops/attention.h"
 #include "ops/glu.h"
 #include "ops/linear.h"
@@ -23,6 +24,26 @@
 namespace normlab {
 
 using namespace model_detail;
+
+template <class T>
+const T* Transformer<T>::sink_logits(int l) const {
+  switch (cfg_.attn_sink) {
+    case AttnSink::none: return nullptr;
+    case AttnSink::one: return sink_zero_.data();
+    case AttnSink::learned: return params_.data() + blocks_[l].attn.sink;
+  }
+  return nullptr;
+}
+
+template <class T>
+int Transformer<T>::gate_width() const {
+  switch (cfg_.attn_gate) {
+    case AttnGate::none: return 0;
+    case AttnGate::head: return 1;
+    case AttnGate::elementwise: return cfg_.head_size();
+  }
+  return 0;
+}
 
 template <class T>
 void Transformer<T>::attn_forward(int l, const T* u, T* f) {
@@ -85,15 +106,17 @@ void Transformer<T>::attn_forward(int l, const T* u, T* f) {
     }
     ops::attention_forward_kv(a.o, kv_->scratch.data(), q, kv_->k.data() + lay,
                               kv_->v.data() + lay, T_, pos0_, H, Hkv, D, window, scale,
-                              static_cast<T>(cfg_.attn_softcap));
+                              static_cast<T>(cfg_.attn_softcap), sink_logits(l));
   } else {
     const long BH = static_cast<long>(B_) * H;
     const bool maxima = collect_stats_ || collect_attn_max_;
     T* st_max = maxima ? attn_stat_max_.data() + l * BH : nullptr;
     T* st_ent = collect_stats_ ? attn_stat_ent_.data() + l * BH : nullptr;
+    T* st_first = collect_stats_ ? attn_stat_first_.data() + l * BH : nullptr;
+    T* st_sink = collect_stats_ ? attn_stat_sink_.data() + l * BH : nullptr;
     ops::attention_forward_tiled(a.o, Cq, a.lse, qk.q, qk.ldq, qk.k, qk.ldk, v, ldv, B_, T_, H, Hkv,
                                  D, window, scale, static_cast<T>(cfg_.attn_softcap), st_max,
-                                 st_ent);
+                                 st_ent, sink_logits(l), st_first, st_sink);
     if (maxima) {
       double mx = 0;
       for (int h = 0; h < H; ++h) {
@@ -108,9 +131,21 @@ void Transformer<T>::attn_forward(int l, const T* u, T* f) {
       double ent = 0;
       for (long i = 0; i < BH; ++i) ent += st_ent[i];
       stats_.attn_entropy[l] = ent / (static_cast<double>(BH) * T_);
+      double first = 0, sunk = 0;
+      for (long i = 0; i < BH; ++i) first += st_first[i], sunk += st_sink[i];
+      stats_.attn_first_mass[l] = T_ > 1 ? first / (static_cast<double>(BH) * (T_ - 1)) : 0.0;
+      stats_.attn_sink_mass[l] = sunk / (static_cast<double>(BH) * T_);
     }
   }
-  ops::linear_forward(f, a.o, weight(s.wo), p(s.bo), static_cast<int>(N), Cq, C, mm_);
+  const T* heads = a.o;
+  if (const int G = gate_width(); G > 0) {
+    // Gated attention: gate logits u W_g^T (N, H G), then o' = sigmoid(.) (.) o.
+    ops::linear_forward(a.gate, u, weight(s.wg), static_cast<const T*>(nullptr),
+                        static_cast<int>(N), C, H * G, mm_);
+    ops::attn_gate_forward(a.og, a.gate, a.o, N, H, D, G);
+    heads = a.og;
+  }
+  ops::linear_forward(f, heads, weight(s.wo), p(s.bo), static_cast<int>(N), Cq, C, mm_);
 }
 
 template <class T>
@@ -129,10 +164,17 @@ void Transformer<T>::attn_backward(int l, const T* u, const T* df, T* du, ops::A
   const int Cq = cfg_.q_width(), Ckv = cfg_.kv_width(), W3 = Cq + 2 * Ckv;
   const AttnSlots& s = blocks_[l].attn;
   AttnActs& a = attn_acts_[l];
+  const int G = gate_width();
   const WeightGrad dwo = weight_grad(s.wo);
-  ops::linear_backward(d_heads_, dwo.dw, g(s.bo), df, a.o, weight(s.wo), static_cast<int>(N), Cq,
-                       C, ops::Accum::overwrite, mm_, dwo.accum);
+  ops::linear_backward(d_heads_, dwo.dw, g(s.bo), df, G > 0 ? a.og : a.o, weight(s.wo),
+                       static_cast<int>(N), Cq, C, ops::Accum::overwrite, mm_, dwo.accum);
   finish_weight_grad(s.wo);
+  // Through the gate: d o = gate (.) d o', and the gate logits' gradient d_gate_ (N, H G).
+  const T* d_o = d_heads_;
+  if (G > 0) {
+    ops::attn_gate_backward(d_ungated_, d_gate_, d_heads_, a.gate, a.o, N, H, D, G);
+    d_o = d_ungated_;
+  }
   // Gradients of q, k, v land in d_qkv_ (stride W3) directly, unless QK stages sit in between.
   const std::size_t last = qk_stages_.size();
   const bool staged = last > 0;
@@ -145,14 +187,20 @@ void Transformer<T>::attn_backward(int l, const T* u, const T* df, T* du, ops::A
   const bool vnorm = plan_.blocks[l].attn.norm_qkv;
   const bool head = plan_.qk_per_head;
   ops::attention_backward_tiled(dq, staged ? Cq : W3, dk, staged ? Ckv : W3,
-                                vnorm ? d_v_ : d_qkv_ + Cq + Ckv, vnorm ? Ckv : W3, d_heads_, Cq,
+                                vnorm ? d_v_ : d_qkv_ + Cq + Ckv, vnorm ? Ckv : W3, d_o, Cq,
                                 qk.q, qk.ldq, qk.k, qk.ldk, vnorm ? a.vn.out : a.qkv + Cq + Ckv,
                                 vnorm ? Ckv : W3, a.lse, B_, T_, H, Hkv, D, layers_[l].window,
-                                scale, static_cast<T>(cfg_.attn_softcap));
+                                scale, static_cast<T>(cfg_.attn_softcap), sink_logits(l),
+                                s.sink != kNone ? d_sink_bh_.data() : nullptr);
   if (vnorm) {
     norm_backward(a.vn, s.v_norm, a.v_raw, d_v_, d_v_raw_, head ? N * Hkv : N, head ? D : Ckv,
                   ops::Accum::overwrite);
     scatter_cols(d_qkv_, d_v_raw_, N, Ckv, W3, Cq + Ckv);
+  }
+  if (s.sink != kNone) {  // a learned sink: its gradient summed over the batch
+    T* dz = g(s.sink);
+    for (int b = 0; b < B_; ++b)
+      for (int h = 0; h < H; ++h) dz[h] += d_sink_bh_[static_cast<long>(b) * H + h];
   }
   if (staged) {
     // Replay the QK stages backwards for queries (H heads), then keys (Hkv heads).
@@ -190,6 +238,12 @@ void Transformer<T>::attn_backward(int l, const T* u, const T* df, T* du, ops::A
   ops::linear_backward(du, dwqkv.dw, g(s.bqkv), d_qkv_, u, weight(s.wqkv), static_cast<int>(N), C,
                        W3, du_accum, mm_, dwqkv.accum);
   finish_weight_grad(s.wqkv);
+  if (G > 0) {  // the gate projection reads u too: its share adds into du
+    const WeightGrad dwg = weight_grad(s.wg);
+    ops::linear_backward(du, dwg.dw, static_cast<T*>(nullptr), d_gate_, u, weight(s.wg),
+                         static_cast<int>(N), C, H * G, ops::Accum::add, mm_, dwg.accum);
+    finish_weight_grad(s.wg);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -259,6 +313,8 @@ void Transformer<T>::mlp_backward(int l, const T* u, const T* df, T* du, ops::Ac
 #define NL_BRANCHES(T)                                                                       \
   template void Transformer<T>::attn_forward(int, const T*, T*);                             \
   template typename Transformer<T>::QkView Transformer<T>::qk_view(int) const;               \
+  template const T* Transformer<T>::sink_logits(int) const;                                   \
+  template int Transformer<T>::gate_width() const;                                            \
   template void Transformer<T>::attn_backward(int, const T*, const T*, T*, ops::Accum);      \
   template void Transformer<T>::mlp_forward(int, const T*, T*);                              \
   template void Transformer<T>::mlp_backward(int, const T*, const T*, T*, ops::Accum);

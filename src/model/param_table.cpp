@@ -171,6 +171,14 @@ BlockSlots block_params(TableBuilder& tb, const ModelConfig& cfg, const ModelPla
   }
   if (bp.attn.norm_qkv)
     at.v_norm = tb.norm(ab + "v_norm", per_head ? D : Ckv, qk, cfg.dyt_alpha_qk, l, 0);
+  // Gated attention (Qiu et al. 2025): W_g maps the branch input to one gate logit per head or
+  // per output value, initialised like the other input projections.
+  if (cfg.attn_gate != AttnGate::none)
+    at.wg = tb.weight(ab + "wg.weight", cfg.attn_gate == AttnGate::head ? cfg.n_head : Cq, C,
+                      ParamGroup::attention, l, 0, 1.0);
+  // A learned sink: one logit per query head, 0 at the start (softmax+1's value).
+  if (cfg.attn_sink == AttnSink::learned)
+    at.sink = tb.vec(ab + "sink", cfg.n_head, 0.0, ParamGroup::attention, l, 0, false);
   if (plan.ngpt.on)
     at.s_qk = tb.vec(ab + "s_qk", Cq, plan.ngpt.s_qk.scale, ParamGroup::norm, l, 0, false);
   at.wo = tb.weight(ab + "wo.weight", C, Cq, ParamGroup::attention, l, 0, out_scale);

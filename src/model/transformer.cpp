@@ -81,11 +81,17 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
   stats_.branch_rms.assign(2 * L, 0.0);
   stats_.attn_max_logit.assign(L, 0.0);
   stats_.attn_entropy.assign(L, 0.0);
+  stats_.attn_first_mass.assign(L, 0.0);
+  stats_.attn_sink_mass.assign(L, 0.0);
   stats_.attn_max_logit_head.assign(static_cast<long>(L) * H, 0.0);
   stats_.norm_saturated.assign(table_.specs().size(), std::nan(""));
   if (allocate) {
     attn_stat_max_.assign(static_cast<long>(L) * max_batch * H, T(0));
     attn_stat_ent_.assign(static_cast<long>(L) * max_batch * H, T(0));
+    attn_stat_first_.assign(static_cast<long>(L) * max_batch * H, T(0));
+    attn_stat_sink_.assign(static_cast<long>(L) * max_batch * H, T(0));
+    sink_zero_.assign(H, T(0));
+    d_sink_bh_.assign(static_cast<long>(max_batch) * H, T(0));
   }
   if (rope && allocate) {
     ops::rope_tables(rope_cos_, rope_sin_, cfg_.seq_len, D, cfg_.rope_theta, rope_scale(cfg_));
@@ -129,6 +135,10 @@ void Transformer<T>::layout_activations(long N) {
     }
     a.lse = alloc(static_cast<long>(maxB_) * H * maxT_);
     a.o = alloc(N * Cq);
+    if (gate_width() > 0) {
+      a.gate = alloc(N * H * gate_width());
+      a.og = alloc(N * Cq);
+    }
     MlpActs& m = mlp_acts_[l];
     alloc_sublayer(m.res, plan_.blocks[l].mlp, N);
     m.h = alloc(N * F_in);
@@ -184,6 +194,8 @@ void Transformer<T>::layout_backward_scratch(long N) {
   d_q_ = alloc(N * Cq);
   d_k_ = alloc(N * Ckv);
   d_heads_ = alloc(N * Cq);
+  d_ungated_ = gate_width() > 0 ? alloc(N * Cq) : nullptr;
+  d_gate_ = gate_width() > 0 ? alloc(N * cfg_.n_head * gate_width()) : nullptr;
   // Cq >= Ckv: one size serves the query and the key stages.
   d_qk_stage_a_ = qk_stages_.size() > 0 ? alloc(N * Cq) : nullptr;
   d_qk_stage_b_ = qk_stages_.size() > 1 ? alloc(N * Cq) : nullptr;

@@ -36,6 +36,9 @@ struct ForwardStats {
   std::vector<double> attn_max_logit;        // per layer: max |s| before the soft-cap
   std::vector<double> attn_max_logit_head;   // per layer and head (L * H)
   std::vector<double> attn_entropy;          // per layer: mean entropy of the attention rows (nats)
+  // Per layer, means over batch, heads and query rows: the probability on key position 0 (rows
+  // 1 .. T-1; row 0 has nothing else to attend to), and a sink's (model.attn_sink; 0 without).
+  std::vector<double> attn_first_mass, attn_sink_mass;
   double log_z_mean = 0, log_z_std = 0, log_z_max = 0;
   double max_logit = 0;                      // max |logit| after the final soft-cap
   double max_logit_raw = 0;                  // max |logit| before it
@@ -195,6 +198,8 @@ class Transformer {
     NormCache vn;             // ... and normalised (out (N, Ckv); rows N*Hkv per head, or N)
     T* lse = nullptr;         // (B, H, T) softmax log-sum-exp; the backward recomputes P from it
     T* o = nullptr;           // (N, Cq) heads merged
+    T* gate = nullptr;        // with model.attn_gate: (N, H) or (N, Cq) sigmoid gates
+    T* og = nullptr;          // with model.attn_gate: (N, Cq) gate (.) o, wo's input
   };
   // Queries and keys as the attention reads them: views into qkv, or the last QK-stage buffers.
   struct QkView {
@@ -252,6 +257,11 @@ class Transformer {
   void attn_forward(int l, const T* u, T* f);
   void attn_backward(int l, const T* u, const T* df, T* du, ops::Accum du_accum);
   QkView qk_view(int l) const;
+  // Layer l's sink logits (H) as the attention kernels take them: null without a sink, zeros for
+  // model.attn_sink = one, the learned parameter otherwise.
+  const T* sink_logits(int l) const;
+  // Gated attention (model.attn_gate): gate values per head, 1 or D; 0 without a gate.
+  int gate_width() const;
   void mlp_forward(int l, const T* u, T* f);
   void mlp_backward(int l, const T* u, const T* df, T* du, ops::Accum du_accum);
   // A norm site, run by the operations of its kind (s.kind, model/norm_ops.h).
@@ -320,7 +330,9 @@ class Transformer {
   T* d_qkv_ = nullptr;          // (N, Cq + 2 Ckv) the fused q, k, v projection
   T* d_q_ = nullptr;            // (N, Cq) queries / keys after the QK stages (contiguous)
   T* d_k_ = nullptr;            // (N, Ckv)
-  T* d_heads_ = nullptr;        // (N, Cq) o, the attention heads merged
+  T* d_heads_ = nullptr;        // (N, Cq) o, the attention heads merged (gated: gate (.) o)
+  T* d_ungated_ = nullptr;      // (N, Cq) with a gate: o before the gate
+  T* d_gate_ = nullptr;         // (N, H G) with a gate: the gate logits u W_g^T
   T* d_qk_stage_a_ = nullptr;   // (N, Cq) between QK stages (QK-norm, RoPE), when there are any
   T* d_qk_stage_b_ = nullptr;   // (N, Cq) with two stages
   T* d_v_ = nullptr;            // (N, Ckv) normalised values (HybridNorm's v_norm), when any
@@ -344,6 +356,9 @@ class Transformer {
   GemmPrecision mm_head_ = GemmPrecision::float32;  // LM head
   ForwardStats stats_;
   std::vector<T> attn_stat_max_, attn_stat_ent_;  // (L, B*H), used only while collecting
+  std::vector<T> attn_stat_first_, attn_stat_sink_;  // (L, B*H), likewise
+  std::vector<T> sink_zero_;  // (H) zeros: model.attn_sink = one's fixed logits
+  std::vector<T> d_sink_bh_;  // (B, H) a learned sink's gradient per batch row, summed over b
   KvCache* kv_ = nullptr;  // set during forward_cached
   int pos0_ = 0;           // absolute position of the first row of the current pass
 };

@@ -1,8 +1,14 @@
 // Causal multi-head scaled dot-product attention with grouped key/value heads, an optional
-// sliding window and optional logit soft-capping inside.
+// sliding window, optional logit soft-capping and an optional attention sink inside.
 //   s_ij = scale * q_i . k_j;  s_ij = cap * tanh(s_ij / cap) if cap > 0 (BEFORE the mask, so a
 //   masked -inf is never capped into a finite value);  P_i = softmax_{j in K(i)}(s_ij);
 //   o_i = sum_{j in K(i)} P_ij v_j,   K(i) = {j : i - W < j <= i} (window W > 0), {j <= i} (W = 0)
+// Attention sink (model.attn_sink; `sink` (H) per query head, null for none): a virtual key with
+// logit z_h (never capped, never masked) and a zero value joins every row's softmax,
+//   P_ij = exp(s_ij) / (exp(z_h) + sum_{j' in K(i)} exp(s_ij')),  p0_i = exp(z_h) / (same),
+// so the row's probabilities over real keys sum to 1 - p0_i and o_i = sum_j P_ij v_j as before
+// (gpt-oss; softmax+1 is z = 0). Backward: the sink has dP = 0, so dS_ij keeps its form with
+// dot_i = sum_j P_ij dP_ij, and dz_h = sum_i p0_i (0 - dot_i) = -sum_i p0_i dot_i.
 // Grouped-query attention (GQA): H query heads share Hkv key/value heads (H % Hkv == 0); query head
 // h reads key/value head h / (H / Hkv). Hkv = H is multi-head attention, Hkv = 1 multi-query.
 // Shapes: q, o, dq, dout (B, T, H, D) = (B, T, Cq) rows with Cq = H * D;
@@ -33,7 +39,7 @@ inline int first_key(int i, int window) { return window > 0 ? std::max(0, i - wi
 template <class T>
 void attention_forward(T* o, T* P, T* th, const T* q, const T* k, const T* v, int B, int Tn, int H,
                        int Hkv, int D, int window, T scale, T cap, T* max_abs_logit = nullptr,
-                       T* entropy_sum = nullptr) {
+                       T* entropy_sum = nullptr, const T* sink = nullptr) {
   const int Cq = H * D, Ckv = Hkv * D, G = H / Hkv;
   const long TT = static_cast<long>(Tn) * Tn;
   const long n_bh = static_cast<long>(B) * H;
@@ -52,7 +58,7 @@ void attention_forward(T* o, T* P, T* th, const T* q, const T* k, const T* v, in
         const T* qi = qb + static_cast<long>(i) * Cq;
         T* Pi = Pb + static_cast<long>(i) * Tn;
         const int j0 = detail::first_key(i, window);
-        T m = -std::numeric_limits<T>::infinity();
+        T m = sink ? sink[h] : -std::numeric_limits<T>::infinity();
         for (int j = j0; j <= i; ++j) {
           const T* kj = kb + static_cast<long>(j) * Ckv;
           T s = 0;
@@ -67,16 +73,19 @@ void attention_forward(T* o, T* P, T* th, const T* q, const T* k, const T* v, in
           Pi[j] = s;
           m = s > m ? s : m;
         }
-        T sum = 0;
+        const T e0 = sink ? std::exp(sink[h] - m) : T(0);  // the sink's term
+        T sum = e0;
         for (int j = j0; j <= i; ++j) {
           Pi[j] = std::exp(Pi[j] - m);
           sum += Pi[j];
         }
         const T inv = T(1) / sum;
         for (int j = j0; j <= i; ++j) Pi[j] *= inv;
-        if (entropy_sum)
+        if (entropy_sum) {  // over the row's outcomes, the sink one of them
           for (int j = j0; j <= i; ++j)
             if (Pi[j] > 0) ent -= Pi[j] * std::log(Pi[j]);
+          if (e0 * inv > 0) ent -= e0 * inv * std::log(e0 * inv);
+        }
         T* oi = ob + static_cast<long>(i) * Cq;
         for (int d = 0; d < D; ++d) oi[d] = 0;
         for (int j = j0; j <= i; ++j) {
@@ -96,12 +105,14 @@ void attention_forward(T* o, T* P, T* th, const T* q, const T* k, const T* v, in
 // if cap: dS_ij *= 1 - th_ij^2                          (tanh soft-cap backward)
 // dq_i += scale * sum_j dS_ij k_j;    dk_j += scale * sum_i dS_ij q_i
 // (sums over j in K(i); dk, dv of a key/value head sum over the query heads of its group.)
-// All input gradients accumulate. Parallel over (b, key/value head): each task runs the query heads
-// of its group one after another and writes its own slices, so shared dk/dv never race.
+// With a sink: dsink_bh (B, H) = -sum_i p0_i dot_i, p0_i = 1 - sum_j P_ij (overwritten; may be
+// null). All input gradients accumulate. Parallel over (b, key/value head): each task runs the
+// query heads of its group one after another and writes its own slices, so shared dk/dv never
+// race.
 template <class T>
 void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
                         const T* P, const T* th, int B, int Tn, int H, int Hkv, int D, int window,
-                        T scale, T cap) {
+                        T scale, T cap, T* dsink_bh = nullptr) {
   const int Cq = H * D, Ckv = Hkv * D, G = H / Hkv;
   const long TT = static_cast<long>(Tn) * Tn;
   const long n_tasks = static_cast<long>(B) * Hkv;
@@ -118,11 +129,12 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
         const long qbase = static_cast<long>(b) * Tn * Cq + h * D;
         const T* Pb = P + bh * TT;
         const T* thb = th ? th + bh * TT : nullptr;
+        T dsink = 0;
         for (int i = 0; i < Tn; ++i) {
           const T* doi = dout + qbase + static_cast<long>(i) * Cq;
           const T* Pi = Pb + static_cast<long>(i) * Tn;
           const int j0 = detail::first_key(i, window);
-          T dot = 0;
+          T dot = 0, p_real = 0;
           for (int j = j0; j <= i; ++j) {
             const T* vj = v + kbase + static_cast<long>(j) * Ckv;
             T* dvj = dv + kbase + static_cast<long>(j) * Ckv;
@@ -133,7 +145,9 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
             }
             dS[j] = dp;
             dot += Pi[j] * dp;
+            p_real += Pi[j];
           }
+          dsink -= (T(1) - p_real) * dot;
           const T* qi = q + qbase + static_cast<long>(i) * Cq;
           T* dqi = dq + qbase + static_cast<long>(i) * Cq;
           for (int j = j0; j <= i; ++j) {
@@ -151,6 +165,7 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
             }
           }
         }
+        if (dsink_bh) dsink_bh[bh] = dsink;
       }
     }
     if (dS != dS_stack) delete[] dS;
@@ -164,10 +179,12 @@ namespace normlab::ops {
 // Inference with a KV cache: Tq new queries at absolute positions p = pos0 .. pos0 + Tq - 1 attend
 // to the cached keys/values j in K(p) (causal 0 .. p, or p - W < j <= p with a window W > 0).
 // B = 1. No backward: generation never trains. Query head h reads key/value head h / (H / Hkv).
-// Shapes: q, o (Tq, H * D); kc, vc (>= pos0 + Tq, Hkv * D); scratch (H, pos0 + Tq).
+// Shapes: q, o (Tq, H * D); kc, vc (>= pos0 + Tq, Hkv * D); scratch (H, pos0 + Tq); sink (H) or
+// null, as in attention_forward.
 template <class T>
 void attention_forward_kv(T* o, T* scratch, const T* q, const T* kc, const T* vc, int Tq, int pos0,
-                          int H, int Hkv, int D, int window, T scale, T cap) {
+                          int H, int Hkv, int D, int window, T scale, T cap,
+                          const T* sink = nullptr) {
   const int Cq = H * D, Ckv = Hkv * D, G = H / Hkv, Tk = pos0 + Tq;
   parallel_for(H, (static_cast<long>(H) * Tq * Tk * D > 65536) ? 1 : H, [&](long h0, long h1) {
     for (int h = static_cast<int>(h0); h < h1; ++h) {
@@ -176,7 +193,7 @@ void attention_forward_kv(T* o, T* scratch, const T* q, const T* kc, const T* vc
       for (int i = 0; i < Tq; ++i) {
         const T* qi = q + static_cast<long>(i) * Cq + h * D;
         const int nk = pos0 + i + 1, j0 = detail::first_key(pos0 + i, window);
-        T m = -std::numeric_limits<T>::infinity();
+        T m = sink ? sink[h] : -std::numeric_limits<T>::infinity();
         for (int j = j0; j < nk; ++j) {
           const T* kj = kc + static_cast<long>(j) * Ckv + hk * D;
           T d = 0;
@@ -186,7 +203,7 @@ void attention_forward_kv(T* o, T* scratch, const T* q, const T* kc, const T* vc
           s[j] = d;
           m = d > m ? d : m;
         }
-        T z = 0;
+        T z = sink ? std::exp(sink[h] - m) : T(0);
         for (int j = j0; j < nk; ++j) z += (s[j] = std::exp(s[j] - m));
         T* oi = o + static_cast<long>(i) * Cq + h * D;
         for (int e = 0; e < D; ++e) oi[e] = 0;
@@ -354,14 +371,20 @@ void zero_outside(T* s, int a, int n, int nk) {
 }  // namespace detail
 
 // o = softmax(mask(cap(scale q k^T))) v  (overwrites o);  lse (B, H, T) = log sum_j exp(s_ij)
-// Optional per-(b, h) statistics as in attention_forward (may be null): max |s| before the cap
-// and the attention entropy summed over queries (row entropy = lse - sum_j P_ij s_ij).
+// (+ exp(z_h) with a sink, `sink` (H) as in attention_forward, or null).
+// Optional per-(b, h) statistics (each may be null): max |s| of the scores before the cap (the
+// sink's logit is not a score); the attention entropy summed over queries (row entropy = lse -
+// sum_j P_ij s_ij - p0 z, the sink one of the outcomes); first_mass: P_i0, the probability on key
+// position 0, summed over query rows i = 1 .. T-1 (row 0 has only key 0 and, without a sink, puts
+// all its mass there; rows whose window no longer reaches key 0 add 0); sink_mass: the sink's p0_i
+// summed over all rows.
 // Parallel over (b, query head): each task writes only its own rows of o and lse.
 template <class T>
 void attention_forward_tiled(T* o, int ldo, T* lse, const T* q, int ldq, const T* k, int ldk,
                              const T* v, int ldv, int B, int Tn, int H, int Hkv, int D, int window,
                              T scale, T cap, T* max_abs_logit = nullptr,
-                             T* entropy_sum = nullptr) {
+                             T* entropy_sum = nullptr, const T* sink = nullptr,
+                             T* first_mass = nullptr, T* sink_mass = nullptr) {
   const int G = H / Hkv;
   const long n_bh = static_cast<long>(B) * H;
   parallel_for(n_bh, (static_cast<long>(B) * H * Tn * Tn * D > 65536) ? 1 : n_bh,
@@ -376,7 +399,8 @@ void attention_forward_tiled(T* o, int ldo, T* lse, const T* q, int ldq, const T
                    T* ob = o + row0 * ldo + h * D;
                    T* lb = lse + (static_cast<long>(b) * H + h) * Tn;
                    T* S = detail::attn_scratch<T>(0, kAttnTile * detail::tile_cols(Tn, window));
-                   T max_abs = 0, ent = 0;
+                   T max_abs = 0, ent = 0, first = 0, sunk = 0;
+                   const T z = sink ? sink[h] : T(0);
                    for (int i0 = 0; i0 < Tn; i0 += kAttnTile) {
                      const int tq = std::min(kAttnTile, Tn - i0), lo = detail::tile_lo(i0, window);
                      const int nk = i0 + tq - lo;
@@ -394,23 +418,32 @@ void attention_forward_tiled(T* o, int ldo, T* lse, const T* q, int ldq, const T
                          max_abs = std::max(max_abs, row_max);
                          if (cap > 0) detail::softcap_row(s, n, cap, row_max);
                        }
-                       const T m = detail::max_row(s, n);
+                       // The online max includes the sink's logit, so exp never overflows.
+                       const T m = sink ? std::max(detail::max_row(s, n), z)
+                                        : detail::max_row(s, n);
                        T es = 0;
-                       const T sum = detail::exp_row(s, n, m, entropy_sum ? &es : nullptr);
+                       T sum = detail::exp_row(s, n, m, entropy_sum ? &es : nullptr);
+                       const T e0 = sink ? std::exp(z - m) : T(0);
+                       sum += e0;
                        const T inv = T(1) / sum;
                        detail::scale_row(s, n, inv);
                        detail::zero_outside(srow, a, n, nk);
                        const T l = m + std::log(sum);
                        lb[i0 + r] = l;
-                       if (entropy_sum) ent += l - es * inv;
+                       if (entropy_sum) ent += l - (es + e0 * z) * inv;
+                       if (first_mass && lo == 0 && i0 + r > 0) first += srow[0];
+                       sunk += e0 * inv;
                      }
                      // o_tile = P v[lo : i0 + tq)
                      gemm_serial<T>(false, false, tq, D, nk, T(1), S, nk,
                                     vb + static_cast<long>(lo) * ldv, ldv, T(0),
                                     ob + static_cast<long>(i0) * ldo, ldo);
                    }
-                   if (max_abs_logit) max_abs_logit[static_cast<long>(b) * H + h] = max_abs;
-                   if (entropy_sum) entropy_sum[static_cast<long>(b) * H + h] = ent;
+                   const long bh = static_cast<long>(b) * H + h;
+                   if (max_abs_logit) max_abs_logit[bh] = max_abs;
+                   if (entropy_sum) entropy_sum[bh] = ent;
+                   if (first_mass) first_mass[bh] = first;
+                   if (sink_mass) sink_mass[bh] = sunk;
                  }
                });
 }
@@ -418,7 +451,8 @@ void attention_forward_tiled(T* o, int ldo, T* lse, const T* q, int ldq, const T
 // With s the capped scores and P = exp(s - lse) recomputed tile by tile:
 // dP = do v^T;  dv = P^T do;  dS = P (dP - rowsum(P dP)) (1 - th^2 if capped) scale;
 // dq = dS k;  dk = dS^T q.   dq, dk, dv are overwritten; dk, dv (B, T, Hkv * D) of a key/value
-// head sum over the query heads of its group.
+// head sum over the query heads of its group. With a sink (lse then includes it): dsink_bh (B, H)
+// = -sum_i p0_i rowsum(P dP)_i, p0_i = exp(z_h - lse_i) (overwritten; null: not wanted).
 // Parallel over (b, key/value head), the group's query heads in order inside the task, so the
 // shared dk/dv rows never race and every task does the same work. Tiles run last to first; the
 // first query head of a group writes (beta = 0) the key rows no earlier tile reached and
@@ -427,7 +461,8 @@ template <class T>
 void attention_backward_tiled(T* dq, int lddq, T* dk, int lddk, T* dv, int lddv, const T* dout,
                               int lddo, const T* q, int ldq, const T* k, int ldk, const T* v,
                               int ldv, const T* lse, int B, int Tn, int H, int Hkv, int D,
-                              int window, T scale, T cap) {
+                              int window, T scale, T cap, const T* sink = nullptr,
+                              T* dsink_bh = nullptr) {
   const int G = H / Hkv;
   const long n_tasks = static_cast<long>(B) * Hkv;
   parallel_for(
@@ -449,6 +484,7 @@ void attention_backward_tiled(T* dq, int lddq, T* dk, int lddk, T* dv, int lddv,
             const T* dob = dout + row0 * lddo + h * D;
             T* dqb = dq + row0 * lddq + h * D;
             const T* lb = lse + (static_cast<long>(b) * H + h) * Tn;
+            T dsink = 0;
             // Key rows [written, Tn) of dk/dv hold sums already (all of them after the first head).
             int written = h == hk * G ? Tn : 0;
             // Y[lo : i0 + tq) (+)= A^T X for the (tq, nk) tile A: overwrite the rows below
@@ -491,6 +527,7 @@ void attention_backward_tiled(T* dq, int lddq, T* dk, int lddk, T* dv, int lddv,
                 T* d = dS + static_cast<long>(r) * nk;
                 const int a = detail::first_key(i0 + r, window) - lo, n = i0 + r + 1 - lo - a;
                 const T dotp = detail::dot_row(p + a, d + a, n);
+                if (dsink_bh) dsink -= std::exp(sink[h] - lb[i0 + r]) * dotp;
                 detail::dscores_row(d + a, p + a,
                                     cap > 0 ? Gc + static_cast<long>(r) * nk + a : nullptr, n,
                                     dotp, scale);
@@ -502,6 +539,7 @@ void attention_backward_tiled(T* dq, int lddq, T* dk, int lddk, T* dv, int lddv,
               update(dS, nk, lo, tq, qt, ldq, dkb, lddk);
               written = std::min(written, lo);
             }
+            if (dsink_bh) dsink_bh[static_cast<long>(b) * H + h] = dsink;
           }
         }
       });

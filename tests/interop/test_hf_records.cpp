@@ -322,6 +322,28 @@ TEST(HfRecords, ResidualScaleIsRefusedByName) {
   }
 }
 
+// An attention gate or sink (model.attn_gate, model.attn_sink) is refused by name.
+TEST(HfRecords, AttnGateAndSinkAreRefusedByName) {
+  for (AttnGate g : {AttnGate::head, AttnGate::elementwise}) {
+    ModelConfig m = base();
+    m.attn_gate = g;
+    const std::string msg = refusal(m);
+    EXPECT_NE(msg.find(fmt::format("model.attn_gate = {}: no supported transformers family",
+                                   to_string(g))),
+              std::string::npos)
+        << msg;
+  }
+  for (AttnSink k : {AttnSink::one, AttnSink::learned}) {
+    ModelConfig m = base();
+    m.attn_sink = k;
+    const std::string msg = refusal(m);
+    EXPECT_NE(msg.find(fmt::format("model.attn_sink = {}: no supported transformers family",
+                                   to_string(k))),
+              std::string::npos)
+        << msg;
+  }
+}
+
 TEST(HfRecords, SigmaReparamIsRefusedByName) {
   ModelConfig m = base();
   m.sigma_reparam = true;

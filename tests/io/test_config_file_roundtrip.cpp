@@ -48,6 +48,8 @@ Config every_key_changed() {
   m.residual_scale = ResidualScale::layerscale;
   m.layerscale_init = 1e-5;
   m.skipinit_init = 0.125;
+  m.attn_gate = AttnGate::elementwise;
+  m.attn_sink = AttnSink::learned;
   m.sigma_reparam = true;
   m.ngpt_alpha_init = 0.0625;
   m.qk_norm = QKNormKind::layernorm;

@@ -104,9 +104,12 @@ TEST(Metrics, EveryKeyARunWritesIsDocumented) {
   fs::remove_all(dir);
   Trainer(c, dir.string(), false).run({});
   for (auto& rec : read_metrics(dir.string())) records.push_back(std::move(rec));
-  // And DyT / Derf sites (dyt_alpha, dyt_saturated).
+  // And DyT / Derf sites (dyt_alpha, dyt_saturated), with a gate and a learned sink
+  // (attn_sink_mass).
   c.model.norm = NormKind::dyt;
   c.model.qk_norm = QKNormKind::derf;
+  c.model.attn_gate = AttnGate::head;
+  c.model.attn_sink = AttnSink::learned;
   fs::remove_all(dir);
   Trainer(c, dir.string(), false).run({});
   for (auto& rec : read_metrics(dir.string())) records.push_back(std::move(rec));
@@ -119,7 +122,7 @@ TEST(Metrics, EveryKeyARunWritesIsDocumented) {
   const std::set<std::string> keys = documented();
   const std::set<std::string> doc = documented_in_doc();
   bool saw_diag = false, saw_event = false, saw_update_ratio = false, saw_val = false, saw_end = false;
-  bool saw_clip = false, saw_g2v = false, saw_dyt = false, saw_sigma = false;
+  bool saw_clip = false, saw_g2v = false, saw_dyt = false, saw_sink = false, saw_sigma = false;
   for (const auto& rec : records) {
     for (const auto& [k, v] : rec.items()) {
       EXPECT_TRUE(keys.contains(k)) << "key " << k << " is not in metric_fields()";
@@ -133,8 +136,10 @@ TEST(Metrics, EveryKeyARunWritesIsDocumented) {
     saw_clip |= rec.value(metric::qk_clip_heads, 0) > 0;
     saw_g2v |= rec.contains(metric::rms_g2v_max_tensor);
     saw_dyt |= rec.contains(metric::dyt_alpha) && rec.contains(metric::dyt_saturated);
+    saw_sink |= rec.contains(metric::attn_sink_mass) && rec.contains(metric::attn_first_mass);
     saw_sigma |= rec.contains(metric::sigma_w) && rec.contains(metric::sigma_gamma);
   }
+  EXPECT_TRUE(saw_sink);
   EXPECT_TRUE(saw_sigma);
   EXPECT_TRUE(saw_dyt);
   EXPECT_TRUE(saw_clip);

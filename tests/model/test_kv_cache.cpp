@@ -1,7 +1,7 @@
 // Incremental decoding with the KV cache must give the logits of a full forward pass at every
 // position, for every placement and with RoPE, learned positions, QK-norm and caps, and with
 // grouped-query attention, an explicit head size, sliding windows shorter than the prompt,
-// a local RoPE base and llama3 RoPE scaling.
+// a local RoPE base and llama3 RoPE scaling, and with attention gates and sinks.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -32,6 +32,9 @@ TEST_P(KvCacheParity, MatchesFullForward) {
     m.attn_softcap = 3.0;
     m.final_softcap = 5.0;
     m.mlp = variant == 0 ? MlpKind::swiglu : MlpKind::gelu;
+    // Gated attention and attention sinks (issue #37): every value once over the variants.
+    m.attn_gate = static_cast<AttnGate>(variant);
+    m.attn_sink = static_cast<AttnSink>((variant + 1) % 3);
     if (variant == 2) {  // the architectures of issue #18
       m.pos = PosKind::rope;
       m.n_kv_head = 2;

@@ -221,6 +221,49 @@ TEST(ParamTable, ResidualScaleParameters) {
   EXPECT_EQ(none.slots.blocks[0].attn.res.scale, kNoSlot);
 }
 
+// model.attn_gate: `attn.wg.weight` (n_head or n_head * head_dim, d_model), initialised like
+// wqkv, attention group, decayed, a hidden matrix; model.attn_sink = learned: `attn.sink`
+// (n_head) at 0, attention group, not decayed; none and `one` declare nothing.
+TEST(ParamTable, AttnGateAndSinkParameters) {
+  ModelConfig m = small(Placement::pre);
+  m.n_kv_head = 1;
+  m.head_dim = 8;
+  for (AttnGate gate : {AttnGate::none, AttnGate::head, AttnGate::elementwise})
+    for (AttnSink sink : {AttnSink::none, AttnSink::one, AttnSink::learned}) {
+      m.attn_gate = gate;
+      m.attn_sink = sink;
+      const ParamLayout lay = build_param_table(m, build_plan(m));
+      for (int l = 0; l < m.n_layer; ++l) {
+        const std::string pre = "blocks." + std::to_string(l) + ".attn.";
+        const ParamSpec* wg = lay.table.find(pre + "wg.weight");
+        const ParamSpec* wqkv = lay.table.find(pre + "wqkv.weight");
+        const ParamSpec* z = lay.table.find(pre + "sink");
+        ASSERT_NE(wqkv, nullptr);
+        EXPECT_EQ(wg != nullptr, gate != AttnGate::none);
+        EXPECT_EQ(z != nullptr, sink == AttnSink::learned);
+        if (wg) {
+          const std::int64_t rows = gate == AttnGate::head ? m.n_head : m.n_head * m.head_dim;
+          EXPECT_EQ(wg->shape, (std::vector<std::int64_t>{rows, m.d_model}));
+          EXPECT_EQ(wg->init, wqkv->init);
+          EXPECT_EQ(wg->init_scale, wqkv->init_scale);
+          EXPECT_EQ(wg->group, ParamGroup::attention);
+          EXPECT_TRUE(wg->decay);
+          EXPECT_TRUE(wg->hidden_matrix());
+          EXPECT_EQ(lay.slots.blocks[l].attn.wg, wg->offset);
+        }
+        if (z) {
+          EXPECT_EQ(z->shape, std::vector<std::int64_t>{m.n_head});
+          EXPECT_EQ(z->init, ParamInit::constant);
+          EXPECT_EQ(z->init_scale, 0.0);
+          EXPECT_EQ(z->group, ParamGroup::attention);
+          EXPECT_FALSE(z->decay);
+          EXPECT_FALSE(z->hidden_matrix());
+          EXPECT_EQ(lay.slots.blocks[l].attn.sink, z->offset);
+        }
+      }
+    }
+}
+
 // nGPT's table: no norm parameter (its sites are l2), the eigen learning rates and scales at
 // their stored starting values, and every matrix under its UnitNorm constraint along d_model.
 TEST(ParamTable, NgptParameters) {

@@ -59,6 +59,8 @@ void restrict_to_ngpt(ModelConfig& m, int i) {
   m.norm_bias = false;
   m.qk_norm = QKNormKind::none;
   m.residual_scale = ResidualScale::none;
+  m.attn_gate = AttnGate::none;
+  m.attn_sink = AttnSink::none;
   m.parametrization = Parametrization::standard;
   m.pos = PosKind::rope;
   m.mlp = MlpKind::swiglu;
@@ -149,6 +151,12 @@ std::vector<Case> make_cases() {
       m.residual_scale = pl == Placement::deepnorm ? ResidualScale::none : scales[(i / 2 + pi) % 4];
       m.skipinit_init = 0.5;
       m.layerscale_init = 0.7;
+      // Gated attention and attention sinks, every value with every placement (a learned sink
+      // starts at 0 and is moved by the perturbation below).
+      const AttnGate gates[] = {AttnGate::none, AttnGate::head, AttnGate::elementwise};
+      const AttnSink sinks[] = {AttnSink::none, AttnSink::one, AttnSink::learned};
+      m.attn_gate = gates[(i + 2 * pi) % 3];
+      m.attn_sink = sinks[(i / 2 + pi) % 3];
       // σReparam on four of every eight cases (with μP, GQA, gated MLPs and biases among them).
       m.sigma_reparam = i % 3 == 1 || i == 2;
       // Admin (post-norm sublayers, no residual scale): the profiled and the closed-form omega, on
@@ -210,6 +218,8 @@ std::vector<Case> make_cases() {
         c.name += fmt::format("_{}", to_string(m.residual_scale));
       if (m.sigma_reparam) c.name += "_sigma";
       if (m.rope_scaling != RopeScaling::none) c.name += fmt::format("_{}", to_string(m.rope_scaling));
+      if (m.attn_gate != AttnGate::none) c.name += fmt::format("_gate{}", to_string(m.attn_gate));
+      if (m.attn_sink != AttnSink::none) c.name += fmt::format("_sink{}", to_string(m.attn_sink));
       if (pl == Placement::ngpt) c.name += fmt::format("_alpha{}", m.ngpt_alpha_init);
       if (m.init == InitKind::admin) c.name += fmt::format("_admin_{}", to_string(m.admin_omega));
       if (m.hybrid_first_pre) c.name += "_firstpre";
@@ -397,6 +407,8 @@ TEST(ModelGradCheck, EveryOptionValueAppearsWithEveryPlacement) {
                                                                              : m.layer_pattern);
       seen["local_rope"].insert(fmt::format("{}", m.rope_local_theta > 0));
       seen["residual_scale"].insert(std::string(to_string(m.residual_scale)));
+      seen["attn_gate"].insert(std::string(to_string(m.attn_gate)));
+      seen["attn_sink"].insert(std::string(to_string(m.attn_sink)));
       seen["sigma_reparam"].insert(fmt::format("{}", m.sigma_reparam));
       if (pl == Placement::ngpt) seen["ngpt_alpha_init"].insert(fmt::format("{}", m.ngpt_alpha_init));
       seen["init"].insert(m.init == InitKind::admin
@@ -419,14 +431,16 @@ TEST(ModelGradCheck, EveryOptionValueAppearsWithEveryPlacement) {
         {"heads", 4},  // 1, 2, 3 and 4 heads
         {"norm_gain_offset", 2}, {"embed_scale", 2}, {"attn_scale", 2}, {"parametrization", 2},
         {"kv", 3},  // MHA, GQA, MQA
-        {"head_dim", 2}, {"biases", 4}, {"window", 4}, {"local_rope", 2}, {"rope_scaling", 3}};
+        {"head_dim", 2}, {"biases", 4}, {"window", 4}, {"local_rope", 2}, {"rope_scaling", 3},
+        {"attn_gate", 3}, {"attn_sink", 3}};
     // Every residual scale where the placement allows it; DeepNorm allows none.
     want["residual_scale"] = pl == Placement::deepnorm ? 1 : 4;
     want["sigma_reparam"] = 2;  // every placement allows it
     if (pl == Placement::ngpt) {
       // One value where nGPT refuses the others (config.cpp); two initial alphas of its own.
       for (const char* one : {"norm", "qk", "pos", "mlp", "bias", "norm_gain_offset", "embed_scale",
-                              "parametrization", "kv", "biases", "residual_scale", "sigma_reparam"})
+                              "parametrization", "kv", "biases", "residual_scale", "sigma_reparam",
+                              "attn_gate", "attn_sink"})
         want[one] = 1;
       want["ngpt_alpha_init"] = 2;
     }

@@ -29,6 +29,10 @@ OPTIONS = [
     ({"model.placement": "mix", "model.mix_ratio": 0.5, "model.init": "admin",
       "model.admin_omega": "logn"}, []),
     ({"model.residual_scale": "layerscale", "model.placement": "peri"}, []),
+    ({"model.attn_gate": "head", "model.attn_sink": "learned"},
+     ["attn_first_mass", "attn_sink_mass"]),
+    ({"model.attn_gate": "elementwise", "model.attn_sink": "one", "model.placement": "post"},
+     ["attn_first_mass", "attn_sink_mass"]),
 ]
 
 

@@ -95,7 +95,8 @@ class ParamSpec:
     shape: tuple
     kind: str  # "embedding", "linear" (a matrix), "gain", "bias", "alpha", "shift" (scalars),
     #            "res_scale" (the residual branch scale: (1,) or (d_model,)), "res_omega"
-    #            (Admin's shortcut scale, (d_model,))
+    #            (Admin's shortcut scale, (d_model,)), "sink" (the learned attention sink
+    #            logits, (n_head,))
 
 
 class RefModel:
@@ -166,6 +167,11 @@ class RefModel:
                         self._norm_specs(f"{p}.k_norm", self.qk_kind, D if head else Ckv, specs)
                     if plan.norm_qkv:
                         self._norm_specs(f"{p}.v_norm", self.qk_kind, D if head else Ckv, specs)
+                    if m["attn_gate"] != "none":  # README: "Attention gate"
+                        width = self.H if m["attn_gate"] == "head" else Cq
+                        self._linear_specs(f"{p}.wg", width, C, specs, False)
+                    if m["attn_sink"] == "learned":  # README: "Attention sink"
+                        specs.append(ParamSpec(f"{p}.sink", (self.H,), "sink"))
                     self._linear_specs(f"{p}.wo", C, Cq, specs, out_bias)
                 else:
                     gated = m["mlp"] in ("swiglu", "geglu")
@@ -209,7 +215,8 @@ class RefModel:
         """Random, non-trivial values for every parameter: effective norm gains g0 + w spread over
         [0.5, 1.5], biases ~ N(0, 0.2^2), DyT/Derf alphas and residual branch scales over [0.5, 1.5]
         (so that tanh and erf
-        both bend and saturate), Derf shifts ~ N(0, 0.2^2), linear weights ~ N(0, 1/fan_in) (q/k
+        both bend and saturate), Derf shifts ~ N(0, 0.2^2), learned attention-sink logits
+        ~ N(0, 1), linear weights ~ N(0, 1/fan_in) (q/k
         rows a bit larger so that soft-caps saturate), embeddings ~ N(0, 0.5^2). Rounded to
         float32 so that the oracle and normlab start from the same numbers."""
         gen = torch.Generator().manual_seed(seed)
@@ -218,6 +225,8 @@ class RefModel:
         for s in self.specs:
             if s.kind == "gain":
                 t = torch.rand(s.shape, generator=gen, dtype=torch.float64) + 0.5 - g0
+            elif s.kind == "sink":
+                t = torch.randn(s.shape, generator=gen, dtype=torch.float64)
             elif s.kind in ("bias", "shift"):
                 t = 0.2 * torch.randn(s.shape, generator=gen, dtype=torch.float64)
             elif s.kind in ("alpha", "res_scale", "res_omega"):
@@ -323,8 +332,24 @@ class RefModel:
         if sliding:  # a sliding layer's query i sees keys i - W < j <= i
             hidden = hidden | (j <= i - m["sliding_window"])
         s = s.masked_fill(hidden, float("-inf"))
-        p = torch.softmax(s, dim=-1)
+        sink = m["attn_sink"]
+        if sink == "none":
+            p = torch.softmax(s, dim=-1)
+        else:
+            # README "Attention sink": one more logit z_h per head (0 for "one"), never capped,
+            # whose value is zero: softmax over [s_i, z_h], the sink's column dropped.
+            z = (params[f"{prefix}.sink"] if sink == "learned"
+                 else torch.zeros(H, dtype=s.dtype))
+            zcol = z.to(s.dtype).view(1, H, 1, 1).expand(B, H, T, 1)
+            p = torch.softmax(torch.cat([s, zcol], dim=-1), dim=-1)[..., :T]
         o = merge(p @ v)  # (B, T, Cq): head h in columns [hD, (h+1)D)
+        gate = m["attn_gate"]
+        if gate != "none":
+            # README "Attention gate": o' = sigmoid(u W_g^T) (.) o, per head or per value.
+            gz = torch.sigmoid(u @ params[f"{prefix}.wg.weight"].T)  # (B, T, H) or (B, T, Cq)
+            if gate == "head":
+                gz = gz.repeat_interleave(D, dim=-1)
+            o = gz * o
         return self._linear(o, params, f"{prefix}.wo")
 
     @staticmethod

@@ -42,6 +42,8 @@ QK_NORMS = [("none", "head", "pre_rope"), ("rmsnorm", "head", "pre_rope"),
             ("derf", "full", "post_rope")]
 MLPS = ref_config.CHOICES["mlp"]
 RESIDUAL_SCALES = ref_config.CHOICES["residual_scale"]
+ATTN_GATES = ref_config.CHOICES["attn_gate"]
+ATTN_SINKS = ref_config.CHOICES["attn_sink"]
 
 
 def _parity(x):
@@ -86,6 +88,9 @@ def case_config(placement, i):
         model["init"] = "admin"
     if placement == "hybrid":
         model["hybrid_first_pre"] = i % 2 == 1
+    # Attention gates and sinks cycle with every placement.
+    model["attn_gate"] = ATTN_GATES[(i + 2 * pi) % 3]
+    model["attn_sink"] = ATTN_SINKS[(i // 3 + pi) % 3]
     # eps = 1e-4, not 1e-8: Adam's step g / (|g| + eps) has slope 1 / eps at g = 0, so with
     # eps = 1e-8 float32 round-off in near-zero gradients (exactly zero ones included: the key
     # bias under a shift-invariant softmax) moves parameters by up to lr per step, and no two
@@ -122,6 +127,10 @@ def describe(cfg):
         parts.append("admin")
     if m["hybrid_first_pre"]:
         parts.append("hybrid*")
+    if m["attn_gate"] != "none":
+        parts.append(f"gate={m['attn_gate']}")
+    if m["attn_sink"] != "none":
+        parts.append(f"sink={m['attn_sink']}")
     for key, default in (("norm_gain_offset", 0.0), ("embed_scale", 1.0), ("attn_scale", 0.0)):
         if m[key] != default:
             parts.append(f"{key}={m[key]:g}")
@@ -243,7 +252,7 @@ def test_design_covers_every_option_with_every_placement():
         "norm_gain_offset": {0.0, 1.0}, "embed_scale": {1.0, 4.0}, "attn_scale": {0.0, 0.3},
     }
     for p in PLACEMENTS:
-        seen = {k: set() for k in list(wanted) + ["residual_scale"]}
+        seen = {k: set() for k in list(wanted) + ["residual_scale", "attn_gate", "attn_sink"]}
         for _, cfg in (c for c in CASES if c[1]["model"]["placement"] == p):
             m = cfg["model"]
             seen["norm"].add((m["norm"], m["norm_bias"]))
@@ -255,9 +264,11 @@ def test_design_covers_every_option_with_every_placement():
             seen["bias"].add(m["bias"])
             seen["tie"].add(m["tie_embeddings"])
             seen["n_head"].add(m["n_head"])
-            for k in ("norm_gain_offset", "embed_scale", "attn_scale", "residual_scale"):
+            for k in ("norm_gain_offset", "embed_scale", "attn_scale", "residual_scale",
+                      "attn_gate", "attn_sink"):
                 seen[k].add(m[k])
-        want = dict(wanted, residual_scale={"none"} if p == "deepnorm" else set(RESIDUAL_SCALES))
+        want = dict(wanted, residual_scale={"none"} if p == "deepnorm" else set(RESIDUAL_SCALES),
+                    attn_gate=set(ATTN_GATES), attn_sink=set(ATTN_SINKS))
         for k, values in want.items():
             assert seen[k] == values, f"placement {p}: option {k} covers {seen[k]}, want {values}"
     for p in ("post", "mix"):  # Admin where there are post-norm sublayers

@@ -1,0 +1,263 @@
+// The attention sink (model.attn_sink, ops/attention.h): gradient checks of the reference and of
+// the tiled kernel with the per-head sink logits as a fourth input (with and without the soft-cap,
+// which must not touch the sink; grouped heads; windows), the reference against a direct formula
+// (a virtual key of logit z and value 0), the tiled kernel, its first-position and sink-mass
+// statistics and the KV-cache kernel against the reference, and the online max taking the sink
+// into account (a sink logit far above every score neither overflows nor loses the keys).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "gradcheck.h"
+#include "ops/attention.h"
+
+namespace normlab::test {
+namespace {
+
+struct SinkShape {
+  int B, T, H, Hkv, D, W;
+  int Cq() const { return H * D; }
+  int Ckv() const { return Hkv * D; }
+  long nq() const { return static_cast<long>(B) * T * Cq(); }
+  long nkv() const { return static_cast<long>(B) * T * Ckv(); }
+};
+
+std::string sink_shape_name(const SinkShape& s) {
+  return fmt::format("B{}_T{}_H{}_Hkv{}_D{}_W{}", s.B, s.T, s.H, s.Hkv, s.D, s.W);
+}
+
+// Inputs q, k, v, z (H); d z = sum over the batch of the kernel's dsink (B, H).
+GradCase sink_case(const SinkShape& sh, double cap, Rng& rng) {
+  GradCase c;
+  c.inputs = {random_vec(sh.nq(), rng, 2.0), random_vec(sh.nkv(), rng, 2.0),
+              random_vec(sh.nkv(), rng), random_vec(sh.H, rng, 1.0, 0.3)};
+  const double scale = 1.0 / std::sqrt(sh.D);
+  const long PP = static_cast<long>(sh.B) * sh.H * sh.T * sh.T;
+  auto fwd = [=](const std::vector<Vec>& in, Vec& P, Vec& th) {
+    Vec o(sh.nq());
+    P.assign(PP, 0.0);
+    th.assign(PP, 0.0);
+    ops::attention_forward<double>(o.data(), P.data(), cap > 0 ? th.data() : nullptr, in[0].data(),
+                           in[1].data(), in[2].data(), sh.B, sh.T, sh.H, sh.Hkv, sh.D, sh.W, scale,
+                           cap, nullptr, nullptr, in[3].data());
+    return o;
+  };
+  c.forward = [=](const std::vector<Vec>& in) {
+    Vec P, th;
+    return fwd(in, P, th);
+  };
+  c.backward = [=](const std::vector<Vec>& in, const Vec& dout) {
+    Vec P, th;
+    fwd(in, P, th);
+    Vec dq(sh.nq(), 0.0), dk(sh.nkv(), 0.0), dv(sh.nkv(), 0.0), dz_bh(sh.B * sh.H, 7.0), dz(sh.H);
+    ops::attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), in[0].data(),
+                            in[1].data(), in[2].data(), P.data(), cap > 0 ? th.data() : nullptr,
+                            sh.B, sh.T, sh.H, sh.Hkv, sh.D, sh.W, scale, cap, dz_bh.data());
+    for (int b = 0; b < sh.B; ++b)
+      for (int h = 0; h < sh.H; ++h) dz[h] += dz_bh[b * sh.H + h];
+    return std::vector<Vec>{dq, dk, dv, dz};
+  };
+  return c;
+}
+
+// The tiled kernel with a sink: q, k, v, z in, the same gradients out.
+GradCase tiled_sink_case(const SinkShape& sh, double cap, Rng& rng) {
+  GradCase c;
+  c.inputs = {random_vec(sh.nq(), rng, 2.0), random_vec(sh.nkv(), rng, 2.0),
+              random_vec(sh.nkv(), rng), random_vec(sh.H, rng, 1.0, 0.3)};
+  const double scale = 1.0 / std::sqrt(sh.D);
+  const int Cq = sh.Cq(), Ckv = sh.Ckv();
+  auto fwd = [=](const std::vector<Vec>& in, Vec& lse) {
+    Vec o(sh.nq());
+    lse.assign(static_cast<long>(sh.B) * sh.H * sh.T, 0.0);
+    ops::attention_forward_tiled<double>(o.data(), Cq, lse.data(), in[0].data(), Cq,
+                                         in[1].data(), Ckv, in[2].data(), Ckv, sh.B, sh.T, sh.H,
+                                         sh.Hkv, sh.D, sh.W, scale, cap, nullptr, nullptr,
+                                         in[3].data());
+    return o;
+  };
+  c.forward = [=](const std::vector<Vec>& in) {
+    Vec lse;
+    return fwd(in, lse);
+  };
+  c.backward = [=](const std::vector<Vec>& in, const Vec& dout) {
+    Vec lse;
+    fwd(in, lse);
+    Vec dq(sh.nq(), 1e3), dk(sh.nkv(), 1e3), dv(sh.nkv(), 1e3), dz_bh(sh.B * sh.H, 7.0), dz(sh.H);
+    ops::attention_backward_tiled(dq.data(), Cq, dk.data(), Ckv, dv.data(), Ckv, dout.data(), Cq,
+                                  in[0].data(), Cq, in[1].data(), Ckv, in[2].data(), Ckv,
+                                  lse.data(), sh.B, sh.T, sh.H, sh.Hkv, sh.D, sh.W, scale, cap,
+                                  in[3].data(), dz_bh.data());
+    for (int b = 0; b < sh.B; ++b)
+      for (int h = 0; h < sh.H; ++h) dz[h] += dz_bh[b * sh.H + h];
+    return std::vector<Vec>{dq, dk, dv, dz};
+  };
+  return c;
+}
+
+TEST(OpsGradCheck, AttentionSink) {
+  Rng rng(60);
+  for (const SinkShape& sh : {SinkShape{2, 5, 2, 2, 3, 0}, SinkShape{2, 5, 4, 2, 3, 0},
+                              SinkShape{2, 6, 4, 1, 3, 2}, SinkShape{1, 6, 2, 2, 3, 1}})
+    for (double cap : {0.0, 1.5}) {
+      const double e = grad_check(sink_case(sh, cap, rng));
+      report("ops", fmt::format("attention_sink_{}_cap{}", sink_shape_name(sh), cap), e);
+      EXPECT_LT(e, kTol) << sink_shape_name(sh) << " cap=" << cap;
+    }
+}
+
+TEST(OpsGradCheck, AttentionSinkTiled) {
+  Rng rng(61);
+  // T = 70: two tiles of 64 queries; a window across the tile edge; grouped heads.
+  for (const SinkShape& sh : {SinkShape{1, 70, 1, 1, 2, 0}, SinkShape{1, 70, 2, 1, 2, 37},
+                              SinkShape{2, 9, 4, 2, 2, 3}})
+    for (double cap : {0.0, 1.5}) {
+      const double e = grad_check(tiled_sink_case(sh, cap, rng));
+      report("ops", fmt::format("attention_sink_tiled_{}_cap{}", sink_shape_name(sh), cap), e);
+      EXPECT_LT(e, kTol) << sink_shape_name(sh) << " cap=" << cap;
+    }
+}
+
+// The reference with a sink against a direct formula: softmax over the visible keys' (capped)
+// scores and one more logit z_h, never capped, whose value is zero.
+TEST(Ops, AttentionSinkMatchesDirectFormula) {
+  Rng rng(62);
+  for (const SinkShape& sh : {SinkShape{2, 5, 2, 2, 3, 0}, SinkShape{2, 6, 4, 2, 3, 2}})
+    for (double cap : {0.0, 1.5}) {
+      GradCase c = sink_case(sh, cap, rng);
+      c.inputs[3] = {2.5, -1.0, 0.0, 4.0};  // one above the cap: it must stay uncapped
+      c.inputs[3].resize(sh.H);
+      const Vec o = c.forward(c.inputs);
+      const Vec &q = c.inputs[0], &k = c.inputs[1], &v = c.inputs[2], &z = c.inputs[3];
+      const int T = sh.T, D = sh.D, Cq = sh.Cq(), Ckv = sh.Ckv(), G = sh.H / sh.Hkv;
+      const double scale = 1.0 / std::sqrt(D);
+      for (int b = 0; b < sh.B; ++b)
+        for (int h = 0; h < sh.H; ++h)
+          for (int i = 0; i < T; ++i) {
+            const int hk = h / G;
+            std::vector<double> e(T, 0.0);
+            double sum = std::exp(z[h]);
+            for (int j = 0; j <= i; ++j) {
+              if (sh.W > 0 && j <= i - sh.W) continue;
+              double d = 0;
+              for (int x = 0; x < D; ++x)
+                d += q[(b * T + i) * Cq + h * D + x] * k[(b * T + j) * Ckv + hk * D + x];
+              d *= scale;
+              if (cap > 0) d = cap * std::tanh(d / cap);
+              sum += (e[j] = std::exp(d));
+            }
+            for (int x = 0; x < D; ++x) {
+              double acc = 0;
+              for (int j = 0; j < T; ++j) acc += e[j] / sum * v[(b * T + j) * Ckv + hk * D + x];
+              EXPECT_NEAR(o[(b * T + i) * Cq + h * D + x], acc, 1e-13) << sink_shape_name(sh);
+            }
+          }
+    }
+}
+
+// Tiled (double) against the reference with a sink, and its statistics: first_mass against
+// P_i0 summed over rows i >= 1, sink_mass against 1 - sum_j P_ij summed over rows, the entropy
+// with the sink as one outcome.
+TEST(Ops, AttentionSinkTiledMatchesReference) {
+  Rng rng(63);
+  for (const SinkShape& sh : {SinkShape{2, 150, 2, 2, 8, 0}, SinkShape{2, 150, 4, 2, 8, 37},
+                              SinkShape{1, 150, 4, 1, 8, 65}, SinkShape{2, 70, 2, 2, 8, 200}})
+    for (double cap : {0.0, 5.0})
+      for (bool with_sink : {false, true}) {
+        const int B = sh.B, T = sh.T, H = sh.H, Cq = sh.Cq(), Ckv = sh.Ckv();
+        const double scale = 1.0 / std::sqrt(sh.D);
+        const Vec q = random_vec(sh.nq(), rng, 2.0), k = random_vec(sh.nkv(), rng, 2.0),
+                  v = random_vec(sh.nkv(), rng), dout = random_vec(sh.nq(), rng),
+                  z = random_vec(H, rng, 2.0);
+        const double* zp = with_sink ? z.data() : nullptr;
+        Vec P(static_cast<long>(B) * H * T * T, 0.0), th(P.size(), 0.0), o_ref(sh.nq()),
+            ent_ref(B * H), dq_ref(sh.nq(), 0.0), dk_ref(sh.nkv(), 0.0), dv_ref(sh.nkv(), 0.0),
+            dz_ref(B * H);
+        ops::attention_forward<double>(o_ref.data(), P.data(), cap > 0 ? th.data() : nullptr,
+                                       q.data(), k.data(), v.data(), B, T, H, sh.Hkv, sh.D, sh.W,
+                                       scale, cap, nullptr, ent_ref.data(), zp);
+        ops::attention_backward(dq_ref.data(), dk_ref.data(), dv_ref.data(), dout.data(), q.data(),
+                                k.data(), v.data(), P.data(), cap > 0 ? th.data() : nullptr, B, T,
+                                H, sh.Hkv, sh.D, sh.W, scale, cap, dz_ref.data());
+        Vec first_ref(B * H, 0.0), sink_ref(B * H, 0.0);
+        for (int bh = 0; bh < B * H; ++bh)
+          for (int i = 0; i < T; ++i) {
+            const double* Pi = P.data() + (static_cast<long>(bh) * T + i) * T;
+            if (i > 0 && ops::detail::first_key(i, sh.W) == 0) first_ref[bh] += Pi[0];
+            double real = 0;
+            for (int j = ops::detail::first_key(i, sh.W); j <= i; ++j) real += Pi[j];
+            sink_ref[bh] += 1.0 - real;
+          }
+        Vec o(sh.nq()), lse(static_cast<long>(B) * H * T), ent(B * H), first(B * H),
+            sunk(B * H), dq(sh.nq(), 1e3), dk(sh.nkv(), 1e3), dv(sh.nkv(), 1e3), dz(B * H, 1e3);
+        ops::attention_forward_tiled<double>(o.data(), Cq, lse.data(), q.data(), Cq, k.data(), Ckv,
+                                     v.data(), Ckv, B, T, H, sh.Hkv, sh.D, sh.W, scale, cap,
+                                     static_cast<double*>(nullptr), ent.data(), zp, first.data(),
+                                     sunk.data());
+        ops::attention_backward_tiled(dq.data(), Cq, dk.data(), Ckv, dv.data(), Ckv, dout.data(),
+                                      Cq, q.data(), Cq, k.data(), Ckv, v.data(), Ckv, lse.data(),
+                                      B, T, H, sh.Hkv, sh.D, sh.W, scale, cap, zp,
+                                      with_sink ? dz.data() : nullptr);
+        const std::string what =
+            fmt::format("{} cap={} sink={}", sink_shape_name(sh), cap, with_sink);
+        auto near = [&](const Vec& got, const Vec& want, double tol, const char* name) {
+          ASSERT_EQ(got.size(), want.size());
+          for (std::size_t i = 0; i < got.size(); ++i)
+            ASSERT_NEAR(got[i], want[i], tol * (1.0 + std::fabs(want[i]))) << what << " " << name;
+        };
+        near(o, o_ref, 1e-12, "o");
+        near(dq, dq_ref, 1e-12, "dq");
+        near(dk, dk_ref, 1e-12, "dk");
+        near(dv, dv_ref, 1e-12, "dv");
+        near(ent, ent_ref, 1e-10, "entropy");
+        near(first, first_ref, 1e-11, "first_mass");
+        near(sunk, sink_ref, 1e-10, "sink_mass");
+        if (with_sink) near(dz, dz_ref, 1e-11, "dsink");
+      }
+}
+
+// The KV-cache kernel with a sink, one token at a time, against the reference.
+TEST(Ops, AttentionSinkKvMatchesReference) {
+  Rng rng(64);
+  for (const SinkShape& sh : {SinkShape{1, 12, 4, 2, 8, 0}, SinkShape{1, 12, 2, 2, 8, 5}})
+    for (double cap : {0.0, 5.0}) {
+      const int T = sh.T, H = sh.H, Cq = sh.Cq(), Ckv = sh.Ckv();
+      const double scale = 1.0 / std::sqrt(sh.D);
+      const Vec q = random_vec(sh.nq(), rng, 2.0), k = random_vec(sh.nkv(), rng, 2.0),
+                v = random_vec(sh.nkv(), rng), z = random_vec(H, rng, 2.0);
+      Vec P(static_cast<long>(H) * T * T), th(P.size()), o_ref(sh.nq()), o(sh.nq()),
+          scratch(H * T);
+      ops::attention_forward<double>(o_ref.data(), P.data(), th.data(), q.data(), k.data(),
+                                     v.data(), 1, T, H, sh.Hkv, sh.D, sh.W, scale, cap, nullptr,
+                                     nullptr, z.data());
+      for (int pos = 0; pos < T; ++pos)
+        ops::attention_forward_kv(o.data() + pos * Cq, scratch.data(), q.data() + pos * Cq,
+                                  k.data(), v.data(), 1, pos, H, sh.Hkv, sh.D, sh.W, scale, cap,
+                                  z.data());
+      (void)Ckv;
+      for (long i = 0; i < sh.nq(); ++i)
+        ASSERT_NEAR(o[i], o_ref[i], 1e-12) << sink_shape_name(sh) << " cap=" << cap;
+    }
+}
+
+// A sink logit far above every score: the online max includes it, so nothing overflows and the
+// output is the keys' tiny share (exp(s - z)) of their values, not NaN; in float too.
+TEST(Ops, AttentionSinkLargeLogitStaysFinite) {
+  const int T = 70, H = 1, D = 2;
+  std::vector<float> q(T * D, 0.5f), k(T * D, 0.5f), v(T * D, 1.0f), o(T * D), lse(T);
+  const float z[1] = {200.f};
+  ops::attention_forward_tiled<float>(o.data(), D, lse.data(), q.data(), D, k.data(), D, v.data(),
+                                      D, 1, T, H, H, D, 0, 1.0f, 0.0f, nullptr, nullptr, z);
+  for (float x : o) {
+    EXPECT_TRUE(std::isfinite(x));
+    EXPECT_LT(x, 1e-30f);
+  }
+  for (float l : lse) EXPECT_NEAR(l, 200.f, 1e-3f);
+}
+
+}  // namespace
+}  // namespace normlab::test

@@ -5,7 +5,8 @@ normlab's definitions (src/diag/diagnostics.h, src/model/transformer.cpp, src/op
 - attention of a layer, from its queries q (B, H, T, D) and keys k (B, Hkv, T, D) after RoPE and
   QK-Norm: scores s = scale q k^T over the keys each query sees (causal, and the sliding window),
   max |s| before the soft-cap (per head: over the batch and rows), and the mean over batch, heads
-  and rows of the entropy of softmax(cap(s)), a row's entropy being lse - sum_j P_j cap(s)_j;
+  and rows of the entropy of softmax(cap(s)), a row's entropy being lse - sum_j P_j cap(s)_j, and
+  the mean probability on key 0 over batch, heads and rows 1 .. T-1 (attn_first_mass);
 - output logits z (raw, before the final soft-cap) and log Z = logsumexp(cap(z)) per position:
   mean, population standard deviation and max of log Z, max |cap(z)|, max |z|.
 
@@ -49,9 +50,11 @@ def allowed_keys(T: int, causal: bool, window: int, device: torch.device,
 @torch.no_grad()
 def attention_stats(q: torch.Tensor, k: torch.Tensor, scale: float, cap: float,
                     ok: torch.Tensor, out_max_head: torch.Tensor,
-                    out_entropy: torch.Tensor) -> None:
-    """Writes max |s| per head into out_max_head (H,) and the mean row entropy into out_entropy
-    (0-d), for q (B, H, T, D), k (B, Hkv, T, D) and the (T, T) or (B, 1|H, T, T) mask ok.
+                    out_entropy: torch.Tensor, out_first: torch.Tensor | None = None) -> None:
+    """Writes max |s| per head into out_max_head (H,), the mean row entropy into out_entropy
+    (0-d) and, when given, the mean probability on key 0 over the batch, heads and query rows
+    1 .. T-1 into out_first (0-d; 0 for T = 1), for q (B, H, T, D), k (B, Hkv, T, D) and the
+    (T, T) or (B, 1|H, T, T) mask ok.
     Row entropy as -sum_j P_j log P_j (= lse - sum_j P_j s_j), masked keys at P = 0; the scores
     are edited in place so that a chunk costs one (B, h, T, T) buffer and its softmax."""
     B, H, T, D = q.shape
@@ -59,6 +62,7 @@ def attention_stats(q: torch.Tensor, k: torch.Tensor, scale: float, cap: float,
     q, k = q.float(), k.float()
     per = max(1, SCORE_CHUNK // max(1, B * T * T))
     ent = torch.zeros((), dtype=torch.float32, device=q.device)
+    first = torch.zeros((), dtype=torch.float32, device=q.device)
     for h0 in range(0, H, per):
         h1 = min(H, h0 + per)
         kh = k[:, torch.arange(h0, h1, device=k.device) // G]  # query head h reads kv head h // G
@@ -72,7 +76,10 @@ def attention_stats(q: torch.Tensor, k: torch.Tensor, scale: float, cap: float,
         s.masked_fill_(notok, float("-inf"))
         p = torch.softmax(s, dim=-1)
         ent -= torch.xlogy(p, p).sum()
+        first += p[:, :, 1:, 0].sum()
     out_entropy.copy_(ent / (B * H * T))
+    if out_first is not None:
+        out_first.copy_(first / (B * H * (T - 1)) if T > 1 else torch.zeros_like(first))
 
 
 @torch.no_grad()

@@ -242,6 +242,7 @@ class Probe:
         self._diag = {"resid": torch.full((2 * L + 1, 2), nan, device=dev),
                       "attn_head": torch.full((L, H), nan, device=dev),
                       "attn_ent": torch.full((L,), nan, device=dev),
+                      "attn_first": torch.full((L,), nan, device=dev),
                       "logits": torch.full((5,), nan, device=dev)}
         hooks = self._diag_hooks
         blocks = self.r.blocks
@@ -342,7 +343,7 @@ class Probe:
     def _attn_into(self, l: int, q: torch.Tensor, k: torch.Tensor, ok: torch.Tensor) -> None:
         d = self._diag
         _st.attention_stats(q, k, self.r.scales[l], self.r.attn_softcap, ok, d["attn_head"][l],
-                            d["attn_ent"][l])
+                            d["attn_ent"][l], d["attn_first"][l])
 
     # -- steps ------------------------------------------------------------------------------
 
@@ -444,6 +445,7 @@ class Probe:
         out["attn_max_logit"] = [max(row) if all(map(math.isfinite, row)) else float("nan")
                                  for row in heads]
         out["attn_entropy"] = h["attn_ent"]
+        out["attn_first_mass"] = h["attn_first"]
         if self.per_head:
             out["attn_max_logit_head"] = heads
         if self.r.head is not None:

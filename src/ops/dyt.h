@@ -23,18 +23,14 @@ enum class Squash { tanh, erf };
 
 namespace detail {
 
-// phi(z). float tanh: vec_math.h's tanh_fast (vectorises; within 3e-7 of std::tanh); double: the
-// library functions, so that gradient checks keep exact references. erf: std::erf in both.
+// phi(z). float: vec_math.h's tanh_fast and erf_fast (they vectorise; within 3e-7 of std::tanh
+// and std::erf); double: the library functions, so that gradient checks keep exact references.
 template <Squash S, class T>
 NORMLAB_INLINE T squash(T z) {
-  if constexpr (S == Squash::tanh) {
-    if constexpr (std::is_same_v<T, float>)
-      return tanh_fast(z);
-    else
-      return std::tanh(z);
-  } else {
-    return std::erf(z);
-  }
+  if constexpr (std::is_same_v<T, float>)
+    return S == Squash::tanh ? tanh_fast(z) : erf_fast(z);
+  else
+    return S == Squash::tanh ? std::tanh(z) : std::erf(z);
 }
 
 // phi'(z), given phi = phi(z): tanh' = 1 - tanh^2; erf' = 2 / sqrt(pi) exp(-z^2).

@@ -11,24 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "attention_fixtures.h"
 #include "gradcheck.h"
 #include "ops/attention.h"
 
 namespace normlab::test {
 namespace {
-
-// A case's shape: H query heads over Hkv key/value heads, window W (0 = causal).
-struct AttnShape {
-  int B, T, H, Hkv, D, W;
-  int Cq() const { return H * D; }
-  int Ckv() const { return Hkv * D; }
-  long nq() const { return static_cast<long>(B) * T * Cq(); }
-  long nkv() const { return static_cast<long>(B) * T * Ckv(); }
-};
-
-std::string shape_name(const AttnShape& s) {
-  return fmt::format("B{}_T{}_H{}_Hkv{}_D{}_W{}", s.B, s.T, s.H, s.Hkv, s.D, s.W);
-}
 
 constexpr AttnShape kSmall{2, 5, 2, 2, 3, 0};
 
@@ -99,31 +87,9 @@ TEST(Ops, AttentionMatchesDirectFormula) {
     for (double cap : {0.0, 1.5}) {
       GradCase c = attention_case(sh, cap, 0.5, rng, 3.0);
       const Vec o = c.forward(c.inputs);
-      const Vec &q = c.inputs[0], &k = c.inputs[1], &v = c.inputs[2];
-      const int T = sh.T, D = sh.D, Cq = sh.Cq(), Ckv = sh.Ckv(), G = sh.H / sh.Hkv;
-      for (int b = 0; b < sh.B; ++b)
-        for (int h = 0; h < sh.H; ++h)
-          for (int i = 0; i < T; ++i) {
-            const int hk = h / G;
-            std::vector<double> s(T);
-            for (int j = 0; j < T; ++j) {
-              double d = 0;
-              for (int e = 0; e < D; ++e)
-                d += q[(b * T + i) * Cq + h * D + e] * k[(b * T + j) * Ckv + hk * D + e];
-              d *= 0.5;
-              if (cap > 0) d = cap * std::tanh(d / cap);
-              const bool masked = j > i || (sh.W > 0 && j <= i - sh.W);
-              s[j] = masked ? -std::numeric_limits<double>::infinity() : d;
-            }
-            double m = -1e300, z = 0;
-            for (double x : s) m = std::fmax(m, x);
-            for (double& x : s) z += (x = std::exp(x - m));
-            for (int e = 0; e < D; ++e) {
-              double acc = 0;
-              for (int j = 0; j < T; ++j) acc += s[j] / z * v[(b * T + j) * Ckv + hk * D + e];
-              EXPECT_NEAR(o[(b * T + i) * Cq + h * D + e], acc, 1e-13) << shape_name(sh);
-            }
-          }
+      const Vec want = direct_attention(sh, c.inputs[0], c.inputs[1], c.inputs[2], 0.5, cap);
+      for (std::size_t n = 0; n < o.size(); ++n)
+        EXPECT_NEAR(o[n], want[n], 1e-13) << shape_name(sh) << " entry " << n;
     }
 }
 

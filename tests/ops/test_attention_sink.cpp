@@ -12,26 +12,15 @@
 #include <string>
 #include <vector>
 
+#include "attention_fixtures.h"
 #include "gradcheck.h"
 #include "ops/attention.h"
 
 namespace normlab::test {
 namespace {
 
-struct SinkShape {
-  int B, T, H, Hkv, D, W;
-  int Cq() const { return H * D; }
-  int Ckv() const { return Hkv * D; }
-  long nq() const { return static_cast<long>(B) * T * Cq(); }
-  long nkv() const { return static_cast<long>(B) * T * Ckv(); }
-};
-
-std::string sink_shape_name(const SinkShape& s) {
-  return fmt::format("B{}_T{}_H{}_Hkv{}_D{}_W{}", s.B, s.T, s.H, s.Hkv, s.D, s.W);
-}
-
 // Inputs q, k, v, z (H); d z = sum over the batch of the kernel's dsink (B, H).
-GradCase sink_case(const SinkShape& sh, double cap, Rng& rng) {
+GradCase sink_case(const AttnShape& sh, double cap, Rng& rng) {
   GradCase c;
   c.inputs = {random_vec(sh.nq(), rng, 2.0), random_vec(sh.nkv(), rng, 2.0),
               random_vec(sh.nkv(), rng), random_vec(sh.H, rng, 1.0, 0.3)};
@@ -65,7 +54,7 @@ GradCase sink_case(const SinkShape& sh, double cap, Rng& rng) {
 }
 
 // The tiled kernel with a sink: q, k, v, z in, the same gradients out.
-GradCase tiled_sink_case(const SinkShape& sh, double cap, Rng& rng) {
+GradCase tiled_sink_case(const AttnShape& sh, double cap, Rng& rng) {
   GradCase c;
   c.inputs = {random_vec(sh.nq(), rng, 2.0), random_vec(sh.nkv(), rng, 2.0),
               random_vec(sh.nkv(), rng), random_vec(sh.H, rng, 1.0, 0.3)};
@@ -101,24 +90,24 @@ GradCase tiled_sink_case(const SinkShape& sh, double cap, Rng& rng) {
 
 TEST(OpsGradCheck, AttentionSink) {
   Rng rng(60);
-  for (const SinkShape& sh : {SinkShape{2, 5, 2, 2, 3, 0}, SinkShape{2, 5, 4, 2, 3, 0},
-                              SinkShape{2, 6, 4, 1, 3, 2}, SinkShape{1, 6, 2, 2, 3, 1}})
+  for (const AttnShape& sh : {AttnShape{2, 5, 2, 2, 3, 0}, AttnShape{2, 5, 4, 2, 3, 0},
+                              AttnShape{2, 6, 4, 1, 3, 2}, AttnShape{1, 6, 2, 2, 3, 1}})
     for (double cap : {0.0, 1.5}) {
       const double e = grad_check(sink_case(sh, cap, rng));
-      report("ops", fmt::format("attention_sink_{}_cap{}", sink_shape_name(sh), cap), e);
-      EXPECT_LT(e, kTol) << sink_shape_name(sh) << " cap=" << cap;
+      report("ops", fmt::format("attention_sink_{}_cap{}", shape_name(sh), cap), e);
+      EXPECT_LT(e, kTol) << shape_name(sh) << " cap=" << cap;
     }
 }
 
 TEST(OpsGradCheck, AttentionSinkTiled) {
   Rng rng(61);
   // T = 70: two tiles of 64 queries; a window across the tile edge; grouped heads.
-  for (const SinkShape& sh : {SinkShape{1, 70, 1, 1, 2, 0}, SinkShape{1, 70, 2, 1, 2, 37},
-                              SinkShape{2, 9, 4, 2, 2, 3}})
+  for (const AttnShape& sh : {AttnShape{1, 70, 1, 1, 2, 0}, AttnShape{1, 70, 2, 1, 2, 37},
+                              AttnShape{2, 9, 4, 2, 2, 3}})
     for (double cap : {0.0, 1.5}) {
       const double e = grad_check(tiled_sink_case(sh, cap, rng));
-      report("ops", fmt::format("attention_sink_tiled_{}_cap{}", sink_shape_name(sh), cap), e);
-      EXPECT_LT(e, kTol) << sink_shape_name(sh) << " cap=" << cap;
+      report("ops", fmt::format("attention_sink_tiled_{}_cap{}", shape_name(sh), cap), e);
+      EXPECT_LT(e, kTol) << shape_name(sh) << " cap=" << cap;
     }
 }
 
@@ -126,36 +115,16 @@ TEST(OpsGradCheck, AttentionSinkTiled) {
 // scores and one more logit z_h, never capped, whose value is zero.
 TEST(Ops, AttentionSinkMatchesDirectFormula) {
   Rng rng(62);
-  for (const SinkShape& sh : {SinkShape{2, 5, 2, 2, 3, 0}, SinkShape{2, 6, 4, 2, 3, 2}})
+  for (const AttnShape& sh : {AttnShape{2, 5, 2, 2, 3, 0}, AttnShape{2, 6, 4, 2, 3, 2}})
     for (double cap : {0.0, 1.5}) {
       GradCase c = sink_case(sh, cap, rng);
       c.inputs[3] = {2.5, -1.0, 0.0, 4.0};  // one above the cap: it must stay uncapped
       c.inputs[3].resize(sh.H);
       const Vec o = c.forward(c.inputs);
-      const Vec &q = c.inputs[0], &k = c.inputs[1], &v = c.inputs[2], &z = c.inputs[3];
-      const int T = sh.T, D = sh.D, Cq = sh.Cq(), Ckv = sh.Ckv(), G = sh.H / sh.Hkv;
-      const double scale = 1.0 / std::sqrt(D);
-      for (int b = 0; b < sh.B; ++b)
-        for (int h = 0; h < sh.H; ++h)
-          for (int i = 0; i < T; ++i) {
-            const int hk = h / G;
-            std::vector<double> e(T, 0.0);
-            double sum = std::exp(z[h]);
-            for (int j = 0; j <= i; ++j) {
-              if (sh.W > 0 && j <= i - sh.W) continue;
-              double d = 0;
-              for (int x = 0; x < D; ++x)
-                d += q[(b * T + i) * Cq + h * D + x] * k[(b * T + j) * Ckv + hk * D + x];
-              d *= scale;
-              if (cap > 0) d = cap * std::tanh(d / cap);
-              sum += (e[j] = std::exp(d));
-            }
-            for (int x = 0; x < D; ++x) {
-              double acc = 0;
-              for (int j = 0; j < T; ++j) acc += e[j] / sum * v[(b * T + j) * Ckv + hk * D + x];
-              EXPECT_NEAR(o[(b * T + i) * Cq + h * D + x], acc, 1e-13) << sink_shape_name(sh);
-            }
-          }
+      const Vec want = direct_attention(sh, c.inputs[0], c.inputs[1], c.inputs[2],
+                                        1.0 / std::sqrt(sh.D), cap, c.inputs[3].data());
+      for (std::size_t n = 0; n < o.size(); ++n)
+        EXPECT_NEAR(o[n], want[n], 1e-13) << shape_name(sh) << " entry " << n;
     }
 }
 
@@ -164,8 +133,8 @@ TEST(Ops, AttentionSinkMatchesDirectFormula) {
 // with the sink as one outcome.
 TEST(Ops, AttentionSinkTiledMatchesReference) {
   Rng rng(63);
-  for (const SinkShape& sh : {SinkShape{2, 150, 2, 2, 8, 0}, SinkShape{2, 150, 4, 2, 8, 37},
-                              SinkShape{1, 150, 4, 1, 8, 65}, SinkShape{2, 70, 2, 2, 8, 200}})
+  for (const AttnShape& sh : {AttnShape{2, 150, 2, 2, 8, 0}, AttnShape{2, 150, 4, 2, 8, 37},
+                              AttnShape{1, 150, 4, 1, 8, 65}, AttnShape{2, 70, 2, 2, 8, 200}})
     for (double cap : {0.0, 5.0})
       for (bool with_sink : {false, true}) {
         const int B = sh.B, T = sh.T, H = sh.H, Cq = sh.Cq(), Ckv = sh.Ckv();
@@ -203,7 +172,7 @@ TEST(Ops, AttentionSinkTiledMatchesReference) {
                                       B, T, H, sh.Hkv, sh.D, sh.W, scale, cap, zp,
                                       with_sink ? dz.data() : nullptr);
         const std::string what =
-            fmt::format("{} cap={} sink={}", sink_shape_name(sh), cap, with_sink);
+            fmt::format("{} cap={} sink={}", shape_name(sh), cap, with_sink);
         auto near = [&](const Vec& got, const Vec& want, double tol, const char* name) {
           ASSERT_EQ(got.size(), want.size());
           for (std::size_t i = 0; i < got.size(); ++i)
@@ -223,7 +192,7 @@ TEST(Ops, AttentionSinkTiledMatchesReference) {
 // The KV-cache kernel with a sink, one token at a time, against the reference.
 TEST(Ops, AttentionSinkKvMatchesReference) {
   Rng rng(64);
-  for (const SinkShape& sh : {SinkShape{1, 12, 4, 2, 8, 0}, SinkShape{1, 12, 2, 2, 8, 5}})
+  for (const AttnShape& sh : {AttnShape{1, 12, 4, 2, 8, 0}, AttnShape{1, 12, 2, 2, 8, 5}})
     for (double cap : {0.0, 5.0}) {
       const int T = sh.T, H = sh.H, Cq = sh.Cq(), Ckv = sh.Ckv();
       const double scale = 1.0 / std::sqrt(sh.D);
@@ -240,7 +209,7 @@ TEST(Ops, AttentionSinkKvMatchesReference) {
                                   z.data());
       (void)Ckv;
       for (long i = 0; i < sh.nq(); ++i)
-        ASSERT_NEAR(o[i], o_ref[i], 1e-12) << sink_shape_name(sh) << " cap=" << cap;
+        ASSERT_NEAR(o[i], o_ref[i], 1e-12) << shape_name(sh) << " cap=" << cap;
     }
 }
 

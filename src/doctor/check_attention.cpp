@@ -69,7 +69,8 @@ void check_attention(const Run& r, std::vector<DoctorFinding>& out) {
         ent_min < T::kAttnEntropyCollapse ? "the attention has collapsed onto single keys"
                                           : "not collapsed"));
   if (head < 0 && !r.diag.empty() && !r.diag.front()->contains(metric::attn_max_logit_head))
-    f.evidence.push_back("which head: unknown (diag.per_head = false)");
+    f.evidence.push_back(r.torch() ? "which head: unknown (the probe ran without per_head=True)"
+                                   : "which head: unknown (diag.per_head = false)");
   const Config& c = r.cfg;
   if (r.knows("optim.name") && c.optim.name == OptimizerKind::muon && c.optim.qk_clip <= 0)
     f.remedies.push_back(config_remedy(

@@ -33,7 +33,7 @@ std::optional<Verdict> divergence_of(const Run& r) {
     return Verdict{divergence_reason(r.end_detail), r.end_step, true};
   }
   const long last = r.steps.empty() ? 0 : r.steps.back()->value(metric::step, 0L);
-  DivergenceRule rule(r.has_config ? r.cfg.train.steps : last);
+  DivergenceRule rule(r.knows("train.steps") ? r.cfg.train.steps : last);
   for (const json* j : r.steps) {
     const long s = j->value(metric::step, 0L);
     // A loss that is null or absent is missing evidence (a probed run), not a non-finite loss:
@@ -121,7 +121,8 @@ void check_diverged(const Run& r, std::vector<DoctorFinding>& out) {
   f.kind = "diverged";
   f.severity = "problem";
   f.first_step = f.last_step = v->step;
-  const std::string planned = r.has_config ? fmt::format(" of {}", r.cfg.train.steps) : "";
+  const std::string planned =
+      r.knows("train.steps") ? fmt::format(" of {}", r.cfg.train.steps) : "";
   f.title = fmt::format("diverged at step {}{}: {}", v->step, planned, v->why);
   f.evidence.push_back(
       v->from_end_event

@@ -97,11 +97,12 @@ void check_optimizer(const Run& r, std::vector<DoctorFinding>& out) {
         "second moment, about 1 in steady training; first diagnostics step {}) at or above {} at "
         "or up to {} steps before a loss spike: {}",
         g(base), g(T::kSecondMoment), T::kSpikeLead, list));
-    f.evidence.push_back(fmt::format(
-        "Adam's update divides by sqrt(v_hat): a gradient its second moment has not seen moves "
-        "that tensor by up to (1 - beta1) / sqrt(1 - beta2) = {} times the learning rate per "
-        "element in one step (optim.beta1 = {:g}, optim.beta2 = {:g})",
-        g((1 - c.optim.beta1) / std::sqrt(1 - c.optim.beta2)), c.optim.beta1, c.optim.beta2));
+    if (r.knows("optim.beta1") && r.knows("optim.beta2"))
+      f.evidence.push_back(fmt::format(
+          "Adam's update divides by sqrt(v_hat): a gradient its second moment has not seen moves "
+          "that tensor by up to (1 - beta1) / sqrt(1 - beta2) = {} times the learning rate per "
+          "element in one step (optim.beta1 = {:g}, optim.beta2 = {:g})",
+          g((1 - c.optim.beta1) / std::sqrt(1 - c.optim.beta2)), c.optim.beta1, c.optim.beta2));
     f.remedies.push_back(config_remedy(
         r,
         "per-tensor update clipping: --set optim.name=stable_adamw (StableAdamW divides each "

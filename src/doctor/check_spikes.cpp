@@ -194,9 +194,9 @@ void check_spikes(const Run& r, std::vector<DoctorFinding>& out) {
     f.remedies.push_back(advice(r,
                                 "none needed while the loss does not spike; repeated ones at one "
                                 "layer are an early sign of the instabilities above"));
-    f.confirm.push_back(phrase(r,
-                               "--set diag.interval=1 around those steps shows which blocks' "
-                               "gradient norms (grad_norm_block) jump"));
+    f.confirm.push_back(std::string(r.torch() ? "Probe(..., interval=1)" : "diag.interval = 1") +
+                        " around those steps shows which blocks' gradient norms "
+                        "(grad_norm_block) jump");
     json l = json::array();
     for (const auto& [s, fac] : grad_only) l.push_back({{"step", s}, {"factor", fac}});
     f.values = {{"spikes", l}};

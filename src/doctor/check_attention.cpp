@@ -112,11 +112,12 @@ void check_attention(const Run& r, std::vector<DoctorFinding>& out) {
                   "bounds the logits, at a small cost when it binds: finding 6)",
                   cap),
       {{"model.attn_softcap", cap}}));
-  f.confirm.push_back(phrase(
-      r, fmt::format("rerun with the remedy and --set diag.interval=10 --set diag.per_head=true: "
-                     "attn_max_logit should stay below {} and attn_entropy above {} in every "
-                     "layer",
-                     g(T::kAttnLogit), g(T::kAttnEntropyCollapse))));
+  f.confirm.push_back(fmt::format(
+      "rerun with the remedy and {}: attn_max_logit should stay below {} and attn_entropy above "
+      "{} in every layer",
+      r.torch() ? "Probe(..., interval=10, per_head=True)"
+                : "--set diag.interval=10 --set diag.per_head=true",
+      g(T::kAttnLogit), g(T::kAttnEntropyCollapse)));
   if (!r.torch())
     f.confirm.push_back(fmt::format(
         "normlab sweep --grid model.qk_norm=none,rmsnorm --grid optim.lr=... around lr {} "

@@ -90,7 +90,7 @@ std::string sets_text(const Sets& set) {
 
 std::string phrase(const Run& r, const std::string& text) {
   if (!r.torch()) return text;
-  static const std::regex set_re(R"(--set ([a-z_]+\.[a-z0-9_]+)=([^\s,;)]+))");
+  static const std::regex set_re(R"(--set ([a-z_]+\.[a-z0-9_]+)=([^\s,;:)]+))");
   std::string out;
   auto it = std::sregex_iterator(text.begin(), text.end(), set_re);
   std::size_t at = 0;

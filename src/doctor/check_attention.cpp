@@ -87,8 +87,8 @@ void check_attention(const Run& r, std::vector<DoctorFinding>& out) {
         r,
         fmt::format("QK-Clip is on at optim.qk_clip = {}: the logits above grew past it between "
                     "clips; a lower threshold clips earlier: --set optim.qk_clip={}",
-                    g(c.optim.qk_clip), num_text(c.optim.qk_clip / 2)),
-        {{"optim.qk_clip", num_text(c.optim.qk_clip / 2)}}));
+                    g(c.optim.qk_clip), fmt::format("{:.3g}", c.optim.qk_clip / 2)),
+        {{"optim.qk_clip", fmt::format("{:.3g}", c.optim.qk_clip / 2)}}));
   // QK-Norm of the kind the run has (then it is tried), else RMSNorm.
   const std::string qk = r.knows("model.qk_norm") && c.model.qk_norm != QKNormKind::none
                              ? std::string(to_string(c.model.qk_norm))

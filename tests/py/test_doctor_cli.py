@@ -97,6 +97,8 @@ def test_statistics_lost_from_step_5_are_not_checked_and_not_judged(tmp_path):
     assert verdict.startswith("verdict: not judged: ") and "healthy" not in verdict, verdict
     d = json.loads(normlab("doctor", tmp_path / "probed", "--json", check=0).stdout)
     assert d["healthy"] is False
+    assert d["config"]["warmup_steps"] is None and d["config"]["lr"] == 3e-3
+    assert d["source"] == {"kind": "torch", "trainer": "loop", "unknown": ["optim.warmup_steps"]}
     lost = {n["check"]: n for n in d["not_checked"]}
     assert set(lost) >= {"attention-logit growth", "residual-stream growth",
                          "output-logit divergence"}, d["not_checked"]

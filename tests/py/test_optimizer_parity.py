@@ -5,7 +5,9 @@ against an oracle written here from Kimi K2's formula and the rules stated in
 src/train/qk_clip.h. Both sides get the same gradients at every step; the comparison is on the
 update (param_after - param_before) of every tensor: its difference beyond one unit in the last
 place of the float32 parameter (the rounding of the parameter itself), relative to the largest
-entry of the reference's update.
+entry of the reference's update. Every optim key an optimizer reads is set away from its
+default by a case of that optimizer, with an effect beyond the tolerance, and the keys it does not
+read leave it alone (the last three tests; #52).
 
     cd tests/py && NORMLAB_BUILD_DIR=$PWD/../../build ../../.venv/bin/python -m pytest -q test_optimizer_parity.py
 """
@@ -407,3 +409,103 @@ def test_optimizer_refuses_a_config_of_another_model():
     other = normlab.Config({"model": {**MODEL, "d_ff": 48}, "optim": {"name": "muon"}})
     with pytest.raises(normlab.ConfigError, match="not the model's config"):
         normlab.Optimizer(other, m)
+
+
+# -- every key of every optimizer ------------------------------------------------------------------
+
+ADAM_KEYS = {"beta1", "beta2", "eps", "weight_decay", "decay_embeddings"}
+# The optim keys each optimizer reads (src/train/optimizers/), optim.name aside. Muon reads lr
+# (adamw_lr is a learning rate, taken as a fraction of lr) and its AdamW's keys.
+READS = {
+    "adamw": ADAM_KEYS,
+    "stable_adamw": ADAM_KEYS,
+    "adam_atan2": (ADAM_KEYS - {"eps"}) | {"atan2_a", "atan2_b"},  # no epsilon
+    "muon": ADAM_KEYS | {"lr", "adamw_lr", "momentum", "nesterov", "ns_steps", "ns_a", "ns_b",
+                         "ns_c", "ns_eps", "adjust_lr"},
+}
+QK_CLIP_KEYS = {"qk_clip", "qk_clip_alpha"}  # with any optimizer
+# The optim keys no optimizer reads: the trainer turns them into the arguments of a step (its
+# learning rate and clip factor: Optimizer.step(grads, lr, grad_scale)), held to
+# tests/reference/ref_optim.py (learning_rate, clip_grads) by the whole-model parity; name
+# picks the optimizer.
+TRAINER_KEYS = {"name", "lr", "min_lr_ratio", "warmup_steps", "schedule", "grad_clip"}
+DEFAULTS = normlab.Config({})
+
+
+def all_cases():
+    """(optim, model, train) of every parity case above."""
+    return ([(o, MODEL, {}) for o in ELEMENTWISE_CASES + MUON_CASES]
+            + [(QK_CLIP_CASE, {**MODEL, **x}, {}) for x in QK_CLIP_MODELS]
+            + [(BF16_CASE, MODEL, {"matmul_precision": "bf16"})])
+
+
+def non_default(optim):
+    return {k for k, v in optim.items() if k != "name" and v != DEFAULTS["optim." + k]}
+
+
+def test_every_optimizer_key_is_set_by_a_parity_case():
+    keys = {k[len("optim."):] for k in normlab.Config.keys() if k.startswith("optim.")}
+    classified = set().union(*READS.values()) | QK_CLIP_KEYS | TRAINER_KEYS
+    assert keys - classified == set(), \
+        "optim keys of the key table that no optimizer row here claims: add them to READS " \
+        "(with a parity case that sets them) or to TRAINER_KEYS"
+    assert classified - keys == set(), "keys named here that the key table does not have"
+    with pytest.raises(normlab.ConfigError) as e:
+        normlab.Config({"optim": {"name": "?"}})
+    names = e.value.args[0].split("allowed: ")[1].split(")")[0].split(", ")
+    assert sorted(READS) == sorted(names), "an optimizer without its row in READS"
+    missing = []
+    for name, reads in READS.items():
+        set_by = set().union(*(non_default(o) for o, _, _ in all_cases() if o["name"] == name))
+        missing += [f"{name}: optim.{k}" for k in sorted(reads - set_by)]
+    set_by = set().union(*(non_default(o) for o, _, _ in all_cases() if o.get("qk_clip", 0) > 0))
+    missing += [f"QK-Clip: optim.{k}" for k in sorted(QK_CLIP_KEYS - set_by)]
+    assert not missing, "keys no parity case sets away from their default: " + ", ".join(missing)
+
+
+def trained(optim, model=MODEL, train=None, steps=3):
+    """normlab's parameters before and after `steps` steps of the parity gradients (with
+    attention maxima when QK-Clip is on)."""
+    cfg, m, opt = setup(optim, model, train)
+    before = {k: v.copy() for k, v in m.parameters().items()}
+    rng = np.random.default_rng(7)
+    for s in range(steps):
+        extra = {"attn_max_logit": attn_maxima(rng, cfg)} if cfg["optim.qk_clip"] > 0 else {}
+        opt.step(gradients(m, s), LRS[s], grad_scale=SCALES[s], **extra)
+    return before, {k: v.copy() for k, v in m.parameters().items()}
+
+
+def change(a, b, before):
+    """The largest difference of two results, relative to the largest update of its tensor."""
+    return max(float(np.abs(a[n] - b[n]).max()) / float(np.abs(a[n] - before[n]).max())
+               for n in a)
+
+
+@pytest.mark.parametrize("case", all_cases(),
+                         ids=[f"{i}-{c[0]['name']}" for i, c in enumerate(all_cases())])
+def test_each_key_a_case_sets_changes_the_update(case):
+    # Set back to its default, each key a case sets changes the update by more than ten times the
+    # parity tolerance: the parity of the case holds that key's effect to the reference.
+    optim, model, train = case
+    before, ours = trained(optim, model, train)
+    weak = {}
+    for k in sorted(non_default(optim)):
+        _, other = trained({**optim, k: DEFAULTS["optim." + k]}, model, train)
+        if change(ours, other, before) < 1e-4:
+            weak[k] = change(ours, other, before)
+    assert not weak, f"keys that barely change the update at the case's value: {weak}"
+
+
+@pytest.mark.parametrize("name", sorted(READS))
+def test_a_key_an_optimizer_does_not_read_leaves_it_alone(name):
+    # What READS says an optimizer does not read, set away from its default (to a value a case
+    # gives it), leaves its updates bitwise as they were: READS is the optimizer's true list.
+    values = {k: v for o, _, _ in all_cases() for k, v in o.items() if k in non_default(o)}
+    base = {"name": name}
+    before, ours = trained(base)
+    others = set().union(*READS.values()) - READS[name] - TRAINER_KEYS
+    assert others
+    for k in sorted(others):
+        _, other = trained({**base, k: values[k]})
+        for n in ours:
+            np.testing.assert_array_equal(ours[n], other[n], err_msg=f"{name}: optim.{k}")

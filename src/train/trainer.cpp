@@ -113,7 +113,7 @@ struct Trainer::Impl {
         throw ConfigError({fmt::format("train.steps = {} is below step {} of the checkpoint {}",
                                        cfg.train.steps, state.step, resume_ckpt)});
       sampler.restore({state.sampler_rng, static_cast<std::uint64_t>(state.sampler_draws)});
-      guard.from_json(state.extra.value("guard", nlohmann::json::object()));
+      guard.from_json(state.extra.value("guard", nlohmann::json::object()), true);
       time_before_s = state.extra.value(metric::time_s, 0.0);
       qk_clip_total = state.extra.value(metric::qk_clip_total, 0L);
       recent.from_json(state.extra.value("recent_losses", nlohmann::json::object()));

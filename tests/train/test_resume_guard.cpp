@@ -20,6 +20,7 @@
 // once covered only the resumed process's steps (the ring of recent losses is now saved).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <set>
 #include <span>
@@ -75,15 +76,17 @@ std::vector<nlohmann::json> lines_without_timings(const std::string& dir) {
 }
 
 // Every line after step `from` (step lines of later steps and the end event) is equal.
+// (At least `min_lines` of them: the steps to the end and the end event.)
 void expect_same_after(const std::vector<nlohmann::json>& straight,
-                       const std::vector<nlohmann::json>& resumed, long from) {
+                       const std::vector<nlohmann::json>& resumed, long from,
+                       std::size_t min_lines = 0) {
   std::vector<nlohmann::json> a, b;
   for (const auto& j : straight)
     if (j.value(metric::step, 0L) > from) a.push_back(j);
   for (const auto& j : resumed)
     if (j.value(metric::step, 0L) > from) b.push_back(j);
   ASSERT_EQ(a.size(), b.size());
-  ASSERT_GE(a.size(), static_cast<std::size_t>(kSteps - from));
+  ASSERT_GE(a.size(), min_lines ? min_lines : static_cast<std::size_t>(kSteps - from + 1));
   for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << "line " << i << " after " << from;
 }
 
@@ -160,6 +163,52 @@ TEST(ResumeGuard, ARewindToAnOlderCheckpointReplaysTheStraightRun) {
   t.run(spikes());
   expect_same_after(s.lines, lines_without_timings(dir), 5);
   fs::remove_all(dir);
+}
+
+// The guard's count of consecutive bad steps crosses a checkpoint: non-finite losses at steps 9
+// to 12 with train.max_bad_steps = 4 stop the straight run as diverged at step 12, and the run
+// interrupted at step 10 and resumed must stop there too (a count restarted at the resume would
+// let it train on to step 15).
+TEST(ResumeGuard, ARunOfBadStepsAcrossTheCheckpointStopsWhereTheStraightRunStops) {
+  auto bad_steps = [] {
+    TrainHooks h;
+    h.inject = [](long step0, std::span<float>, double& loss) {
+      if (step0 + 1 >= 9 && step0 + 1 <= 12) loss = NAN;
+    };
+    return h;
+  };
+  // The stop reason names the run's checkpoint: the run directory is written RUN.
+  auto lines = [](const std::string& dir) {
+    auto out = lines_without_timings(dir);
+    for (auto& j : out)
+      if (j.contains(metric::detail)) {
+        std::string d = j[metric::detail];
+        for (std::size_t at; (at = d.find(dir)) != std::string::npos;) d.replace(at, dir.size(), "RUN");
+        j[metric::detail] = d;
+      }
+    return out;
+  };
+  const std::string a = test::temp_dir("resume_guard_bad_straight");
+  const std::string b = test::temp_dir("resume_guard_bad_resumed");
+  {
+    Trainer t(guarded_run(), a, false);
+    const TrainResult r = t.run(bad_steps());
+    EXPECT_TRUE(r.diverged);
+    EXPECT_EQ(r.stop_step, 12);
+  }
+  {
+    Trainer t(guarded_run(), b, false);
+    TrainHooks h = bad_steps();
+    h.stop_requested = [&t] { return t.step() == 10; };
+    EXPECT_EQ(t.run(h).stop_reason, "interrupted");
+  }
+  Trainer t(Config{}, b, true);
+  const TrainResult r = t.run(bad_steps());
+  EXPECT_TRUE(r.diverged) << "the resumed run trained on to step " << r.steps;
+  EXPECT_EQ(r.stop_step, 12);
+  expect_same_after(lines(a), lines(b), 10, 3);  // steps 11, 12 and the end
+  fs::remove_all(a);
+  fs::remove_all(b);
 }
 
 }  // namespace

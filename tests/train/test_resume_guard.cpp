@@ -27,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "fixtures.h"
 #include "io/metrics.h"
 #include "normlab/checkpoint.h"
@@ -75,6 +77,20 @@ std::vector<nlohmann::json> lines_without_timings(const std::string& dir) {
   return out;
 }
 
+// The fields in which two lines differ, "" when none: "step 12: skipped true / false, ...".
+std::string differences(const nlohmann::json& a, const nlohmann::json& b) {
+  std::string out;
+  nlohmann::json keys = a;
+  keys.update(b);
+  for (const auto& [k, v] : keys.items()) {
+    const nlohmann::json x = a.value(k, nlohmann::json()), y = b.value(k, nlohmann::json());
+    if (x != y) out += fmt::format("{}{} {} / {}", out.empty() ? "" : ", ", k, x.dump(), y.dump());
+  }
+  if (out.empty()) return out;
+  return fmt::format("{} {}: {}", a.contains(metric::event) ? "event" : "step",
+                     a.value(metric::step, 0L), out);
+}
+
 // Every line after step `from` (step lines of later steps and the end event) is equal.
 // (At least `min_lines` of them: the steps to the end and the end event.)
 void expect_same_after(const std::vector<nlohmann::json>& straight,
@@ -87,7 +103,7 @@ void expect_same_after(const std::vector<nlohmann::json>& straight,
     if (j.value(metric::step, 0L) > from) b.push_back(j);
   ASSERT_EQ(a.size(), b.size());
   ASSERT_GE(a.size(), min_lines ? min_lines : static_cast<std::size_t>(kSteps - from + 1));
-  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << "line " << i << " after " << from;
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(differences(a[i], b[i]), "") << "after " << from;
 }
 
 struct Straight {

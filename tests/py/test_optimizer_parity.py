@@ -174,10 +174,11 @@ MUON_CASES = [
     {"name": "muon", "adjust_lr": "original", "nesterov": False, "adamw_lr": 5e-3, "lr": 1e-2},
     {"name": "muon", "adjust_lr": "match_rms_adamw", "nesterov": True, "adamw_lr": 5e-3,
      "lr": 1e-2},
-    # Every other key of Muon and of its AdamW away from its default. ns_eps = 0.5 is above the
+    # Every other key of Muon and of its AdamW away from its default (lr: the step's learning rate
+    # comes from LRS, optim.lr only sets AdamW's fraction adamw_lr / lr). ns_eps = 0.5 is above the
     # Frobenius norm of some momentum blocks (about 0.1 to 0.5 here), so it bounds the division;
     # (2, -1.5, 0.5) is a quintic with p(1) = 1 that 3 steps of converge less far than the default.
-    {"name": "muon", "lr": 1e-2, "adamw_lr": 2e-2, "momentum": 0.9, "nesterov": False,
+    {"name": "muon", "lr": 4e-2, "adamw_lr": 1e-2, "momentum": 0.9, "nesterov": False,
      "ns_steps": 3, "ns_a": 2.0, "ns_b": -1.5, "ns_c": 0.5, "ns_eps": 0.5,
      "adjust_lr": "match_rms_adamw", "beta1": 0.8, "beta2": 0.98, "eps": 1e-3,
      "weight_decay": 0.3, "decay_embeddings": False},

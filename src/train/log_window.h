@@ -5,9 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <vector>
-
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "normlab/metrics.h"
 

@@ -18,6 +18,7 @@
 // `tokens_per_s` and `wall_s` of the end event (and `comm_ms_per_step`, with several ranks) are
 // wall-clock measurements. The end event's `train_loss` and `train_loss_steps` are compared: they
 // once covered only the resumed process's steps (the ring of recent losses is now saved).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -26,8 +27,6 @@
 #include <span>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "fixtures.h"
 #include "io/metrics.h"
@@ -69,8 +68,8 @@ TrainHooks spikes() {
 std::vector<nlohmann::json> lines_without_timings(const std::string& dir) {
   std::vector<nlohmann::json> out;
   for (auto j : read_metrics(dir)) {
-    for (const char* k : {metric::time_s, metric::tokens_per_s, metric::wall_s,
-                          metric::comm_ms_per_step})
+    for (const char* k :
+         {metric::time_s, metric::tokens_per_s, metric::wall_s, metric::comm_ms_per_step})
       j.erase(k);
     out.push_back(std::move(j));
   }
@@ -103,7 +102,8 @@ void expect_same_after(const std::vector<nlohmann::json>& straight,
     if (j.value(metric::step, 0L) > from) b.push_back(j);
   ASSERT_EQ(a.size(), b.size());
   ASSERT_GE(a.size(), min_lines ? min_lines : static_cast<std::size_t>(kSteps - from + 1));
-  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(differences(a[i], b[i]), "") << "after " << from;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    EXPECT_EQ(differences(a[i], b[i]), "") << "after " << from;
 }
 
 struct Straight {
@@ -199,7 +199,8 @@ TEST(ResumeGuard, ARunOfBadStepsAcrossTheCheckpointStopsWhereTheStraightRunStops
     for (auto& j : out)
       if (j.contains(metric::detail)) {
         std::string d = j[metric::detail];
-        for (std::size_t at; (at = d.find(dir)) != std::string::npos;) d.replace(at, dir.size(), "RUN");
+        for (std::size_t at; (at = d.find(dir)) != std::string::npos;)
+          d.replace(at, dir.size(), "RUN");
         j[metric::detail] = d;
       }
     return out;

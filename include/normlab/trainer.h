@@ -27,8 +27,8 @@ class Communicator;
 struct TrainResult {
   long steps = 0;  // the step the run reached
   // Train loss: the mean optimized loss (ce + z_loss) of the last kTrainLossSteps updated
-  // (non-skipped, finite) steps, over train_loss_steps steps (fewer when the run has fewer, or
-  // when this process resumed it fewer steps before its end); NaN when there are none.
+  // (non-skipped, finite) steps of the run, resumes included (the checkpoint holds them), over
+  // train_loss_steps steps (fewer when the run has fewer); NaN when there are none.
   double train_loss = NAN;
   long train_loss_steps = 0;
   std::optional<double> val_loss;  // the last evaluation (at the end of a finished run)

@@ -48,10 +48,12 @@ void SpikeGuard::record(double loss, double grad_norm) {
 
 nlohmann::json SpikeGuard::to_json() const {
   return {{"loss", std::vector<double>(loss_.begin(), loss_.end())},
-          {"grad_norm", std::vector<double>(grad_.begin(), grad_.end())}};
+          {"grad_norm", std::vector<double>(grad_.begin(), grad_.end())},
+          {"bad_run", bad_run_}};
 }
 
-void SpikeGuard::from_json(const nlohmann::json& j) {
+void SpikeGuard::from_json(const nlohmann::json& j, bool with_bad_run) {
+  if (with_bad_run) bad_run_ = j.value("bad_run", 0);
   const auto l = j.value("loss", std::vector<double>{}), g = j.value("grad_norm", std::vector<double>{});
   loss_.assign(l.begin(), l.end());
   grad_.assign(g.begin(), g.end());

@@ -36,15 +36,18 @@ class SpikeGuard {
   bool is_spike(double loss, double grad_norm) const;
   // Records a finite step (whether or not its update was applied).
   void record(double loss, double grad_norm);
+  // The window and the count of consecutive bad steps. A resume takes both (`with_bad_run`: a run
+  // of bad steps that straddles the checkpoint stops where the straight run stops); a rollback
+  // takes the window only, since the steps it undoes count as bad ones (train/rollback.h).
   nlohmann::json to_json() const;
-  void from_json(const nlohmann::json& j);
+  void from_json(const nlohmann::json& j, bool with_bad_run);
 
  private:
   static double zscore(const std::deque<double>& w, double x);
   int window_;
   double threshold_;
   std::deque<double> loss_, grad_;
-  int bad_run_ = 0;  // consecutive steps not updated (not part of the saved state)
+  int bad_run_ = 0;  // consecutive steps not updated
 };
 
 }  // namespace normlab

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <nlohmann/json.hpp>
+#include <vector>
 
 #include "normlab/metrics.h"
 
@@ -18,7 +20,8 @@ struct LogWindow {
   double comm_s = 0;
 };
 
-// The losses of the last kTrainLossSteps updated steps (a ring), for the train loss.
+// The losses of the last kTrainLossSteps updated steps (a ring), for the train loss. Part of the
+// training state (state.extra["recent_losses"]): a resumed run's train loss is the straight run's.
 struct RecentLosses {
   double loss[kTrainLossSteps] = {};
   long n = 0;  // pushed so far
@@ -28,6 +31,16 @@ struct RecentLosses {
     double sum = 0;
     for (long i = 0; i < count(); ++i) sum += loss[i];
     return count() ? sum / count() : std::nan("");
+  }
+  nlohmann::json to_json() const {
+    return {{"n", n}, {"loss", std::vector<double>(loss, loss + count())}};
+  }
+  // A checkpoint written before the ring was saved has none: the ring starts empty.
+  void from_json(const nlohmann::json& j) {
+    const auto l = j.value("loss", std::vector<double>{});
+    n = j.value("n", 0L);
+    if (static_cast<long>(l.size()) != count()) n = 0;  // not a ring this one wrote: start empty
+    std::copy(l.begin(), l.begin() + count(), loss);
   }
 };
 

@@ -16,7 +16,7 @@ RollbackEvent Rollbacks::roll_back(const std::string& run_dir, long step, double
   const int rollbacks = state.extra.value("rollbacks", 0) + 1;
   TrainingState st;
   load_checkpoint(ev.checkpoint, model, &opt, &st);
-  guard.from_json(st.extra.value("guard", nlohmann::json::object()));
+  guard.from_json(st.extra.value("guard", nlohmann::json::object()), false);
   const SamplerState now = sampler.state();
   state = st;
   state.sampler_rng = now.rng_state;

@@ -71,6 +71,7 @@ struct Trainer::Impl {
   std::chrono::steady_clock::time_point clock_start;
   std::optional<InitFromReport> init_report;  // a new run started from train.init_from
   long qk_clip_total = 0;  // QK-Clip's head clips so far in the run (state.extra["qk_clip_total"])
+  RecentLosses recent;     // the train loss's last losses (state.extra["recent_losses"])
 
   Impl(Communicator& cm, const Config& c, const std::string& dir, bool resume,
        const ResumeOptions& from)
@@ -112,9 +113,10 @@ struct Trainer::Impl {
         throw ConfigError({fmt::format("train.steps = {} is below step {} of the checkpoint {}",
                                        cfg.train.steps, state.step, resume_ckpt)});
       sampler.restore({state.sampler_rng, static_cast<std::uint64_t>(state.sampler_draws)});
-      guard.from_json(state.extra.value("guard", nlohmann::json::object()));
+      guard.from_json(state.extra.value("guard", nlohmann::json::object()), true);
       time_before_s = state.extra.value(metric::time_s, 0.0);
       qk_clip_total = state.extra.value(metric::qk_clip_total, 0L);
+      recent.from_json(state.extra.value("recent_losses", nlohmann::json::object()));
       if (comm.is_root()) out = continue_run_dir(dir, resume_ckpt, cfg, state.step);
     } else {
       refuse_existing_run(dir);
@@ -153,6 +155,7 @@ struct Trainer::Impl {
     state.sampler_draws = static_cast<long>(s.batches_drawn);
     state.extra["guard"] = guard.to_json();
     state.extra[metric::time_s] = time_s();
+    state.extra["recent_losses"] = recent.to_json();
     if (opt->qk_clip_events()) state.extra[metric::qk_clip_total] = qk_clip_total;
     if (comm.is_root()) save_checkpoint(run_dir, cfg, model, *opt, state, cfg.train.keep_checkpoints);
     comm.barrier();  // nobody reads a checkpoint before it is complete
@@ -344,7 +347,7 @@ TrainResult Trainer::run(const TrainHooks& hooks) {
   const TrainConfig& tc = I.cfg.train;
   const auto t_start = std::chrono::steady_clock::now();
   LogWindow window{t_start};
-  RecentLosses recent;
+  RecentLosses& recent = I.recent;
   long tokens_run = 0;  // trained by this process
   TrainResult res;
   const NextBatch next_batch = [&](int* idx, int* tgt) { I.sampler.next(idx, tgt); };

@@ -5,7 +5,9 @@ against an oracle written here from Kimi K2's formula and the rules stated in
 src/train/qk_clip.h. Both sides get the same gradients at every step; the comparison is on the
 update (param_after - param_before) of every tensor: its difference beyond one unit in the last
 place of the float32 parameter (the rounding of the parameter itself), relative to the largest
-entry of the reference's update.
+entry of the reference's update. Every optim key an optimizer reads is set away from its
+default by a case of that optimizer, with an effect beyond the tolerance, and the keys it does not
+read leave it alone (the last three tests; #52).
 
     cd tests/py && NORMLAB_BUILD_DIR=$PWD/../../build ../../.venv/bin/python -m pytest -q test_optimizer_parity.py
 """
@@ -85,8 +87,9 @@ class Reference:
                 self.t[(n, r0)] = torch.nn.Parameter(torch.tensor(np.array(v)))
         self.opts = make(self)
 
-    def groups(self, keys, wd):
-        decayed = {r["name"] for r in self.table if r["decay"]}
+    def groups(self, keys, wd, decayed):
+        """Two parameter groups: the tensors weight decay applies to (names in `decayed`) at
+        `wd`, the others at 0."""
         dec = [self.t[k] for k in keys if k[0] in decayed]
         nod = [self.t[k] for k in keys if k[0] not in decayed]
         return [{"params": dec, "weight_decay": wd}, {"params": nod, "weight_decay": 0.0}]
@@ -137,30 +140,86 @@ def compare(cfg, m, opt, ref, steps=4, lr_of=lambda o, lr: lr, before_step=None)
     return worst
 
 
-def adam_opts(ref, cls, keys, wd, **kw):
-    return cls(ref.groups(keys, wd), **kw)
+def decayed(m, cfg):
+    """The tensors weight decay applies to: those the parameter table marks, the embedding only
+    with optim.decay_embeddings (the optimizer's rule, written here again for the references)."""
+    keep_emb = cfg["optim.decay_embeddings"]
+    return {r["name"] for r in m.param_table()
+            if r["decay"] and (r["group"] != "embedding" or keep_emb)}
+
+
+# -- the parity cases, as data -------------------------------------------------------------------
+# Every optimizer setting this file holds to a reference. Each optim key an optimizer reads
+# (READS) is set away from its default by some case of that optimizer
+# (test_every_optimizer_key_is_set_by_a_parity_case), and each key a case sets away from its
+# default changes normlab's updates by more than the parity tolerance
+# (test_each_key_a_case_sets_changes_the_update): a key at a value where it does nothing would
+# pass any parity. The references are built from the resolved config (cfg["optim.beta1"], ...).
+
+ELEMENTWISE_CASES = [
+    {"name": "adamw", "beta2": 0.99, "weight_decay": 0.1},
+    {"name": "adamw", "beta1": 0.8, "beta2": 0.98, "eps": 1e-3, "weight_decay": 0.3,
+     "decay_embeddings": False},
+    {"name": "stable_adamw", "beta2": 0.99, "eps": 1e-6, "weight_decay": 0.1},
+    {"name": "stable_adamw", "beta1": 0.8, "beta2": 0.98, "eps": 1e-3, "weight_decay": 0.3,
+     "decay_embeddings": False},
+    # b = 1 leaves b and b^2 alike; b = 2.5 and a = 0.9 do not (#52)
+    {"name": "adam_atan2", "beta2": 0.99, "weight_decay": 0.1, "atan2_a": 1.27, "atan2_b": 1.0},
+    {"name": "adam_atan2", "beta1": 0.8, "beta2": 0.98, "weight_decay": 0.3,
+     "decay_embeddings": False, "atan2_a": 0.9, "atan2_b": 2.5},
+]
+
+MUON_CASES = [
+    {"name": "muon", "adjust_lr": "original", "nesterov": True, "adamw_lr": 5e-3, "lr": 1e-2},
+    {"name": "muon", "adjust_lr": "original", "nesterov": False, "adamw_lr": 5e-3, "lr": 1e-2},
+    {"name": "muon", "adjust_lr": "match_rms_adamw", "nesterov": True, "adamw_lr": 5e-3,
+     "lr": 1e-2},
+    # Every other key of Muon and of its AdamW away from its default (lr: the step's learning rate
+    # comes from LRS, optim.lr only sets AdamW's fraction adamw_lr / lr). ns_eps = 0.5 is above the
+    # Frobenius norm of some momentum blocks (about 0.1 to 0.5 here), so it bounds the division;
+    # (2, -1.5, 0.5) is a quintic with p(1) = 1 that 3 steps of converge less far than the default.
+    {"name": "muon", "lr": 4e-2, "adamw_lr": 1e-2, "momentum": 0.9, "nesterov": False,
+     "ns_steps": 3, "ns_a": 2.0, "ns_b": -1.5, "ns_c": 0.5, "ns_eps": 0.5,
+     "adjust_lr": "match_rms_adamw", "beta1": 0.8, "beta2": 0.98, "eps": 1e-3,
+     "weight_decay": 0.3, "decay_embeddings": False},
+]
+
+QK_CLIP_TAU, QK_CLIP_ALPHA = 5.0, 0.3
+QK_CLIP_MODELS = [{}, {"qk_norm": "rmsnorm", "qk_norm_scope": "full"},
+                  {"qk_norm": "rmsnorm", "qk_norm_scope": "head", "norm_gain_offset": 1.0}]
+QK_CLIP_CASE = {"name": "muon", "qk_clip": QK_CLIP_TAU, "qk_clip_alpha": QK_CLIP_ALPHA}
+
+BF16_CASE = {"name": "muon"}
+
+
+def case_id(optim):
+    return "-".join(f"{k}={v}" for k, v in optim.items())
 
 
 # -- the element-wise Adam family ----------------------------------------------------------------
 
-def test_adamw_matches_torch():
-    cfg, m, opt = setup({"name": "adamw", "beta2": 0.99, "weight_decay": 0.1})
-    ref = Reference(m, lambda r: [adam_opts(r, torch.optim.AdamW, list(r.t), 0.1, lr=1e-2,
-                                            betas=(0.9, 0.99), eps=1e-8)])
-    err = compare(cfg, m, opt, ref)
-    print(f"adamw: max relative update error {err:.2e}")
-    assert err < 1e-5
+def elementwise_reference(cfg, m):
+    o = lambda k: cfg["optim." + k]  # noqa: E731
+    betas = (o("beta1"), o("beta2"))
+    if o("name") == "adamw":
+        cls, kw = torch.optim.AdamW, dict(betas=betas, eps=o("eps"))
+    elif o("name") == "stable_adamw":
+        import optimi
+        cls, kw = optimi.StableAdamW, dict(betas=betas, eps=o("eps"), foreach=False, triton=False)
+    else:
+        from adam_atan2_pytorch import AdamAtan2
+        cls, kw = AdamAtan2, dict(betas=betas, a=o("atan2_a"), b=o("atan2_b"))
+    dec = decayed(m, cfg)
+    return Reference(m, lambda r: [cls(r.groups(list(r.t), o("weight_decay"), dec), lr=1e-2,
+                                       **kw)])
 
 
-def test_stable_adamw_matches_optimi():
-    import optimi
-    cfg, m, opt = setup({"name": "stable_adamw", "beta2": 0.99, "eps": 1e-6,
-                         "weight_decay": 0.1})
-    ref = Reference(m, lambda r: [adam_opts(r, optimi.StableAdamW, list(r.t), 0.1, lr=1e-2,
-                                            betas=(0.9, 0.99), eps=1e-6, foreach=False,
-                                            triton=False)])
-    err = compare(cfg, m, opt, ref)
-    print(f"stable_adamw: max relative update error {err:.2e}")
+@pytest.mark.parametrize("optim", ELEMENTWISE_CASES, ids=case_id)
+def test_elementwise_optimizer_matches_its_reference(optim):
+    # torch.optim.AdamW, optimi.StableAdamW (torch-optimi), adam_atan2_pytorch.AdamAtan2
+    cfg, m, opt = setup(optim)
+    err = compare(cfg, m, opt, elementwise_reference(cfg, m))
+    print(f"{case_id(optim)}: max relative update error {err:.2e}")
     assert err < 1e-5
 
 
@@ -186,45 +245,42 @@ def test_stable_adamw_clips_the_tensor_whose_gradient_jumps():
                                    atol=2 * float(np.spacing(np.abs(bs[n]).max())), err_msg=n)
 
 
-def test_adam_atan2_matches_the_reference():
-    from adam_atan2_pytorch import AdamAtan2
-    cfg, m, opt = setup({"name": "adam_atan2", "beta2": 0.99, "weight_decay": 0.1,
-                         "atan2_a": 1.27, "atan2_b": 1.0})
-    ref = Reference(m, lambda r: [adam_opts(r, AdamAtan2, list(r.t), 0.1, lr=1e-2,
-                                            betas=(0.9, 0.99), a=1.27, b=1.0)])
-    err = compare(cfg, m, opt, ref)
-    print(f"adam_atan2: max relative update error {err:.2e}")
-    assert err < 1e-5
-
-
 # -- Muon --------------------------------------------------------------------------------------
 
-def muon_reference(m, adjust, nesterov, adamw_lr_ratio=1.0, wd=0.1, momentum=0.95):
+def muon_reference(m, cfg):
+    """torch.optim.Muon on the row blocks, torch.optim.AdamW on the rest at adamw_lr / lr of the
+    step's learning rate."""
+    o = lambda k: cfg["optim." + k]  # noqa: E731
     blocks = split_rows(m)
+    dec = decayed(m, cfg)
+    adjust = o("adjust_lr")
 
     def make(r):
         mats = [k for k in r.t if k[0] in blocks]
         rest = [k for k in r.t if k[0] not in blocks]
-        muon = torch.optim.Muon([r.t[k] for k in mats], lr=1e-2, weight_decay=wd,
-                                momentum=momentum, nesterov=nesterov, adjust_lr_fn=adjust)
-        adam = adam_opts(r, torch.optim.AdamW, rest, wd, lr=1e-2, betas=(0.9, 0.95), eps=1e-8)
+        assert all(k[0] in dec for k in mats)  # every hidden matrix decays
+        muon = torch.optim.Muon([r.t[k] for k in mats], lr=1e-2, weight_decay=o("weight_decay"),
+                                momentum=o("momentum"), nesterov=o("nesterov"),
+                                ns_coefficients=(o("ns_a"), o("ns_b"), o("ns_c")),
+                                eps=o("ns_eps"), ns_steps=o("ns_steps"), adjust_lr_fn=adjust)
+        adam = torch.optim.AdamW(r.groups(rest, o("weight_decay"), dec), lr=1e-2,
+                                 betas=(o("beta1"), o("beta2")), eps=o("eps"))
         adam.is_adam = True
         return [muon, adam]
     ref = Reference(m, make, blocks)
-    lr_of = lambda o, lr: lr * adamw_lr_ratio if getattr(o, "is_adam", False) else lr
+    ratio = o("adamw_lr") / o("lr") if o("adamw_lr") > 0 else 1.0
+    lr_of = lambda opt, lr: lr * ratio if getattr(opt, "is_adam", False) else lr  # noqa: E731
     return ref, lr_of
 
 
-@pytest.mark.parametrize("adjust,nesterov", [("original", True), ("original", False),
-                                             ("match_rms_adamw", True)])
-def test_muon_matches_torch_in_float32(monkeypatch, adjust, nesterov):
+@pytest.mark.parametrize("optim", MUON_CASES, ids=case_id)
+def test_muon_matches_torch_in_float32(monkeypatch, optim):
     import torch.optim._muon as tm
     monkeypatch.setattr(tm, "_zeropower_via_newtonschulz", ns_float32)
-    cfg, m, opt = setup({"name": "muon", "adjust_lr": adjust, "nesterov": nesterov,
-                         "adamw_lr": 5e-3, "lr": 1e-2})
-    ref, lr_of = muon_reference(m, adjust, nesterov, adamw_lr_ratio=0.5)
+    cfg, m, opt = setup(optim)
+    ref, lr_of = muon_reference(m, cfg)
     err = compare(cfg, m, opt, ref, lr_of=lr_of)
-    print(f"muon {adjust} nesterov={nesterov} float32: max relative update error {err:.2e}")
+    print(f"{case_id(optim)} float32: max relative update error {err:.2e}")
     assert err < 2e-5
 
 
@@ -233,14 +289,14 @@ def test_muon_matches_torch_in_bf16():
     # train.matmul_precision = bf16 rounds its iterate to bf16 after every operation as the
     # reference does; the products' float32 sums may go in another order, so an entry may differ
     # by a bf16 rounding step (none did on the machine this test was written on).
-    cfg, m, opt = setup({"name": "muon"}, train={"matmul_precision": "bf16"})
-    ref, lr_of = muon_reference(m, "original", True)
+    cfg, m, opt = setup(BF16_CASE, train={"matmul_precision": "bf16"})
+    ref, lr_of = muon_reference(m, cfg)
     err = compare(cfg, m, opt, ref, lr_of=lr_of)
     print(f"muon bf16: max relative update error {err:.2e}")
     assert err < 2.0 ** -8  # one bf16 rounding step of the largest entry
     # and the float32 path is not what the bf16 reference computes (the bf16 rounding is real)
-    cfg32, m32, opt32 = setup({"name": "muon"})
-    ref32, lr_of32 = muon_reference(m32, "original", True)
+    cfg32, m32, opt32 = setup(BF16_CASE)
+    ref32, lr_of32 = muon_reference(m32, cfg32)
     assert compare(cfg32, m32, opt32, ref32, steps=1, lr_of=lr_of32) > 10 * 1e-5
 
 
@@ -309,27 +365,29 @@ def qk_oracle(ref, cfg, S, tau, alpha):
                     scale_gain(kg, 0, D, gk.min() ** (1 - alpha))
 
 
-@pytest.mark.parametrize("extra", [{}, {"qk_norm": "rmsnorm", "qk_norm_scope": "full"},
-                                   {"qk_norm": "rmsnorm", "qk_norm_scope": "head",
-                                    "norm_gain_offset": 1.0}])
+def attn_maxima(rng, cfg):
+    """One step's largest attention logit per layer and query head: some heads above tau and
+    some below, head 1 of each layer always above."""
+    tau = cfg["optim.qk_clip"]
+    S = rng.uniform(1.0, 2.0 * tau, size=(cfg["model.n_layer"], cfg["model.n_head"]))
+    S[:, 1] = 3 * tau
+    return S
+
+
+@pytest.mark.parametrize("extra", QK_CLIP_MODELS, ids=case_id)
 def test_qk_clip_matches_kimi_k2s_formula(monkeypatch, extra):
     import torch.optim._muon as tm
     monkeypatch.setattr(tm, "_zeropower_via_newtonschulz", ns_float32)
-    tau, alpha = 5.0, 0.3
-    model = {**MODEL, **extra}
-    cfg, m, opt = setup({"name": "muon", "qk_clip": tau, "qk_clip_alpha": alpha}, model=model)
-    ref, lr_of = muon_reference(m, "original", True)
+    cfg, m, opt = setup(QK_CLIP_CASE, model={**MODEL, **extra})
+    ref, lr_of = muon_reference(m, cfg)
     # The wqkv splits of the reference follow the q, k, v blocks; the q bias is one tensor.
-    H = model["n_head"]
+    tau, alpha = cfg["optim.qk_clip"], cfg["optim.qk_clip_alpha"]
     rng = np.random.default_rng(7)
     maxima = {}
 
     def before_step(s):
-        # Per step, some heads above tau and some below (head 1 of each layer always above).
-        S = rng.uniform(1.0, 2.0 * tau, size=(model["n_layer"], H))
-        S[:, 1] = 3 * tau
-        maxima[s] = S
-        return {"attn_max_logit": S}
+        maxima[s] = attn_maxima(rng, cfg)
+        return {"attn_max_logit": maxima[s]}
 
     ref.after_step = lambda s: qk_oracle(ref, cfg, maxima[s], tau, alpha)
     err = compare(cfg, m, opt, ref, lr_of=lr_of, before_step=before_step)
@@ -352,3 +410,103 @@ def test_optimizer_refuses_a_config_of_another_model():
     other = normlab.Config({"model": {**MODEL, "d_ff": 48}, "optim": {"name": "muon"}})
     with pytest.raises(normlab.ConfigError, match="not the model's config"):
         normlab.Optimizer(other, m)
+
+
+# -- every key of every optimizer ------------------------------------------------------------------
+
+ADAM_KEYS = {"beta1", "beta2", "eps", "weight_decay", "decay_embeddings"}
+# The optim keys each optimizer reads (src/train/optimizers/), optim.name aside. Muon reads lr
+# (adamw_lr is a learning rate, taken as a fraction of lr) and its AdamW's keys.
+READS = {
+    "adamw": ADAM_KEYS,
+    "stable_adamw": ADAM_KEYS,
+    "adam_atan2": (ADAM_KEYS - {"eps"}) | {"atan2_a", "atan2_b"},  # no epsilon
+    "muon": ADAM_KEYS | {"lr", "adamw_lr", "momentum", "nesterov", "ns_steps", "ns_a", "ns_b",
+                         "ns_c", "ns_eps", "adjust_lr"},
+}
+QK_CLIP_KEYS = {"qk_clip", "qk_clip_alpha"}  # with any optimizer
+# The optim keys no optimizer reads: the trainer turns them into the arguments of a step (its
+# learning rate and clip factor: Optimizer.step(grads, lr, grad_scale)), held to
+# tests/reference/ref_optim.py (learning_rate, clip_grads) by the whole-model parity; name
+# picks the optimizer.
+TRAINER_KEYS = {"name", "lr", "min_lr_ratio", "warmup_steps", "schedule", "grad_clip"}
+DEFAULTS = normlab.Config({})
+
+
+def all_cases():
+    """(optim, model, train) of every parity case above."""
+    return ([(o, MODEL, {}) for o in ELEMENTWISE_CASES + MUON_CASES]
+            + [(QK_CLIP_CASE, {**MODEL, **x}, {}) for x in QK_CLIP_MODELS]
+            + [(BF16_CASE, MODEL, {"matmul_precision": "bf16"})])
+
+
+def non_default(optim):
+    return {k for k, v in optim.items() if k != "name" and v != DEFAULTS["optim." + k]}
+
+
+def test_every_optimizer_key_is_set_by_a_parity_case():
+    keys = {k[len("optim."):] for k in normlab.Config.keys() if k.startswith("optim.")}
+    classified = set().union(*READS.values()) | QK_CLIP_KEYS | TRAINER_KEYS
+    assert keys - classified == set(), \
+        "optim keys of the key table that no optimizer row here claims: add them to READS " \
+        "(with a parity case that sets them) or to TRAINER_KEYS"
+    assert classified - keys == set(), "keys named here that the key table does not have"
+    with pytest.raises(normlab.ConfigError) as e:
+        normlab.Config({"optim": {"name": "?"}})
+    names = e.value.args[0].split("allowed: ")[1].split(")")[0].split(", ")
+    assert sorted(READS) == sorted(names), "an optimizer without its row in READS"
+    missing = []
+    for name, reads in READS.items():
+        set_by = set().union(*(non_default(o) for o, _, _ in all_cases() if o["name"] == name))
+        missing += [f"{name}: optim.{k}" for k in sorted(reads - set_by)]
+    set_by = set().union(*(non_default(o) for o, _, _ in all_cases() if o.get("qk_clip", 0) > 0))
+    missing += [f"QK-Clip: optim.{k}" for k in sorted(QK_CLIP_KEYS - set_by)]
+    assert not missing, "keys no parity case sets away from their default: " + ", ".join(missing)
+
+
+def trained(optim, model=MODEL, train=None, steps=3):
+    """normlab's parameters before and after `steps` steps of the parity gradients (with
+    attention maxima when QK-Clip is on)."""
+    cfg, m, opt = setup(optim, model, train)
+    before = {k: v.copy() for k, v in m.parameters().items()}
+    rng = np.random.default_rng(7)
+    for s in range(steps):
+        extra = {"attn_max_logit": attn_maxima(rng, cfg)} if cfg["optim.qk_clip"] > 0 else {}
+        opt.step(gradients(m, s), LRS[s], grad_scale=SCALES[s], **extra)
+    return before, {k: v.copy() for k, v in m.parameters().items()}
+
+
+def change(a, b, before):
+    """The largest difference of two results, relative to the largest update of its tensor."""
+    return max(float(np.abs(a[n] - b[n]).max()) / float(np.abs(a[n] - before[n]).max())
+               for n in a)
+
+
+@pytest.mark.parametrize("case", all_cases(),
+                         ids=[f"{i}-{c[0]['name']}" for i, c in enumerate(all_cases())])
+def test_each_key_a_case_sets_changes_the_update(case):
+    # Set back to its default, each key a case sets changes the update by more than ten times the
+    # parity tolerance: the parity of the case holds that key's effect to the reference.
+    optim, model, train = case
+    before, ours = trained(optim, model, train)
+    weak = {}
+    for k in sorted(non_default(optim)):
+        _, other = trained({**optim, k: DEFAULTS["optim." + k]}, model, train)
+        if change(ours, other, before) < 1e-4:
+            weak[k] = change(ours, other, before)
+    assert not weak, f"keys that barely change the update at the case's value: {weak}"
+
+
+@pytest.mark.parametrize("name", sorted(READS))
+def test_a_key_an_optimizer_does_not_read_leaves_it_alone(name):
+    # What READS says an optimizer does not read, set away from its default (to a value a case
+    # gives it), leaves its updates bitwise as they were: READS is the optimizer's true list.
+    values = {k: v for o, _, _ in all_cases() for k, v in o.items() if k in non_default(o)}
+    base = {"name": name}
+    before, ours = trained(base)
+    others = set().union(*READS.values()) - READS[name] - TRAINER_KEYS
+    assert others
+    for k in sorted(others):
+        _, other = trained({**base, k: values[k]})
+        for n in ours:
+            np.testing.assert_array_equal(ours[n], other[n], err_msg=f"{name}: optim.{k}")

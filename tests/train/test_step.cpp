@@ -186,7 +186,7 @@ TEST(SpikeGuard, AShorterWindowOnResumeKeepsTheNewestSteps) {
   SpikeGuard a(4, 3.0);
   for (double l : {1.0, 2.0, 3.0, 4.0}) a.record(l, l);
   SpikeGuard b(2, 3.0);  // train.spike_window lowered on resume
-  b.from_json(a.to_json());
+  b.from_json(a.to_json(), true);
   EXPECT_EQ(b.to_json()["loss"], nlohmann::json({3.0, 4.0}));
   EXPECT_EQ(b.to_json()["grad_norm"], nlohmann::json({3.0, 4.0}));
 }

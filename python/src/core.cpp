@@ -363,7 +363,7 @@ NB_MODULE(_core, m) {
         for (const auto& p : m.parameters())
           rows.append(nb::make_tuple(p.name, nb::tuple(nb::cast(p.shape)), p.group, p.decayed,
                                      p.init, p.init_scale, p.width_dims, p.fan_in_mult,
-                                     p.fan_out_mult));
+                                     p.fan_out_mult, p.mup_class));
         return rows;
       })
       .def("logits", [](Model& m, Tokens idx) {

@@ -170,7 +170,7 @@ def mup_pair(m, output_mult=1.0, dtype=torch.float64):
         try:
             set_base_shapes(mod, base, rescale_params=False)
             break
-        except ValueError as e:
+        except AssertionError as e:  # mup 1.0.0 refuses with `assert False, message`
             assert READOUT_REFUSAL in str(e), e
             name = str(e).split(READOUT_REFUSAL)[0]
             assert name not in readouts, name

@@ -55,8 +55,8 @@ TEST(Report, LabelsFromConfigDifferences) {
   const Figure* loss = find(rep, "loss");
   ASSERT_NE(loss, nullptr);
   ASSERT_EQ(loss->chart.series.size(), 3u);
-  EXPECT_EQ(loss->chart.series[0].label, "post, lr 1e-3");
-  EXPECT_EQ(loss->chart.series[1].label, "peri, lr 3e-3");
+  EXPECT_EQ(loss->chart.series[0].label, "a (post, lr 1e-3)");  // the run's name first
+  EXPECT_EQ(loss->chart.series[1].label, "b (peri, lr 3e-3)");
   // The diverged run (no end event: an older run) is marked at its last step line, at the top edge
   // since its loss there is not finite.
   ASSERT_EQ(loss->chart.series[2].marks.size(), 1u);

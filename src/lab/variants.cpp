@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -19,7 +20,10 @@ std::vector<VariantSeeds> variant_seeds(const std::vector<SweepRun>& runs) {
     if (label.empty()) label = "all";
     auto it = std::find_if(out.begin(), out.end(), [&](const VariantSeeds& s) { return s.label == label; });
     if (it == out.end()) {
-      out.push_back({label, {r.point.overrides.begin(), r.point.overrides.end()}});
+      VariantSeeds v;
+      v.label = label;
+      v.variant.insert(r.point.overrides.begin(), r.point.overrides.end());
+      out.push_back(std::move(v));
       members.emplace_back();
       it = out.end() - 1;
     }

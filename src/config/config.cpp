@@ -394,9 +394,9 @@ std::vector<std::string> validation_errors(const Config& c) {
   k.greater_than(KEY(model.n_layer), 0);
   k.greater_than(KEY(model.d_model), 0);
   if (m.n_head == 0)  // not derived: head_dim unset or not a divisor of d_model
-    k.add(fmt::format("model.n_head = 0 asks for d_model / head_dim heads, which needs "
-                      "model.head_dim to divide model.d_model = {} (head_dim = {})",
-                      m.d_model, m.head_dim));
+    k.add(fmt::format("model.n_head = 0 must be > 0, unless model.head_dim divides "
+                      "model.d_model = {} (head_dim = {}): then 0 asks for d_model / head_dim "
+                      "heads", m.d_model, m.head_dim));
   else
     k.greater_than(KEY(model.n_head), 0);
   k.greater_than(KEY(model.d_ff), 0);

@@ -73,10 +73,13 @@ def test_eval_and_generate_name_the_damaged_checkpoint_and_the_way_out(run):
         assert p.returncode == 3, p.stderr
         lines = p.stderr.strip().splitlines()
         # The hint repeats the user's other arguments (issue 50), so the printed command runs.
-        use = (f"use the newest intact one: normlab {cmd} --checkpoint "
-               f"{shlex.quote(str(ck(run, 15)))} {shlex.join(extra)}")
-        assert lines == [damaged, intact, use], p.stderr
-        normlab(*shlex.split(use.split(": ", 1)[1])[1:], check=0)
+        assert lines[:2] == [damaged, intact], p.stderr
+        head = "use the newest intact one: "
+        assert lines[2].startswith(head), p.stderr
+        # as a shell reads it back: the user's arguments with the intact checkpoint
+        use = shlex.split(lines[2][len(head):])
+        assert use == ["normlab", cmd, "--checkpoint", str(ck(run, 15)), *extra], p.stderr
+        normlab(*use[1:], check=0)
     # Eval and generate read the weights only: a truncated state.safetensors does not stop them.
     truncate(run, 15, "state.safetensors")
     normlab("eval", "--checkpoint", ck(run, 15), "--batches", "1", check=0)

@@ -183,7 +183,9 @@ nb::dict train(const std::optional<Config>& cfg_in, const std::string& dir, bool
       cfg = *cfg_in;
     }
     const std::string run_dir = resume ? from->run_dir : dir;
-    Trainer trainer(cfg, run_dir, resume, resume ? ResumeOptions{from->checkpoint, cfg, rewind, std::string()} : ResumeOptions{});
+    const ResumeOptions opts =
+        resume ? ResumeOptions{from->checkpoint, cfg, rewind, std::string()} : ResumeOptions{};
+    Trainer trainer(cfg, run_dir, resume, opts);
     if (resume && trainer.step() >= cfg.train.steps) {
       already_complete = true;
       res.steps = trainer.step();

@@ -183,7 +183,8 @@ void add_train(CLI::App& app, Action& action) {
                          ? fmt::format(" (the damaged one is kept as {}.damaged)", d.checkpoint)
                          : "");
       Trainer trainer(cfg, dir, resume,
-                      resume ? ResumeOptions{from->checkpoint, cfg, o->rewind, o->data} : ResumeOptions{});
+                      resume ? ResumeOptions{from->checkpoint, cfg, o->rewind, o->data}
+                             : ResumeOptions{});
       install_stop_signals(root);
       if (resume && trainer.step() >= cfg.train.steps) {
         if (root)

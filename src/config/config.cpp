@@ -133,12 +133,10 @@ bool is_valid_enum(E v) {
 }  // namespace
 
 void apply_implied_defaults(Config& c, const std::function<bool(std::string_view)>& set) {
-  // d_ff following d_model (model.d_ff_mult, which replaces any d_ff: a config file's d_ff
-  // stays the narrow model's while a width sweep varies d_model); a whole number is checked by
-  // validation.
+  // d_ff following d_model (model.d_ff_mult replaces any d_ff, so that a width sweep keeps the
+  // shape; validation checks for a whole number), and heads (n_head = 0 with head_dim set).
   if (c.model.d_ff_mult > 0)
     c.model.d_ff = static_cast<int>(std::lround(c.model.d_ff_mult * c.model.d_model));
-  // Heads following d_model: n_head = 0 with head_dim set is d_model / head_dim heads.
   if (c.model.n_head == 0 && c.model.head_dim > 0 && c.model.d_model % c.model.head_dim == 0)
     c.model.n_head = c.model.d_model / c.model.head_dim;
   if (c.model.placement == Placement::ngpt) {
@@ -401,12 +399,9 @@ std::vector<std::string> validation_errors(const Config& c) {
     k.greater_than(KEY(model.n_head), 0);
   k.greater_than(KEY(model.d_ff), 0);
   k.at_least(KEY(model.d_ff_mult), 0.0);
-  if (m.d_ff_mult > 0) {
-    const double want = m.d_ff_mult * m.d_model;
-    if (std::fabs(want - std::round(want)) > 1e-9 * want)
-      k.add(fmt::format("model.d_ff_mult = {} times model.d_model = {} is {}, not a whole number "
-                        "of MLP units", m.d_ff_mult, m.d_model, want));
-  }
+  if (const double want = m.d_ff_mult * m.d_model; std::fabs(want - std::round(want)) > 1e-9 * want)
+    k.add(fmt::format("model.d_ff_mult = {} times model.d_model = {} is {}, not a whole number "
+                      "of MLP units", m.d_ff_mult, m.d_model, want));
   k.greater_than(KEY(model.seq_len), 0);
   k.valid_enum(KEY(model.placement));
   k.in_range(KEY(model.mix_ratio), 0.0, 1.0, true);

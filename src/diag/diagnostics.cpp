@@ -106,7 +106,8 @@ nlohmann::json diagnostics_json(const Transformer<float>& model, std::span<const
       const double mult = (s.sublayer == 0 ? bp.attn : bp.mlp).branch_scale_mult;
       double sum = 0;
       for (long k = 0; k < s.numel; ++k) sum += model.params()[s.offset + k];
-      const std::string site = fmt::format("blocks.{}.{}", s.layer, s.sublayer == 0 ? "attn" : "mlp");
+      const std::string site =
+          fmt::format("blocks.{}.{}", s.layer, s.sublayer == 0 ? "attn" : "mlp");
       j[metric::ngpt_alpha][site] = finite_or_null(mult * sum / static_cast<double>(s.numel));
     }
   }

@@ -130,7 +130,8 @@ CoordcheckResult run_coordcheck(const Config& base, const CoordcheckSettings& se
       for (int t = 0; t <= s.steps; ++t) {
         const StepResult sr = step.run(next_batch, /*collect_stats=*/true);
         const std::vector<double> a = activation_rms(model.stats(), L);
-        NL_CHECK(a.size() == n_act, "coordcheck: {} activations measured, {} named", a.size(), n_act);
+        NL_CHECK(a.size() == n_act, "coordcheck: {} activations measured, {} named", a.size(),
+                 n_act);
         for (std::size_t i = 0; i < n_act; ++i) curve.rms[i][t] += a[i] / s.seeds;
         curve.loss[t] += sr.loss.loss / s.seeds;
         if (t < s.steps)
@@ -234,7 +235,8 @@ std::vector<std::string> coordcheck_verdicts(const CoordcheckResult& r) {
     for (std::size_t a = 0; a < r.activations.size(); ++a) {
       const double k = r.slope(p, a, last);
       if (!std::isfinite(k)) unknown.push_back(r.activations[a]);
-      else if (k > kCoordcheckGrowthSlope) grow.push_back(fmt::format("{} ({:+.2f})", r.activations[a], k));
+      else if (k > kCoordcheckGrowthSlope)
+        grow.push_back(fmt::format("{} ({:+.2f})", r.activations[a], k));
     }
     std::string v = fmt::format("{}: ", to_string(p));
     if (grow.empty()) {

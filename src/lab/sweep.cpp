@@ -271,7 +271,8 @@ SweepRun read_sweep_run(const std::string& dir, const SweepPoint& p) {
           r.qk_clip_total = rec[metric::qk_clip_total].get<long>();
         if (rec.contains(metric::qk_clip_max_logit) && rec[metric::qk_clip_max_logit].is_number()) {
           const double x = rec[metric::qk_clip_max_logit].get<double>();
-          r.qk_clip_max_logit = std::isnan(r.qk_clip_max_logit) ? x : std::fmax(r.qk_clip_max_logit, x);
+          r.qk_clip_max_logit =
+              std::isnan(r.qk_clip_max_logit) ? x : std::fmax(r.qk_clip_max_logit, x);
         }
       }
       if (const fs::path c = fs::path(dir) / "config.toml"; fs::exists(c))

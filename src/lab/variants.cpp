@@ -18,7 +18,8 @@ std::vector<VariantSeeds> variant_seeds(const std::vector<SweepRun>& runs) {
     std::string label;
     for (const auto& [k, v] : r.point.overrides) label += (label.empty() ? "" : ", ") + k + "=" + v;
     if (label.empty()) label = "all";
-    auto it = std::find_if(out.begin(), out.end(), [&](const VariantSeeds& s) { return s.label == label; });
+    auto it = std::find_if(out.begin(), out.end(),
+                           [&](const VariantSeeds& s) { return s.label == label; });
     if (it == out.end()) {
       VariantSeeds v;
       v.label = label;
@@ -40,15 +41,20 @@ std::vector<VariantSeeds> variant_seeds(const std::vector<SweepRun>& runs) {
     }
     // QK-Clip on in every run and never clipping a head in any.
     const auto& ms = members[i];
-    const bool clip_on = std::all_of(ms.begin(), ms.end(), [](const SweepRun* r) { return r->qk_clip_tau > 0; });
-    const bool idle = std::all_of(ms.begin(), ms.end(), [](const SweepRun* r) { return r->qk_clip_total == 0; });
+    const bool clip_on = std::all_of(ms.begin(), ms.end(),
+                                     [](const SweepRun* r) { return r->qk_clip_tau > 0; });
+    const bool idle = std::all_of(ms.begin(), ms.end(),
+                                  [](const SweepRun* r) { return r->qk_clip_total == 0; });
     if (clip_on && idle) {
       double mx = NAN;
       for (const SweepRun* r : ms)
-        if (!std::isnan(r->qk_clip_max_logit)) mx = std::isnan(mx) ? r->qk_clip_max_logit : std::fmax(mx, r->qk_clip_max_logit);
+        if (!std::isnan(r->qk_clip_max_logit))
+          mx = std::isnan(mx) ? r->qk_clip_max_logit : std::fmax(mx, r->qk_clip_max_logit);
+      const double tau = ms[0]->qk_clip_tau;
       out[i].idle_guards.push_back(
-          std::isnan(mx) ? fmt::format("QK-Clip never triggered (tau {:.3g}; no logit recorded)", ms[0]->qk_clip_tau)
-                         : fmt::format("QK-Clip never triggered: max logit {:.3g} < tau {:.3g}", mx, ms[0]->qk_clip_tau));
+          std::isnan(mx)
+              ? fmt::format("QK-Clip never triggered (tau {:.3g}; no logit recorded)", tau)
+              : fmt::format("QK-Clip never triggered: max logit {:.3g} < tau {:.3g}", mx, tau));
     }
     out[i].final_loss = seed_stats(fin);
     out[i].train_loss = seed_stats(train);
@@ -72,9 +78,10 @@ std::string variant_table(const std::vector<VariantSeeds>& vs) {
     t += fmt::format("| {} | {} | {} | {} | {} | {}/{} |\n", v.label, v.seeds,
                      format_spread(v.final_loss), format_spread(v.train_loss),
                      format_spread(v.max_attn_logit, 2), v.diverged, v.seeds);
-  t += "\nPer variant (its grid point, every seed): mean ± sample standard deviation (min–max) over "
-       "the seeds with a value; a diverged run has no final loss. Max attention logit: the largest "
-       "|attention score| of the run's last diagnostics (diag.interval > 0), \"-\" without them.\n";
+  t += "\nPer variant (its grid point, every seed): mean ± sample standard deviation (min–max) "
+       "over the seeds with a value; a diverged run has no final loss. Max attention logit: the "
+       "largest |attention score| of the run's last diagnostics (diag.interval > 0), \"-\" "
+       "without them.\n";
   const auto notes = variant_notes(vs);
   for (const auto& n : notes) t += "\n" + n + ".";
   if (!notes.empty()) t += "\n";

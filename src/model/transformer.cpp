@@ -44,7 +44,8 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
     sigma_ = std::move(layout.slots.sigma);
   }
   if (!blocks_.empty() && blocks_[0].attn.wg != kNone)
-    gate_mult_ = static_cast<T>(readout_like_multiplier(table_.specs()[spec_at(table_, blocks_[0].attn.wg)]));
+    gate_mult_ = static_cast<T>(
+        readout_like_multiplier(table_.specs()[spec_at(table_, blocks_[0].attn.wg)]));
   if (allocate) {
     params_.assign(table_.total(), T(0));
     grads_.assign(table_.total(), T(0));

@@ -129,7 +129,7 @@ TEST(Metrics, EveryKeyARunWritesIsDocumented) {
   Trainer(n, dir.string(), false).run({});
   bool saw_ngpt = false;
   for (auto& rec : read_metrics(dir.string())) {
-    EXPECT_FALSE(rec.contains(metric::dyt_alpha)) << "nGPT's alphas logged as DyT's: " << rec.dump();
+    EXPECT_FALSE(rec.contains(metric::dyt_alpha)) << "nGPT's alpha as DyT's: " << rec.dump();
     EXPECT_FALSE(rec.contains(metric::dyt_saturated)) << rec.dump();
     if (rec.contains(metric::ngpt_alpha)) {
       saw_ngpt = true;

@@ -19,7 +19,8 @@ TINY = ["--set", "model.n_layer=1", "--set", "model.seq_len=16", "--set", "train
 
 def recipe():
     """The commands of docs/mup.md's "Carrying a learning rate across width" code block."""
-    text = (ROOT / "docs" / "mup.md").read_text().split("## Carrying a learning rate across width")[1]
+    doc = (ROOT / "docs" / "mup.md").read_text()
+    text = doc.split("## Carrying a learning rate across width")[1]
     block = text.split("```sh\n")[1].split("```")[0]
     cmds = [shlex.split(line) for line in block.splitlines() if line.strip()]
     assert len(cmds) == 3 and all(c[0] == "build/normlab" for c in cmds), cmds

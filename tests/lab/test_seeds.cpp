@@ -115,6 +115,7 @@ TEST(Seeds, OneSeedTablesAndJsonAreTheSingleSeedOnes) {
 CompareRow compare_row(Placement p, int seed, double val) {
   CompareRow r;
   r.placement = p;
+  r.variant = std::string(to_string(p));
   r.seed = seed;
   r.train_seed = 1337 + seed;
   r.run_dir = "x";

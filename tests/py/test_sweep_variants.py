@@ -38,3 +38,23 @@ def test_a_seeded_sweep_without_an_lr_axis_has_the_variant_table(tmp_path):
     a, m = (v["final_loss"] for v in j["variants"])
     within = abs(a["mean"] - m["mean"]) <= max(a["std"], m["std"])
     assert any("optim.name=adamw vs optim.name=muon" in n for n in j["notes"]) == within
+
+
+def test_compare_varies_any_key(tmp_path):
+    """`compare --vary KEY=v1,v2` (issue 50): any key, not only placements; the table and
+    summary.json label each variant KEY=value, with seeds as for placements."""
+    out = tmp_path / "c"
+    p = normlab("compare", *TINY, "--vary", "optim.name=adamw,muon", "--seeds", "2", "--out", out,
+                check=0)
+    for d in ("name-adamw", "name-adamw_seed1", "name-muon", "name-muon_seed1"):
+        assert (out / d / "config.toml").exists(), d
+    j = json.loads((out / "summary.json").read_text())
+    assert [g["placement"] for g in j["placements"]] == ["optim.name=adamw", "optim.name=muon"]
+    assert {r["variant"] for r in j["runs"]} == {"optim.name=adamw", "optim.name=muon"}
+    md = (out / "summary.md").read_text()
+    assert "| variant | seeds | status |" in md and "| optim.name=muon | 2 | done |" in md, md
+    assert "| optim.name=adamw |" in p.stdout
+    # a value the key does not take is refused before anything trains, by key and value
+    p = normlab("compare", *TINY, "--vary", "optim.name=adamw,bogus", "--out", tmp_path / "d",
+                check=2)
+    assert "--vary optim.name=bogus" in p.stderr and not (tmp_path / "d").exists(), p.stderr

@@ -76,3 +76,18 @@ def test_info_gives_the_gate_its_mup_class():
     assert "1 readout-like tensors" in line and "lm_head.weight" in line, line
     doc = (ROOT / "docs" / "norm_free.md").read_text()
     assert "heads, W_g (n_head, d_model) is readout-like" in doc
+
+
+def test_heads_follow_the_width_when_asked():
+    """model.n_head = 0 with model.head_dim set: d_model / head_dim heads at every width (so that
+    a width sweep keeps heads of the tuned size); without a head_dim that divides d_model, the
+    error says what 0 asks for."""
+    def model(*sets):
+        p = normlab("train", "--dump-config", *[a for s in sets for a in ("--set", s)], check=0)
+        return tomllib.loads(p.stdout)["model"]
+    for width in (64, 256):
+        m = model("model.n_head=0", "model.head_dim=16", f"model.d_model={width}",
+                  "model.d_ff_mult=4")
+        assert (m["n_head"], m["head_dim"], m["d_ff"]) == (width // 16, 16, 4 * width)
+    p = normlab("train", "--dump-config", "--set", "model.n_head=0", check=2)
+    assert "model.n_head = 0 must be > 0, unless model.head_dim divides model.d_model" in p.stderr

@@ -118,10 +118,13 @@ struct ModelConfig {
   int vocab_size = 256;
   int n_layer = 4;
   int d_model = 128;
-  int n_head = 4;
+  int n_head = 4;  // 0 with head_dim set: d_model / head_dim heads (heads follow the width)
   int n_kv_head = 0;  // key/value heads, shared by n_head / n_kv_head query heads (GQA); 0 = n_head
   int head_dim = 0;   // size of one head; 0 = d_model / n_head. Queries are n_head * head_dim wide
   int d_ff = 512;   // hidden width of the MLP (per branch for gated MLPs)
+  // > 0: d_ff = d_ff_mult * d_model, replacing any d_ff given (a width sweep keeps the MLP's
+  // shape: `sweep --grid model.d_model=64,256`); 0: d_ff as given.
+  double d_ff_mult = 0;
   int seq_len = 128;
   Placement placement = Placement::pre;
   double mix_ratio = 0.25;  // Mix-LN: fraction of blocks (rounded up) that use post-norm
@@ -281,6 +284,9 @@ struct TrainConfig {
 
 struct DataConfig {
   std::string path;          // empty = embedded corpus
+  // Written by a new run (train/run_data.h): data.path relative to the run directory, where a run
+  // moved with its data looks when data.path (then absolute) is gone.
+  std::string path_from_run;
   double val_fraction = 0.05;
   // "bytes" (normlab's byte-level tokenizer), a tokenizer.json or a SentencePiece .model file, or
   // empty: the run's own copy (RUN/tokenizer.json|.model), else that of train.init_from's source,

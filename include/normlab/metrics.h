@@ -56,6 +56,7 @@ inline constexpr const char* rms_g2v_max = "rms_g2v_max";                // its 
 inline constexpr const char* rms_g2v_max_tensor = "rms_g2v_max_tensor";  // and that tensor's name
 inline constexpr const char* dyt_alpha = "dyt_alpha";            // DyT/Derf site -> its alpha
 inline constexpr const char* dyt_saturated = "dyt_saturated";    // site -> saturated fraction
+inline constexpr const char* ngpt_alpha = "ngpt_alpha";          // nGPT sublayer -> mean alpha
 inline constexpr const char* sigma_w = "sigma_w";                // σReparam weight -> sigma(W) per row block
 inline constexpr const char* sigma_gamma = "sigma_gamma";        // weight -> gamma per row block
 // QK-Clip (optim.qk_clip > 0), every step record.

@@ -31,6 +31,8 @@ struct ParameterView {
   // 2), and the width multipliers of the fan-in (last) and fan-out (first) dimensions.
   int width_dims = 0;
   double fan_in_mult = 1, fan_out_mult = 1;
+  // μP's shape class (src/model/mup.h): "fixed", "vector-like", "matrix-like" or "readout-like".
+  std::string mup_class = "fixed";
 };
 
 // Losses of one batch: means over its B * T tokens.

@@ -76,6 +76,9 @@ struct ResumeOptions {
   // Whether rewinding past a later intact checkpoint is wanted: without it, a `checkpoint` older
   // than an intact later one is refused (InputError naming what would be deleted).
   bool rewind = false;
+  // The training data when it is no longer where the run recorded it (train --resume --data);
+  // empty: data.path, else the run directory's data.path_from_run (train/run_data.h).
+  std::string data;
 };
 
 // train.matmul_precision for this machine: automatic becomes bf16 when the CPU has AVX512-BF16,

@@ -158,10 +158,12 @@ class Model:
         decay (whether AdamW's weight decay applies), init ("normal", "uniform" or "constant") and
         init_scale (its std, bound or value), and against μP's base model (model.parametrization
         = "mup"; 0 and 1s otherwise) width_dims (how many dimensions are widths), fan_in_mult and
-        fan_out_mult (width / base width of the last and first dimension)."""
+        fan_out_mult (width / base width of the last and first dimension), and mup_class, μP's
+        shape class (src/model/mup.h: "fixed", "vector-like", "matrix-like" or "readout-like")."""
         return [{"name": n, "shape": tuple(s), "group": g, "decay": d, "init": i,
-                 "init_scale": sc, "width_dims": w, "fan_in_mult": fi, "fan_out_mult": fo}
-                for n, s, g, d, i, sc, w, fi, fo in self._m.param_table()]
+                 "init_scale": sc, "width_dims": w, "fan_in_mult": fi, "fan_out_mult": fo,
+                 "mup_class": c}
+                for n, s, g, d, i, sc, w, fi, fo, c in self._m.param_table()]
 
     def save(self, path: PathLike) -> None:
         """Writes the parameters to a safetensors file (checkpoint names, float32, the config in

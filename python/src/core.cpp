@@ -183,7 +183,9 @@ nb::dict train(const std::optional<Config>& cfg_in, const std::string& dir, bool
       cfg = *cfg_in;
     }
     const std::string run_dir = resume ? from->run_dir : dir;
-    Trainer trainer(cfg, run_dir, resume, resume ? ResumeOptions{from->checkpoint, cfg, rewind} : ResumeOptions{});
+    const ResumeOptions opts =
+        resume ? ResumeOptions{from->checkpoint, cfg, rewind, std::string()} : ResumeOptions{};
+    Trainer trainer(cfg, run_dir, resume, opts);
     if (resume && trainer.step() >= cfg.train.steps) {
       already_complete = true;
       res.steps = trainer.step();
@@ -363,7 +365,7 @@ NB_MODULE(_core, m) {
         for (const auto& p : m.parameters())
           rows.append(nb::make_tuple(p.name, nb::tuple(nb::cast(p.shape)), p.group, p.decayed,
                                      p.init, p.init_scale, p.width_dims, p.fan_in_mult,
-                                     p.fan_out_mult));
+                                     p.fan_out_mult, p.mup_class));
         return rows;
       })
       .def("logits", [](Model& m, Tokens idx) {

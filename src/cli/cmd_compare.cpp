@@ -23,6 +23,7 @@ void add_compare(CLI::App& app, Action& action) {
     ConfigOptions cfg;
     std::string out = "runs/compare";
     std::vector<std::string> placements = {"post", "pre", "peri"};
+    std::string vary;
     int seeds = 1;
   };
   auto o = std::make_shared<Opts>();
@@ -31,6 +32,11 @@ void add_compare(CLI::App& app, Action& action) {
   cmd->add_option("--placements", o->placements, "Placements to compare")
       ->delimiter(',')
       ->check(one_of<Placement>());
+  cmd->add_option("--vary", o->vary,
+                  "Compare over any config key instead of the placements: KEY=v1,v2,... (e.g. "
+                  "optim.name=adamw,muon), one run per value in OUT/<KEY without section>-VALUE, "
+                  "labelled KEY=VALUE")
+      ->excludes("--placements");
   cmd->add_option("--seeds", o->seeds,
                   "Runs per placement: seed k trains with train.seed + k (initialisation and data "
                   "order) in OUT/PLACEMENT_seedK (seed 0: OUT/PLACEMENT); the table gives mean ± std "
@@ -40,7 +46,9 @@ void add_compare(CLI::App& app, Action& action) {
   cmd->callback([&action, o] {
     action = [o] {
       const Config cfg = o->cfg.load();
-      const std::vector<Placement> ps = parse_enums<Placement>(o->placements);
+      const std::vector<CompareVariant> ps =
+          o->vary.empty() ? placement_variants(parse_enums<Placement>(o->placements))
+                          : vary_variants(cfg, o->vary);
       install_stop_signals();
       // Progress per run and for the grid: every run, in the order run_comparison trains them
       // (placements, then seeds), from the step its checkpoint holds.
@@ -50,7 +58,7 @@ void add_compare(CLI::App& app, Action& action) {
       };
       GridProgress progress(stdout, ps.size() * static_cast<std::size_t>(o->seeds));
       std::size_t planned = 0;
-      for (Placement p : ps)
+      for (const CompareVariant& p : ps)
         for (int k = 0; k < o->seeds; ++k) {
           const std::string dir = compare_run_dir(o->out, p, k);
           progress.plan(planned++, std::filesystem::path(dir).filename().string(),
@@ -61,7 +69,8 @@ void add_compare(CLI::App& app, Action& action) {
       hooks.on_log = [&](const StepRecord& r) { progress.update(current, r); };
       hooks.stop_requested = [] { return stop_signal_received(); };
       const auto rows = run_comparison(cfg, ps, o->out, hooks, o->seeds,
-                                       [&](Placement p, int seed, const std::string& dir) {
+                                       [&](const CompareVariant& p, int seed,
+                                           const std::string& dir) {
         if (started > 0) progress.end(current);
         current = started++;
         // A rerun says what it continues: step_NNNNNNNN is the latest checkpoint's step.
@@ -69,7 +78,7 @@ void add_compare(CLI::App& app, Action& action) {
                             ? std::stol(std::filesystem::path(latest_checkpoint(dir)).filename().string().substr(5))
                             : 0;
         progress.note(fmt::format("== {}{} ({} layers, d_model {}, {} steps, lr {}, warmup {}) -> {}{}",
-                   to_string(p),
+                   p.label,
                    o->seeds > 1 ? fmt::format(" seed {} ({} of {})", cfg.train.seed + seed, seed + 1,
                                               o->seeds)
                                 : std::string(),
@@ -83,7 +92,8 @@ void add_compare(CLI::App& app, Action& action) {
       progress.close();
       // doctor's one-line verdict per run (an interrupted one says so and on how many steps).
       const auto print_verdicts = [&] {
-        fmt::print("\ndoctor (normlab doctor {}/PLACEMENT for the details):\n", o->out);
+        fmt::print("\ndoctor (normlab doctor {}/{} for the details):\n", o->out,
+                   o->vary.empty() ? "PLACEMENT" : "RUN");
         for (const auto& r : rows) {
           std::string v;
           try {

@@ -60,8 +60,9 @@ void add_coordcheck(CLI::App& app, Action& action) {
         fmt::print("{}\n", j.dump());
       } else {
         fmt::print("\nRMS of each activation after {} steps, and the slope of log RMS on log "
-                   "width (0: flat; 1: grows as the width):\n\n{}\nwritten: {}/coordcheck.json, "
-                   "coordcheck.md, coordcheck.svg\n", s.steps, table, o->out);
+                   "width (0: flat; 1: grows as the width):\n\n{}\nverdict:\n", s.steps, table);
+        for (const std::string& v : coordcheck_verdicts(r)) fmt::print("  {}\n", v);
+        fmt::print("\nwritten: {}/coordcheck.json, coordcheck.md, coordcheck.svg\n", o->out);
       }
       return kExitOk;
     };

@@ -38,7 +38,7 @@ void add_eval(CLI::App& app, Action& action) {
       kExactEvalFlops));
   cmd->callback([&action, o] {
     action = [o] {
-      const EvalResult r = with_checkpoint_hint("normlab eval --checkpoint", [&] {
+      const EvalResult r = with_checkpoint_hint("normlab eval --checkpoint", o->checkpoint, [&] {
         return evaluate_checkpoint(o->checkpoint, o->data, o->batches,
                                    o->exact ? EvalMode::exact : EvalMode::automatic);
       });

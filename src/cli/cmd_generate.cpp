@@ -64,7 +64,8 @@ void add_generate(CLI::App& app, Action& action) {
   cmd->callback([&action, o] {
     action = [o] {
       const std::string dir = with_checkpoint_hint(
-          "normlab generate --checkpoint", [&] { return resolve_checkpoint(o->checkpoint); });
+          "normlab generate --checkpoint", o->checkpoint,
+          [&] { return resolve_checkpoint(o->checkpoint); });
       const Config cfg = checkpoint_config(dir);
       Transformer<float> model(cfg.model, 1, cfg.model.seq_len);
       load_checkpoint(dir, model, nullptr, nullptr);

@@ -333,6 +333,8 @@ int run_sweep(const SweepOptions& o) {
   std::vector<Config> cfgs;
   if (o.command.empty()) {
     cfgs = point_configs(o, points, threads);
+    for (const std::string& w : mup_base_mismatches(cfgs, points, o.cfg.load()))
+      fmt::print(stderr, "normlab: warning: {}\n", w);
   } else {
     for (const auto& p : points) external_command(o.command, p, (fs::path(o.out) / p.name).string());
     cfgs.assign(points.size(), o.cfg.load());

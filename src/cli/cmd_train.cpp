@@ -106,7 +106,7 @@ void add_train(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("train", "Train a model (or --resume a run)");
   struct Opts {
     ConfigOptions cfg;
-    std::string out, resume, init_from;
+    std::string out, resume, init_from, data;
     bool dump = false, rewind = false;
   };
   auto o = std::make_shared<Opts>();
@@ -117,6 +117,9 @@ void add_train(CLI::App& app, Action& action) {
                   "ones, which are moved aside), or from one of its checkpoint folders "
                   "RUN/checkpoints/step_N (an older one needs --rewind). With the run's saved "
                   "config; --set may change the keys listed below");
+  cmd->add_option("--data", o->data,
+                  "With --resume: the run's training data, when it is no longer where the run "
+                  "recorded it (data.path, or data.path_from_run from the run directory)");
   cmd->add_flag("--rewind", o->rewind,
                 "With --resume RUN/checkpoints/step_N older than the run's newest checkpoint: "
                 "rewind the run to it, deleting the later checkpoints and the metrics records "
@@ -146,8 +149,11 @@ void add_train(CLI::App& app, Action& action) {
                            "may change the keys `normlab train --help` lists)"});
       const std::optional<ResumePoint> from =
           resume ? std::optional(with_checkpoint_hint(
-                       "normlab train --resume", [&] { return resume_point(o->resume); }))
+                       "normlab train --resume", o->resume,
+                       [&] { return resume_point(o->resume); }))
                  : std::nullopt;
+      if (!o->data.empty() && !resume)
+        throw ConfigError({"--data goes with --resume RUN (a new run takes --set data.path=PATH)"});
       if (o->rewind && !resume)
         throw ConfigError({"--rewind goes with --resume RUN/checkpoints/step_N"});
       if (resume && !o->init_from.empty())
@@ -177,7 +183,8 @@ void add_train(CLI::App& app, Action& action) {
                          ? fmt::format(" (the damaged one is kept as {}.damaged)", d.checkpoint)
                          : "");
       Trainer trainer(cfg, dir, resume,
-                      resume ? ResumeOptions{from->checkpoint, cfg, o->rewind} : ResumeOptions{});
+                      resume ? ResumeOptions{from->checkpoint, cfg, o->rewind, o->data}
+                             : ResumeOptions{});
       install_stop_signals(root);
       if (resume && trainer.step() >= cfg.train.steps) {
         if (root)

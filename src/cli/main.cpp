@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/checkpoint_hint.h"
 #include "cli/commands.h"
 #include "normlab/config_file.h"
 #include "normlab/errors.h"
@@ -29,7 +30,8 @@ namespace {
 
 // CLI11's help with every option's default at the end of its description ("Sampling seed
 // [default: 1]") instead of glued to its type ("UINT:an integer >= 0=1"). Options without a
-// default (empty text, an empty list, flags) show none.
+// default (empty text, an empty list, flags) show none, and neither do required options: the user
+// gives their value, so the captured initial value ("--vocab-size ... [default: 0]") is no default.
 class HelpFormatter : public CLI::Formatter {
  public:
   std::string make_option_opts(const CLI::Option* opt) const override {
@@ -55,7 +57,7 @@ class HelpFormatter : public CLI::Formatter {
   std::string make_option_desc(const CLI::Option* opt) const override {
     const std::string& d = opt->get_default_str();
     // A description that already says its default in words keeps only those.
-    if (opt->get_type_size() == 0 || d.empty() || d == "[]" ||
+    if (opt->get_type_size() == 0 || d.empty() || d == "[]" || opt->get_required() ||
         opt->get_description().find("(default") != std::string::npos)
       return opt->get_description();
     return fmt::format("{} [default: {}]", opt->get_description(), d);
@@ -97,6 +99,7 @@ int main(int argc, char** argv) {
   add_doctor(app, action);
   add_export_metrics(app, action);
   try {
+    cli::command_args().assign(argv + 1, argv + argc);  // for hints that repeat the command
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? kExitOk : kExitUsage;

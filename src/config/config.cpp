@@ -139,10 +139,18 @@ bool is_valid_enum(E v) {
 }  // namespace
 
 void apply_implied_defaults(Config& c, const std::function<bool(std::string_view)>& set) {
+  // d_ff following d_model (model.d_ff_mult replaces any d_ff, so that a width sweep keeps the
+  // shape; validation checks for a whole number), and heads (n_head = 0 with head_dim set).
+  if (c.model.d_ff_mult > 0)
+    c.model.d_ff = static_cast<int>(std::lround(c.model.d_ff_mult * c.model.d_model));
+  if (c.model.n_head == 0 && c.model.head_dim > 0 && c.model.d_model % c.model.head_dim == 0)
+    c.model.n_head = c.model.d_model / c.model.head_dim;
   if (c.model.placement == Placement::ngpt) {
-    // Loshchilov et al. 2024, sec. 4: nGPT trains without weight decay and without warmup.
+    // Loshchilov et al. 2024, sec. 4: nGPT trains without weight decay and without warmup; its
+    // MLP is SwiGLU (with the learned scales s_u, s_v).
     if (!set("optim.weight_decay")) c.optim.weight_decay = 0.0;
     if (!set("optim.warmup_steps")) c.optim.warmup_steps = 0;
+    if (!set("model.mlp")) c.model.mlp = MlpKind::swiglu;
   }
 }
 
@@ -390,8 +398,17 @@ std::vector<std::string> validation_errors(const Config& c) {
   k.greater_than(KEY(model.vocab_size), 0);
   k.greater_than(KEY(model.n_layer), 0);
   k.greater_than(KEY(model.d_model), 0);
-  k.greater_than(KEY(model.n_head), 0);
+  if (m.n_head == 0)  // not derived: head_dim unset or not a divisor of d_model
+    k.add(fmt::format("model.n_head = 0 must be > 0, unless model.head_dim divides "
+                      "model.d_model = {} (head_dim = {}): then 0 asks for d_model / head_dim "
+                      "heads", m.d_model, m.head_dim));
+  else
+    k.greater_than(KEY(model.n_head), 0);
   k.greater_than(KEY(model.d_ff), 0);
+  k.at_least(KEY(model.d_ff_mult), 0.0);
+  if (const double want = m.d_ff_mult * m.d_model; std::fabs(want - std::round(want)) > 1e-9 * want)
+    k.add(fmt::format("model.d_ff_mult = {} times model.d_model = {} is {}, not a whole number "
+                      "of MLP units", m.d_ff_mult, m.d_model, want));
   k.greater_than(KEY(model.seq_len), 0);
   k.valid_enum(KEY(model.placement));
   k.in_range(KEY(model.mix_ratio), 0.0, 1.0, true);

@@ -261,6 +261,51 @@ std::string json_type_name(const nlohmann::json& j) {
   return j.type_name();
 }
 
+// Where the bracket still open at (line, column) of a TOML text was opened: a scan from the start
+// that skips strings and comments and keeps the open '[' and '{' on a stack. A syntax error inside
+// an array or inline table is found where the parser gives up (often the next line), while the
+// mistake is the bracket that was never closed. Nothing when no bracket is open there.
+struct OpenBracket {
+  char c;
+  toml::source_index line, column;
+};
+std::optional<OpenBracket> unclosed_bracket(std::string_view text, toml::source_index line,
+                                            toml::source_index column) {
+  std::vector<OpenBracket> stack;
+  toml::source_index ln = 1, col = 1;
+  for (std::size_t i = 0; i < text.size(); ++i, ++col) {
+    if (ln > line || (ln == line && col >= column)) break;
+    const char c = text[i];
+    if (c == '\n') {
+      ++ln, col = 0;
+    } else if (c == '#') {
+      while (i + 1 < text.size() && text[i + 1] != '\n') ++i, ++col;
+    } else if (c == '"' || c == '\'') {
+      const bool triple = text.substr(i, 3) == std::string(3, c);
+      const std::size_t skip = triple ? 3 : 1;
+      i += skip, col += skip;
+      for (; i < text.size(); ++i, ++col) {
+        if (text[i] == '\n') {
+          if (!triple) break;  // a basic string ends at the line (the parser says so itself)
+          ++ln, col = 0;
+        } else if (c == '"' && text[i] == '\\') {
+          ++i, ++col;
+        } else if (triple ? text.substr(i, 3) == std::string(3, c) : text[i] == c) {
+          i += skip - 1, col += skip - 1;
+          break;
+        }
+      }
+      if (i < text.size() && text[i] == '\n') --i, --col;  // let the loop count the newline
+    } else if (c == '[' || c == '{') {
+      stack.push_back({c, ln, col});
+    } else if ((c == ']' || c == '}') && !stack.empty()) {
+      stack.pop_back();
+    }
+  }
+  if (stack.empty() || stack.back().line == line) return std::nullopt;
+  return stack.back();
+}
+
 }  // namespace
 
 Config parse_config(std::string_view toml_text, std::string_view source_name,
@@ -271,9 +316,18 @@ Config parse_config(std::string_view toml_text, std::string_view source_name,
     read_toml(r, root, source_name);
   } catch (const toml::parse_error& e) {
     // The document is unusable; still report the overrides' and defaults' problems with it.
+    // Inside an array or inline table left open on an earlier line, the place to fix is that
+    // bracket's line: the message points there, and says where the parser stopped.
     const auto& at = e.source().begin;
-    r.problem(fmt::format("{}:{}:{}: ", source_name, at.line, at.column),
-              fmt::format("TOML syntax error: {}", e.description()));
+    if (const auto open = unclosed_bracket(toml_text, at.line, at.column)) {
+      r.problem(fmt::format("{}:{}:{}: ", source_name, open->line, open->column),
+                fmt::format("TOML syntax error: the '{}' opened here is not closed (the parser "
+                            "stopped at line {}, column {}: {})",
+                            open->c, at.line, at.column, e.description()));
+    } else {
+      r.problem(fmt::format("{}:{}:{}: ", source_name, at.line, at.column),
+                fmt::format("TOML syntax error: {}", e.description()));
+    }
   }
   read_overrides(r, overrides);
   return r.finish();

@@ -242,6 +242,7 @@ const std::vector<KeySpec>& key_table() {
       NL_KEY(model, n_kv_head, shapes),
       NL_KEY(model, head_dim, shapes),
       NL_KEY(model, d_ff, shapes),
+      NL_KEY(model, d_ff_mult, shapes),
       NL_KEY(model, seq_len, batches),
       NL_KEY(model, placement, model_fn),
       NL_KEY(model, mix_ratio, model_fn),
@@ -337,6 +338,7 @@ const std::vector<KeySpec>& key_table() {
       NL_KEY(train, init_from, start),
 
       NL_KEY(data, path, data),
+      NL_KEY(data, path_from_run, data),
       NL_KEY(data, val_fraction, data),
       NL_KEY(data, tokenizer, data),
 

@@ -1,5 +1,8 @@
 #include "diag/diagnostics.h"
 
+#include <fmt/format.h>
+
+#include "normlab/errors.h"
 #include "normlab/metrics.h"
 #include "ops/sigma_reparam.h"
 
@@ -83,17 +86,30 @@ nlohmann::json diagnostics_json(const Transformer<float>& model, std::span<const
   j[metric::log_z_max] = finite_or_null(st.log_z_max);
   j[metric::max_logit] = finite_or_null(st.max_logit);
   j[metric::max_logit_raw] = finite_or_null(st.max_logit_raw);
-  // DyT / Derf sites (`<site>.alpha` in the table): alpha now, and the saturated fraction of the
-  // inputs of the forward pass that collected the statistics.
+  // DyT / Derf sites (role squash_alpha in the table): alpha now, and the saturated fraction of
+  // the inputs of the forward pass that collected the statistics. nGPT's eigen learning rates
+  // (role eigen_lr, `blocks.l.attn.alpha` / `.mlp.alpha`): the mean over channels of the
+  // effective alpha = mult * stored (model/plan.h's StoredScale), under their own key.
   const auto& specs = model.table().specs();
+  constexpr std::string_view tail = ".alpha";
   for (std::size_t i = 0; i < specs.size(); ++i) {
     const ParamSpec& s = specs[i];
-    constexpr std::string_view tail = ".alpha";
-    if (s.group != ParamGroup::norm || !s.name.ends_with(tail)) continue;
-    const std::string site = s.name.substr(0, s.name.size() - tail.size());
-    j[metric::dyt_alpha][site] = finite_or_null(model.params()[s.offset]);
-    if (i < st.norm_saturated.size())
-      j[metric::dyt_saturated][site] = finite_or_null(st.norm_saturated[i]);
+    if (s.role == ParamRole::squash_alpha) {
+      NL_CHECK(s.name.ends_with(tail), "DyT alpha {} not named <site>.alpha", s.name);
+      const std::string site = s.name.substr(0, s.name.size() - tail.size());
+      j[metric::dyt_alpha][site] = finite_or_null(model.params()[s.offset]);
+      if (i < st.norm_saturated.size())
+        j[metric::dyt_saturated][site] = finite_or_null(st.norm_saturated[i]);
+    } else if (s.role == ParamRole::eigen_lr) {
+      NL_CHECK(s.layer >= 0 && s.sublayer >= 0, "eigen learning rate {} outside a block", s.name);
+      const BlockPlan& bp = model.plan().blocks[s.layer];
+      const double mult = (s.sublayer == 0 ? bp.attn : bp.mlp).branch_scale_mult;
+      double sum = 0;
+      for (long k = 0; k < s.numel; ++k) sum += model.params()[s.offset + k];
+      const std::string site =
+          fmt::format("blocks.{}.{}", s.layer, s.sublayer == 0 ? "attn" : "mlp");
+      j[metric::ngpt_alpha][site] = finite_or_null(mult * sum / static_cast<double>(s.numel));
+    }
   }
   // σReparam weights (`<w>.sigma_u` in the table): sigma(W) = u^T W v and gamma per row block.
   for (const ParamSpec& s : specs) {

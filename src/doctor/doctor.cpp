@@ -19,6 +19,7 @@
 #include "normlab/data.h"
 #include "normlab/errors.h"
 #include "normlab/metrics.h"
+#include "train/run_data.h"
 #include "train/run_tokenizer.h"
 
 namespace fs = std::filesystem;
@@ -252,7 +253,7 @@ double training_unigram_entropy(const Config& cfg, const std::string& run_dir) {
     std::lock_guard<std::mutex> lock(mu);
     if (const auto it = cache.find(key); it != cache.end()) return it->second;
   }
-  const TokenCorpus corpus = TokenCorpus::from_path(cfg.data.path, *tok.tok);
+  const TokenCorpus corpus = TokenCorpus::from_path(run_data_path(cfg.data, run_dir), *tok.tok);
   const CorpusView train = corpus.split(cfg.data.val_fraction, cfg.model.seq_len).train;
   std::vector<long> counts(std::max(1, train.vocab_size()), 0);
   std::vector<int> buf(1 << 16);

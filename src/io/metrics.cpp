@@ -73,6 +73,9 @@ constexpr MetricField kFields[] = {
     {metric::dyt_saturated, "diagnostic",
      "DyT / Derf models: per norm site, the fraction of its inputs (in the step's last forward "
      "pass) where |alpha x + s| is past phi's saturation: phi'(z) < phi'(0) / 10"},
+    {metric::ngpt_alpha, "diagnostic",
+     "nGPT models: per sublayer, the mean over channels of its eigen learning rate alpha after "
+     "the step"},
     {metric::sigma_w, "diagnostic",
      "σReparam models: per reparametrized weight, sigma(W) = u^T W v of each row block (q, k, v; "
      "gate, up), the spectral norm estimate of the raw weight after the step"},

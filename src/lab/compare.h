@@ -12,8 +12,23 @@
 
 namespace normlab {
 
+// One cell of a comparison: the run directory name, its label in the tables ("pre",
+// "optim.name=adamw"), the axis it varies ("placement", "optim.name") and its change to the base.
+struct CompareVariant {
+  std::string name, label, axis;
+  std::function<void(Config&)> apply;
+};
+// The placements (the default comparison): named and labelled by the placement.
+std::vector<CompareVariant> placement_variants(const std::vector<Placement>& placements);
+// `compare --vary KEY=v1,v2,...`: any config key, one variant per value, labelled KEY=value, in
+// OUT/<KEY without its section>-<value>; each value set as `--set KEY=value` would (ConfigError
+// naming the key and value when it is not valid).
+std::vector<CompareVariant> vary_variants(const Config& base, const std::string& spec);
+
 struct CompareRow {
-  Placement placement;
+  Placement placement;    // the run's model.placement
+  std::string variant;    // its variant's label (the placement's name for placement variants)
+  std::string axis = "placement";
   int seed = 0;                 // seed index k: the run trained with train.seed + k
   std::uint64_t train_seed = 0;  // that seed
   std::string run_dir;
@@ -34,13 +49,20 @@ std::vector<CompareRow> run_comparison(
     const TrainHooks& hooks, int seeds,
     const std::function<void(Placement, int seed, const std::string& dir)>& on_start);
 
+// The same over any variants (on_start: the variant, seed index and directory).
+std::vector<CompareRow> run_comparison(
+    const Config& base, const std::vector<CompareVariant>& variants, const std::string& out_dir,
+    const TrainHooks& hooks, int seeds,
+    const std::function<void(const CompareVariant&, int seed, const std::string& dir)>& on_start);
+
 // One seed per placement in out_dir/<placement>.
 std::vector<CompareRow> run_comparison(const Config& base, const std::vector<Placement>& placements,
                                        const std::string& out_dir, const TrainHooks& hooks,
                                        const std::function<void(Placement)>& on_start = {});
 
-// The run directory of seed k of a placement.
+// The run directory of seed k of a placement (of a variant).
 std::string compare_run_dir(const std::string& out_dir, Placement p, int seed);
+std::string compare_run_dir(const std::string& out_dir, const CompareVariant& v, int seed);
 
 // Markdown table of the rows. With one seed per placement, one line per run; with several, one
 // line per placement of mean ± std (min–max) over its seeds, then every run, then the pairs of

@@ -30,17 +30,28 @@ int scale_to(long n, int w, int base_w, std::string_view what) {
 
 // The activation sizes of the last forward pass, in coordcheck_activations() order.
 std::vector<double> activation_rms(const ForwardStats& st, int L) {
-  double attn = 0, mlp = 0, logit = 0;
+  double attn = 0, mlp = 0, logit = 0, gate = 0;
   for (int l = 0; l < L; ++l) {
     attn += st.branch_rms[2 * l] * st.branch_rms[2 * l];
     mlp += st.branch_rms[2 * l + 1] * st.branch_rms[2 * l + 1];
     logit += st.attn_max_logit[l];
   }
-  return {st.resid_rms[0], std::sqrt(attn / L), std::sqrt(mlp / L), st.resid_rms[2 * L],
-          st.logits_rms, logit / L};
+  std::vector<double> out = {st.resid_rms[0], std::sqrt(attn / L), std::sqrt(mlp / L),
+                             st.resid_rms[2 * L], st.logits_rms, logit / L};
+  if (!st.gate_logit_rms.empty()) {
+    for (double g : st.gate_logit_rms) gate += g * g;
+    out.push_back(std::sqrt(gate / L));
+  }
+  return out;
 }
 
 }  // namespace
+
+std::vector<std::string> coordcheck_activations(const ModelConfig& m) {
+  std::vector<std::string> names = coordcheck_activations();
+  if (m.attn_gate != AttnGate::none) names.emplace_back("attn_gate_logit");
+  return names;
+}
 
 Config coordcheck_config(const Config& base, int width) {
   Config c = base;
@@ -98,9 +109,10 @@ CoordcheckResult run_coordcheck(const Config& base, const CoordcheckSettings& se
   const TokenCorpus corpus = TokenCorpus::from_path(base.data.path, *tok.tok);
   const CorpusSplit split = corpus.split(base.data.val_fraction, base.model.seq_len);
   const auto single = make_single_process_communicator();
-  const std::size_t n_act = coordcheck_activations().size();
   CoordcheckResult out;
   out.settings = s;
+  out.activations = coordcheck_activations(base.model);
+  const std::size_t n_act = out.activations.size();
   for (const Config& cfg : cfgs) {
     CoordcheckCurve curve{cfg.model.parametrization, cfg.model.d_model,
                           std::vector<std::vector<double>>(n_act, std::vector<double>(s.steps + 1, 0.0)),
@@ -118,6 +130,8 @@ CoordcheckResult run_coordcheck(const Config& base, const CoordcheckSettings& se
       for (int t = 0; t <= s.steps; ++t) {
         const StepResult sr = step.run(next_batch, /*collect_stats=*/true);
         const std::vector<double> a = activation_rms(model.stats(), L);
+        NL_CHECK(a.size() == n_act, "coordcheck: {} activations measured, {} named", a.size(),
+                 n_act);
         for (std::size_t i = 0; i < n_act; ++i) curve.rms[i][t] += a[i] / s.seeds;
         curve.loss[t] += sr.loss.loss / s.seeds;
         if (t < s.steps)
@@ -138,22 +152,24 @@ nlohmann::json coordcheck_json(const Config& base, const CoordcheckResult& r) {
   j["settings"] = {{"widths", r.settings.widths}, {"parametrizations", ps},
                    {"steps", r.settings.steps}, {"seeds", r.settings.seeds},
                    {"base_config", config_to_json(base)}};
-  j["activations"] = coordcheck_activations();
+  j["activations"] = r.activations;
   j["curves"] = nlohmann::json::array();
   for (const CoordcheckCurve& c : r.curves) {
     nlohmann::json rms;
-    for (std::size_t a = 0; a < c.rms.size(); ++a) rms[coordcheck_activations()[a]] = c.rms[a];
+    for (std::size_t a = 0; a < c.rms.size(); ++a) rms[r.activations[a]] = c.rms[a];
     j["curves"].push_back({{"parametrization", to_string(c.parametrization)}, {"width", c.width},
                            {"rms", rms}, {"loss", c.loss}});
   }
   nlohmann::json slopes;
   for (Parametrization p : r.settings.parametrizations)
-    for (std::size_t a = 0; a < coordcheck_activations().size(); ++a) {
+    for (std::size_t a = 0; a < r.activations.size(); ++a) {
       std::vector<double> per_step;
       for (int t = 0; t <= r.settings.steps; ++t) per_step.push_back(r.slope(p, a, t));
-      slopes[std::string(to_string(p))][coordcheck_activations()[a]] = per_step;
+      slopes[std::string(to_string(p))][r.activations[a]] = per_step;
     }
   j["slopes"] = slopes;
+  j["verdicts"] = coordcheck_verdicts(r);
+  j["growth_slope"] = kCoordcheckGrowthSlope;
   return j;
 }
 
@@ -170,9 +186,12 @@ CoordcheckResult coordcheck_from_json(const nlohmann::json& j) {
     for (const auto& p : st.at("parametrizations")) r.settings.parametrizations.push_back(parametrization(p));
     r.settings.steps = st.at("steps").get<int>();
     r.settings.seeds = st.at("seeds").get<int>();
+    // Files written before the activations were listed per model hold the six fixed ones.
+    r.activations = j.contains("activations") ? j.at("activations").get<std::vector<std::string>>()
+                                              : coordcheck_activations();
     for (const auto& c : j.at("curves")) {
       CoordcheckCurve cv{parametrization(c.at("parametrization")), c.at("width").get<int>(), {}, {}};
-      for (const std::string& a : coordcheck_activations()) {
+      for (const std::string& a : r.activations) {
         std::vector<double> v;
         for (const auto& x : c.at("rms").at(a))
           v.push_back(x.is_null() ? std::numeric_limits<double>::quiet_NaN() : x.get<double>());
@@ -198,13 +217,42 @@ std::string coordcheck_table(const CoordcheckResult& r) {
   out += " slope at step 1 | slope at step " + std::to_string(last) + " |\n";
   out += rule + "---|---|\n";
   for (Parametrization p : r.settings.parametrizations)
-    for (std::size_t a = 0; a < coordcheck_activations().size(); ++a) {
-      out += fmt::format("| {} | {} |", to_string(p), coordcheck_activations()[a]);
+    for (std::size_t a = 0; a < r.activations.size(); ++a) {
+      out += fmt::format("| {} | {} |", to_string(p), r.activations[a]);
       for (int w : r.settings.widths)
         for (const CoordcheckCurve& c : r.curves)
           if (c.parametrization == p && c.width == w) out += fmt::format(" {:.4g} |", c.rms[a][last]);
       out += fmt::format(" {:+.2f} | {:+.2f} |\n", r.slope(p, a, 1), r.slope(p, a, last));
     }
+  return out;
+}
+
+std::vector<std::string> coordcheck_verdicts(const CoordcheckResult& r) {
+  const int last = r.settings.steps;
+  std::vector<std::string> out;
+  for (Parametrization p : r.settings.parametrizations) {
+    std::vector<std::string> grow, unknown;
+    for (std::size_t a = 0; a < r.activations.size(); ++a) {
+      const double k = r.slope(p, a, last);
+      if (!std::isfinite(k)) unknown.push_back(r.activations[a]);
+      else if (k > kCoordcheckGrowthSlope)
+        grow.push_back(fmt::format("{} ({:+.2f})", r.activations[a], k));
+    }
+    std::string v = fmt::format("{}: ", to_string(p));
+    if (grow.empty()) {
+      v += fmt::format("no activation grows with width (every slope at step {} <= {:.2f})", last,
+                       kCoordcheckGrowthSlope);
+    } else {
+      v += fmt::format("{} of {} grow with width beyond slope {:.2f} at step {}: ", grow.size(),
+                       r.activations.size(), kCoordcheckGrowthSlope, last);
+      for (std::size_t i = 0; i < grow.size(); ++i) v += (i ? ", " : "") + grow[i];
+    }
+    if (!unknown.empty()) {
+      v += "; not checked (no finite size at some width): ";
+      for (std::size_t i = 0; i < unknown.size(); ++i) v += (i ? ", " : "") + unknown[i];
+    }
+    out.push_back(std::move(v));
+  }
   return out;
 }
 

@@ -30,12 +30,21 @@ struct CoordcheckSettings {
 // outputs (before any N_out; RMS over every layer together), the residual stream entering the final
 // norm, the logits (after the readout multiplier, before the final soft-cap): their RMS; and the
 // attention scores' size, as the largest |pre-softmax score| of each layer, averaged over layers
-// (the one measure that is not an RMS: the attention kernel keeps no sum of squares).
+// (the one measure that is not an RMS: the attention kernel keeps no sum of squares). Models with
+// more sites add theirs after these (coordcheck_activations(model)).
 inline const std::vector<std::string>& coordcheck_activations() {
   static const std::vector<std::string> names = {"embedding", "attn_out", "mlp_out", "residual",
                                                  "logits", "attn_max_logit"};
   return names;
 }
+// The activations of this model: the six above, then with model.attn_gate "attn_gate_logit", the
+// RMS of the gate's pre-activation (its logits after μP's multiplier, before the sigmoid; over
+// every layer together).
+std::vector<std::string> coordcheck_activations(const ModelConfig& m);
+
+// The verdict's threshold: an activation whose slope at the last step exceeds this grows with
+// width (a slope of 0.25 is a factor 1.41 per 4x width).
+inline constexpr double kCoordcheckGrowthSlope = 0.25;
 
 struct CoordcheckCurve {
   Parametrization parametrization;
@@ -48,6 +57,7 @@ struct CoordcheckCurve {
 
 struct CoordcheckResult {
   CoordcheckSettings settings;
+  std::vector<std::string> activations;  // the names of rms[a], coordcheck_activations(model)
   std::vector<CoordcheckCurve> curves;  // parametrization-major, widths increasing
   // The least-squares slope of log2(RMS) on log2(width) for activation a at step t among the
   // curves of parametrization p: 0 flat, 1 proportional to width.
@@ -67,5 +77,9 @@ CoordcheckResult coordcheck_from_json(const nlohmann::json& j);
 // Markdown: per parametrization and activation, the RMS at each width at the last step and the
 // slopes at the first update and the last step.
 std::string coordcheck_table(const CoordcheckResult& r);
+
+// One line per parametrization: the activations whose slope at the last step exceeds
+// kCoordcheckGrowthSlope ("grow with width"), or that none does ("flat").
+std::vector<std::string> coordcheck_verdicts(const CoordcheckResult& r);
 
 }  // namespace normlab

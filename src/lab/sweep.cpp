@@ -12,6 +12,7 @@
 #include "io/metrics.h"
 #include "normlab/config_file.h"
 #include "lab/seeds.h"
+#include "lab/variants.h"
 #include "normlab/errors.h"
 #include "normlab/metrics.h"
 #include "train/divergence.h"
@@ -78,6 +79,41 @@ std::vector<SweepPoint> expand_grid(const std::vector<GridAxis>& axes) {
     p.name = n.empty() ? "base" : n;
   }
   return pts;
+}
+
+std::vector<std::string> mup_base_mismatches(const std::vector<Config>& cfgs,
+                                             const std::vector<SweepPoint>& points,
+                                             const Config& base) {
+  std::vector<std::string> out;
+  const auto shape = [](const ModelConfig& m) {
+    return fmt::format("d_ff {}, {} heads of {}", m.d_ff, m.n_head, m.head_size());
+  };
+  for (std::size_t i = 0; i < cfgs.size() && i < points.size(); ++i) {
+    const ModelConfig& m = cfgs[i].model;
+    if (m.parametrization != Parametrization::mup || m.d_model == m.mup_base_width) continue;
+    const ModelConfig* at_base = nullptr;
+    std::string where;
+    for (std::size_t j = 0; j < cfgs.size() && !at_base; ++j)
+      if (cfgs[j].model.d_model == m.mup_base_width)
+        at_base = &cfgs[j].model, where = "the point " + points[j].name;
+    if (!at_base && base.model.d_model == m.mup_base_width)
+      at_base = &base.model, where = "the config";
+    if (!at_base) continue;
+    const ModelConfig b = mup_base_model(m);
+    if (b.d_ff == at_base->d_ff && b.n_head == at_base->n_head &&
+        b.head_size() == at_base->head_size())
+      continue;
+    out.push_back(fmt::format(
+        "{}: its μP base model (d_model {}: {}) is not {} at d_model {} ({}), so its learning "
+        "rate is not the one tuned there; set model.d_ff_mult = {:.4g} so that d_ff follows "
+        "d_model{}",
+        points[i].name, b.d_model, shape(b), where, at_base->d_model, shape(*at_base),
+        static_cast<double>(at_base->d_ff) / at_base->d_model,
+        b.n_head != at_base->n_head || b.head_size() != at_base->head_size()
+            ? " (and model.mup_base_head_dim for the heads)"
+            : ""));
+  }
+  return out;
 }
 
 std::vector<SweepPoint> expand_seeds(const std::vector<SweepPoint>& points, int seeds) {
@@ -230,6 +266,17 @@ SweepRun read_sweep_run(const std::string& dir, const SweepPoint& p) {
             if (v.is_number()) mx = std::fmax(mx, v.get<double>());
           r.max_attn_logit = mx;
         }
+      for (const auto& rec : m) {
+        if (rec.contains(metric::qk_clip_total) && rec[metric::qk_clip_total].is_number())
+          r.qk_clip_total = rec[metric::qk_clip_total].get<long>();
+        if (rec.contains(metric::qk_clip_max_logit) && rec[metric::qk_clip_max_logit].is_number()) {
+          const double x = rec[metric::qk_clip_max_logit].get<double>();
+          r.qk_clip_max_logit =
+              std::isnan(r.qk_clip_max_logit) ? x : std::fmax(r.qk_clip_max_logit, x);
+        }
+      }
+      if (const fs::path c = fs::path(dir) / "config.toml"; fs::exists(c))
+        r.qk_clip_tau = load_config(c.string()).optim.qk_clip;
     }
     if (end) {
       r.steps = end->step;
@@ -336,7 +383,7 @@ std::vector<Sensitivity> lr_sensitivity(const std::vector<SweepRun>& runs, const
         continue;
       }
       key.variant[k] = v;
-      label += (label.empty() ? "" : ", ") + k.substr(k.find('.') + 1) + "=" + v;
+      label += (label.empty() ? "" : ", ") + k + "=" + v;
     }
     if (label.empty()) label = "all";
     if (!by.count(label)) order.push_back(label);
@@ -496,6 +543,13 @@ SweepSummary summarize_sweep(const std::string& out, const std::vector<GridAxis>
   s.json = sweep_json(axes, s.runs, s.sensitivity, lr_key);
   s.table = s.lr_grid ? sensitivity_table(s.sensitivity)
                       : fmt::format("No learning-rate grid ({}): no learning-rate sensitivity.\n", lr_key);
+  // With seeds: every variant's numbers over its seeds, and the spread notes (with or without an
+  // lr axis; sweep.json's `variants`, its `notes` extended).
+  if (const auto vs = variant_seeds(s.runs); !vs.empty()) {
+    s.table += "\n" + variant_table(vs);
+    s.json["variants"] = variants_json(vs);
+    for (const auto& n : variant_notes(vs)) s.json["notes"].push_back(n);
+  }
   std::ofstream(fs::path(out) / "sweep.json") << s.json.dump(1) << '\n';
   std::ofstream(fs::path(out) / "sensitivity.md") << runs_table(s.runs) << '\n' << s.table;
   return s;

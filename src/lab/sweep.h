@@ -36,6 +36,15 @@ struct SweepPoint {
 
 std::vector<SweepPoint> expand_grid(const std::vector<GridAxis>& axes);
 
+// μP across width: for each point trained under model.parametrization = mup, the base model it
+// derives (mup_base_model) against the model that sits at the base width in this sweep (a point
+// at d_model = mup_base_width, else `base`, the grid's base config, when it is that wide). One
+// message per point whose base has another d_ff, number of heads or head size: then the wide
+// runs are not the tuned narrow model widened (model.d_ff_mult keeps d_ff in step).
+std::vector<std::string> mup_base_mismatches(const std::vector<Config>& cfgs,
+                                             const std::vector<SweepPoint>& points,
+                                             const Config& base);
+
 // Each point `seeds` times, seeds adjacent: seed 0 keeps the point's name (the single-seed
 // layout), seed k >= 1 is NAME_seedK. seeds = 1 returns the points unchanged.
 std::vector<SweepPoint> expand_seeds(const std::vector<SweepPoint>& points, int seeds);
@@ -52,6 +61,10 @@ struct SweepRun {
   // final_loss: the loss the sensitivity uses, the final val loss (the train loss without
   // evaluation); none for a run that did not finish as done.
   std::optional<double> final_loss, final_val_loss, train_loss, max_attn_logit;
+  // QK-Clip (optim.qk_clip > 0 in the run's config): its threshold tau, the head clips of the run
+  // and the largest attention logit it saw (before any clip); tau 0: off or unknown.
+  double qk_clip_tau = 0, qk_clip_max_logit = NAN;
+  long qk_clip_total = 0;
   long steps = 0;      // the step the run reached (or stopped at)
   std::string message;  // why it diverged, or failed
 };

@@ -139,9 +139,13 @@ void Transformer<T>::attn_forward(int l, const T* u, T* f) {
   }
   const T* heads = a.o;
   if (const int G = gate_width(); G > 0) {
-    // Gated attention: gate logits u W_g^T (N, H G), then o' = sigmoid(.) (.) o.
+    // Gated attention: gate logits gate_mult u W_g^T (N, H G), then o' = sigmoid(.) (.) o.
     ops::linear_forward(a.gate, u, weight(s.wg), static_cast<const T*>(nullptr),
                         static_cast<int>(N), C, H * G, mm_);
+    const long NG = N * H * G;
+    if (gate_mult_ != T(1))
+      for (long i = 0; i < NG; ++i) a.gate[i] *= gate_mult_;
+    if (collect_stats_) stats_.gate_logit_rms[l] = sum_sq_max(a.gate, NG).rms;
     ops::attn_gate_forward(a.og, a.gate, a.o, N, H, D, G);
     heads = a.og;
   }
@@ -174,6 +178,9 @@ void Transformer<T>::attn_backward(int l, const T* u, const T* df, T* du, ops::A
   if (G > 0) {
     ops::attn_gate_backward(d_ungated_, d_gate_, d_heads_, a.gate, a.o, N, H, D, G);
     d_o = d_ungated_;
+    // z = gate_mult u W_g^T: the multiplier carries into d(u W_g^T).
+    if (gate_mult_ != T(1))
+      for (long i = 0, NG = N * H * G; i < NG; ++i) d_gate_[i] *= gate_mult_;
   }
   // Gradients of q, k, v land in d_qkv_ (stride W3) directly, unless QK stages sit in between.
   const std::size_t last = qk_stages_.size();

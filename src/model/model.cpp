@@ -4,6 +4,7 @@
 
 #include "model/generate.h"
 #include "model/model_impl.h"
+#include "model/mup.h"
 #include "normlab/errors.h"
 
 namespace normlab {
@@ -42,7 +43,8 @@ ParameterView view_of(const ParamSpec& s, float* data) {
   static constexpr const char* kInit[] = {"normal", "uniform", "constant"};
   return {s.name, s.shape, {data, static_cast<std::size_t>(s.numel)}, s.decay,
           std::string(to_string(s.group)), kInit[static_cast<int>(s.init)], s.init_scale,
-          s.width.ninf, s.width.fan_in_mult, s.width.fan_out_mult};
+          s.width.ninf, s.width.fan_in_mult, s.width.fan_out_mult,
+          std::string(to_string(mup_class(s)))};
 }
 }  // namespace
 

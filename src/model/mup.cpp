@@ -31,6 +31,31 @@ WidthShape width_shape(const std::vector<std::int64_t>& shape,
 
 }  // namespace
 
+std::string_view to_string(MupClass c) {
+  switch (c) {
+    case MupClass::fixed: return "fixed";
+    case MupClass::vector_like: return "vector-like";
+    case MupClass::hidden: return "matrix-like";
+    case MupClass::readout: return "readout-like";
+  }
+  return "?";
+}
+
+MupClass mup_class(const ParamSpec& s) {
+  if (s.width.ninf == 0) return MupClass::fixed;
+  if (s.width.ninf >= 2) return MupClass::hidden;
+  // One width dimension: readout-like when the tensor is a linear map (a hidden matrix by role,
+  // or the LM head) whose fan-in is the width one; embeddings are lookups, not maps of the width.
+  const bool linear_map = s.shape.size() == 2 && (s.hidden_matrix() || s.group == ParamGroup::head);
+  if (linear_map && s.width.fan_in_mult != 1.0 && s.width.fan_out_mult == 1.0)
+    return MupClass::readout;
+  return MupClass::vector_like;
+}
+
+double readout_like_multiplier(const ParamSpec& s) {
+  return mup_class(s) == MupClass::readout ? 1.0 / s.width.fan_in_mult : 1.0;
+}
+
 void apply_mup(ParamTable& table, const ModelConfig& cfg) {
   if (cfg.parametrization != Parametrization::mup) return;
   const ModelConfig base_cfg = mup_base_model(cfg);
@@ -65,12 +90,19 @@ double attention_scale(const ModelConfig& cfg) {
 std::vector<std::string> describe_mup(const ModelConfig& cfg, const ParamTable& table) {
   if (cfg.parametrization != Parametrization::mup) return {};
   const ModelConfig b = mup_base_model(cfg);
-  std::set<double> fan_in;
+  std::set<double> fan_in, readout_in;
   int matrices = 0, vectors = 0;
+  std::vector<std::string> readouts;
   for (const ParamSpec& s : table.specs()) {
     if (!s.trained) continue;  // buffers (σReparam's u, v)
-    if (s.width.ninf == 2) ++matrices, fan_in.insert(s.width.fan_in_mult);
-    if (s.width.ninf == 1) ++vectors;
+    switch (mup_class(s)) {
+      case MupClass::hidden: ++matrices, fan_in.insert(s.width.fan_in_mult); break;
+      case MupClass::readout:
+        readouts.push_back(s.name), readout_in.insert(s.width.fan_in_mult);
+        break;
+      case MupClass::vector_like: ++vectors; break;
+      case MupClass::fixed: break;
+    }
   }
   std::vector<std::string> out;
   out.push_back(fmt::format("parametrization mup: base model d_model {}, d_ff {}, {} heads of {} "
@@ -83,6 +115,15 @@ std::vector<std::string> describe_mup(const ModelConfig& cfg, const ParamTable& 
     out.push_back(fmt::format("  {} matrix-like tensors (fan-in x{:.4g}): init / sqrt(fan-in x), "
                               "Adam-family lr / fan-in x, Muon lr x1 (match_rms_adamw / sqrt)",
                               matrices, fmt::join(fan_in, ", x")));
+  if (!readouts.empty()) {
+    std::string names = readouts.front();
+    if (readouts.size() > 1) names += fmt::format(" and {} more", readouts.size() - 1);
+    out.push_back(fmt::format("  {} readout-like tensors (fan-in x{:.4g}, fan-out fixed: {}): "
+                              "output x mult / fan-in x (the head's mult mup_output_mult, the "
+                              "others' 1), init and Adam-family lr as written, Muon lr x "
+                              "sqrt(fan-in x) (match_rms_adamw x1)",
+                              readouts.size(), fmt::join(readout_in, ", x"), names));
+  }
   out.push_back(fmt::format("  {} vector-like tensors (one width dimension) keep their init and lr",
                             vectors));
   return out;
@@ -93,6 +134,8 @@ double adam_lr_multiplier(const ParamSpec& s) {
 }
 
 double muon_lr_multiplier(const ParamSpec& s, MuonAdjustLr adjust) {
+  if (mup_class(s) == MupClass::readout && s.hidden_matrix())
+    return adjust == MuonAdjustLr::original ? std::sqrt(s.width.fan_in_mult) : 1.0;
   if (s.width.ninf != 2) return 1.0;
   return adjust == MuonAdjustLr::original ? 1.0 : 1.0 / std::sqrt(s.width.fan_in_mult);
 }

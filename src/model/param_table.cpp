@@ -94,7 +94,10 @@ class TableBuilder {
     if (t.gain) ns.w = vec(name + ".weight", n, gain0, ParamGroup::norm, l, sub, false);
     if (t.bias && cfg_.norm_bias)
       ns.b = vec(name + ".bias", n, 0.0, ParamGroup::norm, l, sub, true);
-    if (t.alpha) ns.alpha = vec(name + ".alpha", 1, alpha0, ParamGroup::norm, l, sub, false);
+    if (t.alpha) {
+      ns.alpha = vec(name + ".alpha", 1, alpha0, ParamGroup::norm, l, sub, false);
+      table_.specs_mut().back().role = ParamRole::squash_alpha;
+    }
     if (t.shift) ns.shift = vec(name + ".shift", 1, 0.0, ParamGroup::norm, l, sub, false);
     return ns;
   }
@@ -144,8 +147,10 @@ BlockSlots block_params(TableBuilder& tb, const ModelConfig& cfg, const ModelPla
     if (pl.norm_after_add) rs.norm_post = tb.norm(base + "norm_post", C, nk, a0, l, sub);
     if (pl.shortcut_scale)
       rs.omega = tb.vec(base + "res_omega", C, pl.shortcut_init, ParamGroup::norm, l, sub, false);
-    if (pl.branch_scale == BranchScale::lerp)
+    if (pl.branch_scale == BranchScale::lerp) {
       rs.scale = tb.vec(base + "alpha", C, pl.branch_scale_init, ParamGroup::norm, l, sub, false);
+      table.specs_mut().back().role = ParamRole::eigen_lr;
+    }
     else if (pl.branch_scale != BranchScale::none)
       rs.scale = tb.vec(base + "res_scale", pl.branch_scale == BranchScale::channel ? C : 1,
                         pl.branch_scale_init, ParamGroup::norm, l, sub, false);

@@ -37,6 +37,14 @@ struct WidthShape {
   double fan_out_mult = 1;   // of the first dimension (2-D: out)
 };
 
+// What a parameter is for, where its consumers need more than its group: diagnostics and
+// doctor find DyT's alpha and nGPT's eigen learning rates by role, never by a name suffix.
+enum class ParamRole {
+  other,
+  squash_alpha,  // DyT / Derf: the scalar alpha of a norm site (its spec's name: <site>.alpha)
+  eigen_lr,      // nGPT: a sublayer's per-channel eigen learning rates alpha_A / alpha_M
+};
+
 struct ParamSpec {
   std::string name;
   std::vector<std::int64_t> shape;
@@ -60,6 +68,7 @@ struct ParamSpec {
   // ratios and parameter counts (σReparam's power-iteration vectors u, v, model/param_table.h).
   bool trained = true;
   UnitNorm unit_norm = UnitNorm::none;  // nGPT: restored after every optimizer step
+  ParamRole role = ParamRole::other;
   bool hidden_matrix() const {  // a trained 2-D weight inside the blocks (Muon's parameters)
     return trained && shape.size() == 2 &&
            (group == ParamGroup::attention || group == ParamGroup::mlp);

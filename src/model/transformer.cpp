@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "model/model_detail.h"
+#include "model/mup.h"
 #include "normlab/errors.h"
 #include "ops/activation.h"
 #include "ops/attention.h"
@@ -42,6 +43,9 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
     blocks_ = std::move(layout.slots.blocks);
     sigma_ = std::move(layout.slots.sigma);
   }
+  if (!blocks_.empty() && blocks_[0].attn.wg != kNone)
+    gate_mult_ = static_cast<T>(
+        readout_like_multiplier(table_.specs()[spec_at(table_, blocks_[0].attn.wg)]));
   if (allocate) {
     params_.assign(table_.total(), T(0));
     grads_.assign(table_.total(), T(0));
@@ -81,6 +85,7 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
   stats_.branch_rms.assign(2 * L, 0.0);
   stats_.attn_max_logit.assign(L, 0.0);
   stats_.attn_entropy.assign(L, 0.0);
+  stats_.gate_logit_rms.assign(gate_width() > 0 ? L : 0, 0.0);
   stats_.attn_first_mass.assign(L, 0.0);
   stats_.attn_sink_mass.assign(L, 0.0);
   stats_.attn_max_logit_head.assign(static_cast<long>(L) * H, 0.0);

@@ -36,6 +36,9 @@ struct ForwardStats {
   std::vector<double> attn_max_logit;        // per layer: max |s| before the soft-cap
   std::vector<double> attn_max_logit_head;   // per layer and head (L * H)
   std::vector<double> attn_entropy;          // per layer: mean entropy of the attention rows (nats)
+  // Per layer, with model.attn_gate: the RMS of the gate's pre-activation (its logits, after μP's
+  // readout-like multiplier, before the sigmoid); empty without a gate.
+  std::vector<double> gate_logit_rms;
   // Per layer, means over batch, heads and query rows: the probability on key position 0 (rows
   // 1 .. T-1; row 0 has nothing else to attend to), and a sink's (model.attn_sink; 0 without).
   std::vector<double> attn_first_mass, attn_sink_mass;
@@ -262,6 +265,9 @@ class Transformer {
   const T* sink_logits(int l) const;
   // Gated attention (model.attn_gate): gate values per head, 1 or D; 0 without a gate.
   int gate_width() const;
+  // The multiplier on the gate logits u W_g^T: μP's readout-like 1/m_fan_in for a per-head gate
+  // at a fixed number of heads (model/mup.h), else 1. From W_g's row of the parameter table.
+  T gate_mult_ = T(1);
   void mlp_forward(int l, const T* u, T* f);
   void mlp_backward(int l, const T* u, const T* df, T* du, ops::Accum du_accum);
   // A norm site, run by the operations of its kind (s.kind, model/norm_ops.h).

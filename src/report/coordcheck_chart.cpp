@@ -19,7 +19,7 @@ svg::LineChart coordcheck_chart(const CoordcheckResult& r) {
   for (int w : r.settings.widths) c.x.ticks.push_back(w);
   c.y.label = "RMS (attn_max_logit: largest |score|)";
   c.y.log = true;
-  const auto& names = coordcheck_activations();
+  const auto& names = r.activations;
   for (Parametrization p : r.settings.parametrizations)
     for (std::size_t a = 0; a < names.size(); ++a) {
       svg::Series s;
@@ -52,7 +52,7 @@ std::string coordcheck_table_html(const CoordcheckResult& r) {
   std::string o = "<table class=\"coordcheck\"><thead><tr><th>parametrization</th><th>activation</th>";
   for (int w : r.settings.widths) o += fmt::format("<th>d={}</th>", w);
   o += fmt::format("<th>slope at step 1</th><th>slope at step {}</th></tr></thead><tbody>\n", last);
-  const auto& names = coordcheck_activations();
+  const auto& names = r.activations;
   for (Parametrization p : r.settings.parametrizations)
     for (std::size_t a = 0; a < names.size(); ++a) {
       o += fmt::format("<tr><td>{}</td><td>{}</td>", to_string(p), names[a]);

@@ -61,7 +61,7 @@ std::vector<std::string> distinguishing_labels(const std::vector<std::map<std::s
 
 // Series labels for the runs of one chart, by what differs among these runs (not among all the
 // report's inputs): distinguishing_labels of their configs; a run's name where a run has no
-// config or nothing differs; "name (label)" where two labels would be equal.
+// config or nothing differs. Each leads with the run's name: "name (label)".
 std::vector<std::string> chart_labels(const std::vector<const RunView*>& runs, const std::vector<std::string>& keys,
                                       const std::string& except = "");
 

@@ -110,14 +110,11 @@ std::vector<std::string> chart_labels(const std::vector<const RunView*>& runs, c
   const std::vector<std::string> labels = distinguishing_labels(cfgs, keys, except);
   std::vector<std::string> out;
   std::size_t next = 0;
+  // A legend leads with the run's name, then what sets it apart: "a (post, lr 1e-3)".
   for (const RunView* v : runs) {
     const std::string l = v->cfg.empty() ? std::string() : labels[next++];
-    out.push_back(l.empty() ? v->run->name : l);
+    out.push_back(l.empty() || l == v->run->name ? v->run->name : v->run->name + " (" + l + ")");
   }
-  std::map<std::string, int> count;
-  for (const auto& l : out) ++count[l];
-  for (std::size_t i = 0; i < runs.size(); ++i)
-    if (count[out[i]] > 1 && out[i] != runs[i]->run->name) out[i] = runs[i]->run->name + " (" + out[i] + ")";
   return out;
 }
 

@@ -63,6 +63,13 @@ std::vector<std::string> config_warnings(const Config& c, int cores) {
                                 "alpha of DyT and Derf sites)",
                                 key, kind_key, kind));
   };
+  // nGPT's norm sites are its unit-sphere projection whatever model.norm says (DyT and Derf are
+  // refused by validation).
+  if (m.placement == Placement::ngpt && m.norm != dm.norm && m.norm != NormKind::l2)
+    out.push_back(fmt::format("model.norm = {} has no effect with model.placement = ngpt (every "
+                              "norm site of nGPT is its projection onto the unit sphere, l2): "
+                              "drop it",
+                              to_string(m.norm)));
   if (!res.alpha) {
     no_alpha("dyt_alpha_attn", m.dyt_alpha_attn != dm.dyt_alpha_attn, "norm", to_string(m.norm));
     no_alpha("dyt_alpha_mlp", m.dyt_alpha_mlp != dm.dyt_alpha_mlp, "norm", to_string(m.norm));

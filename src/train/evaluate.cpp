@@ -1,6 +1,8 @@
 #include "normlab/evaluate.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <system_error>
 #include <cmath>
 
 #include "model/summary.h"
@@ -9,6 +11,7 @@
 #include "normlab/data.h"
 #include "normlab/errors.h"
 #include "train/checkpoint.h"
+#include "train/run_data.h"
 #include "train/run_tokenizer.h"
 #include "train/evaluate.h"
 #include "train/step.h"
@@ -127,12 +130,29 @@ EvalResult evaluate_checkpoint(const std::string& checkpoint, const std::string&
   const int B = cfg.train.batch_size, T = cfg.model.seq_len;
   const int n = batches > 0 ? batches : std::max(1, cfg.train.eval_batches);
   DataConfig d = cfg.data;
-  if (!data_path.empty()) d.path = data_path;
+  d.path = run_data_path(cfg.data, run_dir_of(dir), data_path);
   const RunTokenizer tok = resolve_tokenizer(cfg, run_dir_of(dir));
   check_vocab(cfg.model, tok);
   // A token file to evaluate on must be of the run's tokenizer (train/run_tokenizer.h).
-  check_token_file_tokenizer(d.path, tok,
-                             "the run's tokenizer, " + (tok.file.empty() ? "bytes" : tok.file));
+  if (!data_path.empty()) {
+    // --data, as the user gave it: its errors name the option, and their fix is an eval command.
+    std::error_code ec;
+    if (!std::filesystem::exists(data_path, ec))
+      throw InputError(fmt::format("--data {}: no such file or folder (eval --data takes a text "
+                                   "file, a folder of text files or a token file)", data_path));
+    const std::string run = run_dir_of(dir).empty() ? checkpoint : run_dir_of(dir);
+    const std::string tok_name = tok.file.empty() ? std::string("bytes") : tok.file;
+    check_token_file_tokenizer(
+        d.path, tok, "the run's tokenizer, " + tok_name, "--data " + data_path,
+        fmt::format("evaluate on the text it was made from, which eval tokenizes with the run's "
+                    "tokenizer: normlab eval --checkpoint {} --data TEXT; or tokenize that text "
+                    "for the run first: normlab tokenize --input TEXT --out TEXT.tok --tokenizer "
+                    "{}, then normlab eval --checkpoint {} --data TEXT.tok",
+                    run, tok_name, run, run));
+  } else {
+    check_token_file_tokenizer(d.path, tok,
+                               "the run's tokenizer, " + (tok.file.empty() ? "bytes" : tok.file));
+  }
   const TokenCorpus corpus = TokenCorpus::from_path(d.path, *tok.tok);
   if (corpus.vocab_size() > cfg.model.vocab_size)
     throw InputError(fmt::format("the evaluation data {} has a vocabulary of {} tokens, more than "

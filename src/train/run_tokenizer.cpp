@@ -115,8 +115,10 @@ RunTokenizer resolve_tokenizer(const Config& cfg, const std::string& run_dir) {
 }
 
 void check_token_file_tokenizer(const std::string& data_path, const RunTokenizer& t,
-                                const std::string& chosen_by) {
+                                const std::string& chosen_by, const std::string& named,
+                                const std::string& fix) {
   if (data_path.empty()) return;
+  const std::string file = named.empty() ? "data.path = " + data_path : named;
   const std::optional<TokenFileInfo> info = token_file_info(data_path);
   if (!info) return;
   const int V = t.tok->vocab_size();
@@ -125,24 +127,27 @@ void check_token_file_tokenizer(const std::string& data_path, const RunTokenizer
     const std::string hash = tokenizer_hash(t.file);
     if (hash != r.hash)
       throw InputError(fmt::format(
-          "{} ({}, {}) is not the tokenizer that made the token file data.path = {}: {}; {}"
-          "re-run normlab tokenize with {}",
-          chosen_by, t.tok->describe(), hash, data_path, show(r),
-          chosen_by.starts_with("data.tokenizer")
-              ? "leave data.tokenizer empty to use the recorded one, or "
-          : chosen_by.find("train.init_from") != std::string::npos
-              ? "set data.tokenizer to the one to train with, or "
-              : "",
-          name_of(t)));
+          "{} ({}, {}) is not the tokenizer that made the token file {}: {}; {}",
+          chosen_by, t.tok->describe(), hash, file, show(r),
+          !fix.empty() ? fix
+                       : fmt::format("{}re-run normlab tokenize with {}",
+                                     chosen_by.starts_with("data.tokenizer")
+                                         ? "leave data.tokenizer empty to use the recorded one, or "
+                                     : chosen_by.find("train.init_from") != std::string::npos
+                                         ? "set data.tokenizer to the one to train with, or "
+                                         : "",
+                                     name_of(t))));
     return;
   }
   const bool bytes_cover = t.file.empty() && info->vocab_size <= V;
   if (info->vocab_size != V && !bytes_cover)
     throw InputError(fmt::format(
-        "data.path = {} is a version 1 token file, which does not record its tokenizer, and its "
-        "vocabulary ({} tokens) is not that of {} ({} tokens); set data.tokenizer to the "
-        "tokenizer that made it, or re-run normlab tokenize (which records the tokenizer)",
-        data_path, info->vocab_size, chosen_by, V));
+        "{} is a version 1 token file, which does not record its tokenizer, and its "
+        "vocabulary ({} tokens) is not that of {} ({} tokens); {}",
+        file, info->vocab_size, chosen_by, V,
+        !fix.empty() ? fix
+                     : std::string("set data.tokenizer to the tokenizer that made it, or re-run "
+                                   "normlab tokenize (which records the tokenizer)")));
 }
 
 bool resolve_vocab_size(ModelConfig& m, const RunTokenizer& t) {

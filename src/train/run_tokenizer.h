@@ -34,8 +34,11 @@ RunTokenizer resolve_tokenizer(const Config& cfg, const std::string& run_dir);
 // whose vocabulary is not the file's (the byte tokenizer also takes a file of fewer ids). Nothing
 // when data_path is not a token file. `chosen_by` says where `t` came from, for the message
 // ("data.tokenizer = x.json").
+// `named` is how the user named the file ("data.path = x.tok", "--data x.tok"); `fix`, when not
+// empty, replaces the message's advice (eval --data: a command for the run).
 void check_token_file_tokenizer(const std::string& data_path, const RunTokenizer& t,
-                                const std::string& chosen_by);
+                                const std::string& chosen_by,
+                                const std::string& named = {}, const std::string& fix = {});
 
 // model.vocab_size left at its default, 256 (the byte tokenizer's), becomes the tokenizer's
 // vocabulary when that is larger; any other value is kept (check_vocab holds it to the

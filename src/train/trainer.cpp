@@ -28,6 +28,7 @@
 #include "train/run_tokenizer.h"
 #include "train/optimizer.h"
 #include "train/qk_clip.h"
+#include "train/run_data.h"
 #include "train/schedule.h"
 #include "train/step.h"
 
@@ -44,6 +45,19 @@ void settle_tokenizer(Config& cfg, const RunTokenizer& t) {
   resolve_vocab_size(cfg.model, t);
   if (cfg.data.tokenizer.empty() && token_file_info(cfg.data.path))
     cfg.data.tokenizer = t.file.empty() ? std::string("bytes") : t.file;
+}
+
+// The corpus of a new run (whose data path it records absolute and relative to its directory)
+// or of a resumed one (found where it was recorded, or at from.data).
+TokenCorpus open_corpus(Config& cfg, const RunTokenizer& t, const std::string& dir, bool resume,
+                        const ResumeOptions& from) {
+  if (!resume) {
+    settle_tokenizer(cfg, t);
+    record_data_path(cfg.data, dir);
+  }
+  check_vocab(cfg.model, t);
+  return TokenCorpus::from_path(resume ? run_data_path(cfg.data, dir, from.data) : cfg.data.path,
+                                *t.tok);
 }
 
 }  // namespace
@@ -81,9 +95,7 @@ struct Trainer::Impl {
         run_dir(dir),
         // A resumed run uses its own copy of the tokenizer; a new one copies it in below.
         tokenizer(resolve_tokenizer(cfg, resume ? dir : std::string())),
-        corpus((resume ? void() : settle_tokenizer(cfg, tokenizer),
-                check_vocab(cfg.model, tokenizer),
-                TokenCorpus::from_path(cfg.data.path, *tokenizer.tok))),
+        corpus(open_corpus(cfg, tokenizer, dir, resume, from)),
         split(corpus.split(cfg.data.val_fraction, cfg.model.seq_len)),
         // Refuses, before anything is allocated, a run that cannot fit in memory (train/memory.h).
         model(require_memory_fits(cfg), cfg.train.batch_size, cfg.model.seq_len),

@@ -33,7 +33,8 @@ Config every_key_changed() {
   m.n_layer = 3;
   m.d_model = 96;
   m.n_head = 6;
-  m.d_ff = 200;
+  m.d_ff = 192;
+  m.d_ff_mult = 2.0;  // d_ff = 2 x d_model, as given
   m.seq_len = 64;
   m.placement = Placement::peri;
   m.mix_ratio = 0.5;
@@ -130,6 +131,7 @@ Config every_key_changed() {
   t.matmul_precision = MatmulPrecision::bf16;
   t.init_from = "runs/base run";
   c.data.path = "corpus dir/tiny \"shakespeare\"\\\t.txt";
+  c.data.path_from_run = "../corpus dir/tiny.txt";
   c.data.val_fraction = 0.1;
   c.data.tokenizer = "tok/tokenizer.json";
   c.diag.interval = 7;

@@ -119,6 +119,32 @@ TEST(Metrics, EveryKeyARunWritesIsDocumented) {
   fs::remove_all(dir);
   Trainer(c, dir.string(), false).run({});
   for (auto& rec : read_metrics(dir.string())) records.push_back(std::move(rec));
+  // And nGPT (ngpt_alpha: its eigen learning rates under their own key, never as dyt_alpha).
+  Config n = test::tiny_run(6);
+  n.train.threads = 1;
+  n.diag.interval = 2;
+  n.model.placement = Placement::ngpt;
+  n.model.mlp = MlpKind::swiglu;
+  fs::remove_all(dir);
+  Trainer(n, dir.string(), false).run({});
+  bool saw_ngpt = false;
+  for (auto& rec : read_metrics(dir.string())) {
+    EXPECT_FALSE(rec.contains(metric::dyt_alpha)) << "nGPT's alpha as DyT's: " << rec.dump();
+    EXPECT_FALSE(rec.contains(metric::dyt_saturated)) << rec.dump();
+    if (rec.contains(metric::ngpt_alpha)) {
+      saw_ngpt = true;
+      const auto& a = rec[metric::ngpt_alpha];
+      EXPECT_EQ(a.size(), 4u) << a.dump();  // 2 layers x (attn, mlp)
+      for (const char* site : {"blocks.0.attn", "blocks.0.mlp", "blocks.1.attn", "blocks.1.mlp"}) {
+        ASSERT_TRUE(a.contains(site) && a[site].is_number()) << site << " in " << a.dump();
+        // the effective eigen learning rate: near its initial model.ngpt_alpha_init after 6 steps
+        EXPECT_NEAR(a[site].get<double>(), n.model.ngpt_alpha_init, 0.5 * n.model.ngpt_alpha_init)
+            << site;
+      }
+    }
+    records.push_back(std::move(rec));
+  }
+  EXPECT_TRUE(saw_ngpt);
   const std::set<std::string> keys = documented();
   const std::set<std::string> doc = documented_in_doc();
   bool saw_diag = false, saw_event = false, saw_update_ratio = false, saw_val = false, saw_end = false;

@@ -85,7 +85,7 @@ TEST(Seeds, SensitivityPerSeedThenMeanAndBand) {
   EXPECT_NEAR(s[0].final_loss_max[0], 3.0, 1e-12);
   EXPECT_EQ(s[1].diverged, 1);
   const std::string t = sensitivity_table(s);
-  EXPECT_NE(t.find("| placement=pre | 2 | 0.1750 ± 0.1061 (0.1000–0.2500) | 2.5500 ± 0.0707 "
+  EXPECT_NE(t.find("| model.placement=pre | 2 | 0.1750 ± 0.1061 (0.1000–0.2500) | 2.5500 ± 0.0707 "
                    "(2.5000–2.6000) | 0.01 (0.01, 0.001) | 0/4 |"),
             std::string::npos)
       << t;
@@ -115,6 +115,7 @@ TEST(Seeds, OneSeedTablesAndJsonAreTheSingleSeedOnes) {
 CompareRow compare_row(Placement p, int seed, double val) {
   CompareRow r;
   r.placement = p;
+  r.variant = std::string(to_string(p));
   r.seed = seed;
   r.train_seed = 1337 + seed;
   r.run_dir = "x";

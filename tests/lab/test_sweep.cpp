@@ -59,7 +59,7 @@ TEST(Sweep, LearningRateSensitivity) {
       run("post", "0.01", "done", 5.5, 2.6), run("post", "0.1", "diverged", 5.5, std::nullopt)};
   const auto s = lr_sensitivity(runs, "optim.lr");
   ASSERT_EQ(s.size(), 2u);
-  EXPECT_EQ(s[0].label, "placement=pre");
+  EXPECT_EQ(s[0].label, "model.placement=pre");
   EXPECT_NEAR(s[0].sensitivity, (0.5 + 0.0 + 0.2) / 3, 1e-12);
   EXPECT_NEAR(s[0].best_loss, 2.5, 1e-12);
   EXPECT_NEAR(s[0].best_lr, 0.01, 1e-12);

@@ -4,6 +4,7 @@ and the command that uses one; `--resume RUN` passes over it to the newest intac
 says so; a named damaged checkpoint is refused; a missing step lists the steps there are; an older
 step is rewound to only with --rewind; a model change refused on resume points to --init-from."""
 import json
+import shlex
 import shutil
 import struct
 
@@ -66,14 +67,19 @@ def test_eval_and_generate_name_the_damaged_checkpoint_and_the_way_out(run):
                f"(expected {want} bytes, found {found})")
     intact = f"intact checkpoints of the run {run} (newest first): {step_name(15)}, {step_name(10)}"
     for cmd, extra in [("eval", ["--batches", "1"]),
-                       ("generate", ["--prompt-ids", "1,2", "--max-new-tokens", "2"])]:
+                       ("generate", ["--prompt-ids", "1,2", "--max-new-tokens", "2"]),
+                       ("generate", ["--prompt", "the cat's", "--max-new-tokens", "2"])]:
         p = normlab(cmd, "--checkpoint", run, *extra)
         assert p.returncode == 3, p.stderr
         lines = p.stderr.strip().splitlines()
-        use = f"use the newest intact one: normlab {cmd} --checkpoint {ck(run, 15)}"
-        assert lines == [damaged, intact, use], p.stderr
-        # The command it gives works.
-        normlab(cmd, "--checkpoint", ck(run, 15), *extra, check=0)
+        # The hint repeats the user's other arguments (issue 50), so the printed command runs.
+        assert lines[:2] == [damaged, intact], p.stderr
+        head = "use the newest intact one: "
+        assert lines[2].startswith(head), p.stderr
+        # as a shell reads it back: the user's arguments with the intact checkpoint
+        use = shlex.split(lines[2][len(head):])
+        assert use == ["normlab", cmd, "--checkpoint", str(ck(run, 15)), *extra], p.stderr
+        normlab(*use[1:], check=0)
     # Eval and generate read the weights only: a truncated state.safetensors does not stop them.
     truncate(run, 15, "state.safetensors")
     normlab("eval", "--checkpoint", ck(run, 15), "--batches", "1", check=0)

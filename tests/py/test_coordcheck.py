@@ -72,3 +72,30 @@ def test_mup_trains_from_python_and_resumes_bitwise(tmp_path):
     assert part.config["model.parametrization"] == "mup"
     assert part.records[-1]["step"] == full.records[-1]["step"] == 6
     assert part.records[-1]["loss"] == full.records[-1]["loss"]
+
+
+def test_the_gate_pre_activation_is_checked_and_flat_under_mup(tmp_path):
+    """Issue 50: with model.attn_gate = head and a fixed number of heads, W_g (n_head, d_model) is
+    readout-like; coordcheck records the gate's pre-activation (attn_gate_logit), whose slope
+    under μP stays flat with MuReadout's 1/m multiplier (without it: about +0.9 here), and ends
+    with a verdict per parametrization."""
+    out = tmp_path / "gate"
+    p = run_normlab("coordcheck", *TINY, "--set", "model.attn_gate=head", "--set", "optim.lr=3e-3",
+                    "--widths", "32,64,128", "--steps", "8", "--seeds", "1", "--out", out,
+                    check=0)
+    j = json.loads((out / "coordcheck.json").read_text())
+    assert j["activations"] == ACTIVATIONS + ["attn_gate_logit"]
+    slope = j["slopes"]["mup"]["attn_gate_logit"][-1]
+    print(f"\nattn_gate_logit slope at step 8: mup {slope:+.2f}, "
+          f"standard {j['slopes']['standard']['attn_gate_logit'][-1]:+.2f}")
+    assert abs(slope) < 0.3, slope
+    assert "| mup | attn_gate_logit |" in p.stdout
+    # the verdict: one line per parametrization, naming what grows beyond the stated slope
+    verdict = p.stdout.split("verdict:")[1]
+    assert j["growth_slope"] == 0.25 and len(j["verdicts"]) == 2
+    for v in j["verdicts"]:
+        assert v in verdict
+    std = next(v for v in j["verdicts"] if v.startswith("standard:"))
+    assert "grow with width beyond slope 0.25" in std and "residual (+" in std, std
+    mup_v = next(v for v in j["verdicts"] if v.startswith("mup:"))
+    assert "attn_gate_logit" not in mup_v, mup_v

@@ -115,9 +115,10 @@ class Norm(nn.Module):
             self.bias = nn.Parameter(torch.zeros(n, dtype=dtype))
 
 
-def torch_model(ref, output_mult=1.0, dtype=torch.float64):
+def torch_model(ref, output_mult=1.0, dtype=torch.float64, readouts=()):
     """An nn.Module holding the model's tensors under normlab's names (Linear for the matrices,
-    Embedding for tok_emb, the head a MuReadout or, tied, a MuSharedReadout of tok_emb.weight)."""
+    Embedding for tok_emb, the head a MuReadout or, tied, a MuSharedReadout of tok_emb.weight;
+    the linear maps named in `readouts` a MuReadout with output_mult 1)."""
     root = nn.Module()
     specs = {s.name: s for s in ref.specs}
     prefixes = []
@@ -129,7 +130,8 @@ def torch_model(ref, output_mult=1.0, dtype=torch.float64):
         w = specs[p + ".weight"]
         has_bias = p + ".bias" in specs
         if w.kind == "linear":
-            mod = nn.Linear(w.shape[1], w.shape[0], bias=has_bias, dtype=dtype)
+            cls = MuReadout if p in readouts else nn.Linear
+            mod = cls(w.shape[1], w.shape[0], bias=has_bias, dtype=dtype)
         elif w.kind == "embedding":
             mod = nn.Embedding(*w.shape, dtype=dtype)
         else:
@@ -149,13 +151,31 @@ def torch_model(ref, output_mult=1.0, dtype=torch.float64):
     return root
 
 
+READOUT_REFUSAL = " has infinite fan-in and finite fan-out dimensions but is not type `MuReadout`"
+
+
 def mup_pair(m, output_mult=1.0, dtype=torch.float64):
-    """(oracle at the width, torch module with mup's base shapes set, its base module)."""
+    """(oracle at the width, torch module with mup's base shapes set, its base module).
+
+    Which linear maps are readouts is mup's decision, not ours: every module is first an
+    nn.Linear, and each one set_base_shapes refuses as a Linear with infinite fan-in and finite
+    fan-out (mup.shape.assert_hidden_size_inf) is rebuilt as a MuReadout (output_mult 1);
+    mod.readouts names them."""
     ref = RefModel(make_config(model=m))
     ref0 = RefModel(make_config(model=base_keys(m)))
-    mod = torch_model(ref, output_mult, dtype)
-    base = torch_model(ref0, output_mult, dtype)
-    set_base_shapes(mod, base, rescale_params=False)
+    readouts = []
+    while True:
+        mod = torch_model(ref, output_mult, dtype, readouts)
+        base = torch_model(ref0, output_mult, dtype, readouts)
+        try:
+            set_base_shapes(mod, base, rescale_params=False)
+            break
+        except AssertionError as e:  # mup 1.0.0 refuses with `assert False, message`
+            assert READOUT_REFUSAL in str(e), e
+            name = str(e).split(READOUT_REFUSAL)[0]
+            assert name not in readouts, name
+            readouts.append(name)
+    mod.readouts = readouts
     return ref, mod, base
 
 
@@ -290,6 +310,44 @@ def test_learning_rates_match_muadamw(width, tie, heads):
     assert seen == set(mult)
 
 
+GATE_CASES = [(w, tie, heads, gate) for w in (64, 128) for tie, heads in
+              ((False, "grow"), (True, "fixed")) for gate in ("head", "elementwise")]
+
+
+@pytest.mark.parametrize("width,tie,heads,gate", GATE_CASES)
+def test_attn_gate_shape_class_and_lr_match_mup(width, tie, heads, gate):
+    """W_g under μP: per head at a fixed number of heads ("grow": 4 heads), W_g (4, d_model) has
+    an infinite fan-in and a finite fan-out, which mup refuses as a Linear and takes as a
+    MuReadout; with heads of a fixed size, or per value, it is matrix-like. normlab's mup_class
+    of every tensor is mup's (readout-like exactly where mup wants a MuReadout: the untied head
+    and such gates), and its learning rates are MuAdamW's for each class."""
+    m = model_keys(width, tie, heads, attn_gate=gate)
+    ref, mod, _ = mup_pair(m)
+    cfg = normlab_config(m, optim={"name": "adamw", "weight_decay": WD})
+    nm = normlab.Model(cfg, seed=3)
+    table = {r["name"]: r for r in nm.param_table()}
+    want_readout = {p + ".weight" for p in mod.readouts}
+    if gate == "head" and heads == "grow":
+        assert want_readout == {f"blocks.{l}.attn.wg.weight" for l in range(L)}, mod.readouts
+    else:
+        assert want_readout == set(), mod.readouts
+    if not tie:
+        want_readout.add("lm_head.weight")  # a MuReadout by construction (torch_model)
+    params = dict(mod.named_parameters())
+    assert set(params) == set(table)
+    for n, p in params.items():
+        r = table[n]
+        assert p.infshape.ninf() == r["width_dims"], (n, p.infshape, r)
+        want = ("readout-like" if n in want_readout else
+                {0: "fixed", 1: "vector-like", 2: "matrix-like"}[p.infshape.ninf()])
+        assert r["mup_class"] == want, (n, r["mup_class"], want)
+    mult = normlab.Optimizer(cfg, nm).lr_multipliers()
+    for g in mu_adamw(mod, ref).param_groups:
+        for p in g["params"]:
+            n = name_of(mod, p)
+            assert g["lr"] / LR == pytest.approx(mult[n], rel=1e-12), (n, g["lr"], mult[n])
+
+
 def name_of(mod, p):
     return next(n for n, q in mod.named_parameters() if q is p)
 
@@ -338,13 +396,17 @@ class Pair:
         ref_m = {**m}  # the oracle's attention scale is given explicitly, its head is MuReadout
         _, self.mod, _ = mup_pair(ref_m, output_mult)
         self.ref = RefModel(make_config(model=ref_m), attn_scale=mup_attn_scale(m, attn_scale),
-                            head=self.mod.lm_head)
+                            head=self.mod.lm_head, gate=self.gate_logits)
         with torch.no_grad():
             for n, p in self.mod.named_parameters():
                 p.copy_(torch.from_numpy(np.array(self.nm.parameters()[n])))
         c = self.cfg  # beta1, beta2: normlab's defaults (0.9, 0.95)
         self.topt = mu_adamw(self.mod, self.ref, cls=opt_cls,
                              betas=(c["optim.beta1"], c["optim.beta2"]), eps=c["optim.eps"])
+
+    def gate_logits(self, prefix, u):
+        """The attention gate's logits through the torch module (a MuReadout where mup asks)."""
+        return self.mod.get_submodule(prefix + ".wg")(u)
 
     def torch_forward(self, idx, tgt):
         params = dict(self.mod.named_parameters())
@@ -404,6 +466,12 @@ UPDATE_CASES = [
     (128, True, "grow", {"output_mult": 2.0, "attn_scale": 0.3}),
     (128, False, "grow", {"init_std": 0.2}),   # scores O(1): the attention scale shows in logits
     (32, False, "grow", {}),                    # the base width: every multiplier is 1
+    # the attention gate: per head at 4 heads, W_g (4, d_model) readout-like (MuReadout's 1/m on
+    # its logits); per head with heads of 8, and per value: matrix-like
+    (128, False, "grow", {"attn_gate": "head", "init_std": 0.2}),
+    (64, True, "grow", {"attn_gate": "head"}),
+    (128, True, "fixed", {"attn_gate": "head"}),
+    (64, False, "grow", {"attn_gate": "elementwise"}),
 ]
 
 

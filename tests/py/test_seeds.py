@@ -101,7 +101,7 @@ def test_sweep_seeds_resumes_and_bands(tmp_path):
                    zip(s["final_loss_min"], s["final_losses"], s["final_loss_max"]))
     runs = {r["name"]: r for r in j["runs"]}
     assert runs["placement-pre_lr-1e-3"]["final_loss"] != runs["placement-pre_lr-1e-3_seed1"]["final_loss"]
-    assert "| placement=pre | 2 |" in p.stdout and " ± " in p.stdout
+    assert "| model.placement=pre | 2 |" in p.stdout and " ± " in p.stdout
     # Resumed again: nothing reruns.
     p2 = normlab(*args, "--seeds", "2", check=0)
     assert p2.stdout.count("already finished (") == 8, p2.stdout

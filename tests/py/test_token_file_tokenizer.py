@@ -109,7 +109,7 @@ def test_training_uses_the_recorded_tokenizer(corpus, tmp_path):
     p = normlab("eval", "--checkpoint", run, "--data", byte_file)
     assert p.returncode == 3, p.stderr
     assert f"the run's tokenizer, {run / 'tokenizer.json'}" in p.stderr, p.stderr
-    assert f"is not the tokenizer that made the token file data.path = {byte_file}: bytes" \
+    assert f"is not the tokenizer that made the token file --data {byte_file}: bytes" \
         in p.stderr, p.stderr
     # Still so once the original tokenizer file is gone: the run uses its copy.
     moved = tmp_path / "moved.json"

@@ -15,7 +15,8 @@ semantics, the learning-rate schedule) is ref_optim.py.
 μP (tests/py/test_mup_parity.py) overrides two pieces from outside, leaving the formulas above as
 they are: `RefModel(cfg, attn_scale=s)` scales the scores by s instead of the config's rule, and
 `RefModel(cfg, head=f)` computes the logits as f(x) (e.g. mup's MuReadout module) instead of
-x @ W^T (the final soft-cap still follows).
+x @ W^T (the final soft-cap still follows), and `RefModel(cfg, gate=g)` computes the attention
+gate's logits of block `prefix` as g(prefix, u) instead of u @ W_g^T (e.g. a MuReadout module).
 """
 from __future__ import annotations
 
@@ -100,12 +101,15 @@ class ParamSpec:
 
 
 class RefModel:
-    def __init__(self, cfg, dtype=torch.float64, attn_scale=None, head=None, shortcut=None):
+    def __init__(self, cfg, dtype=torch.float64, attn_scale=None, head=None, shortcut=None,
+                 gate=None):
         """attn_scale: the attention-score scale (None: the config's, attn_scale or 1/sqrt(D));
         head: a callable x (B, T, C) -> logits (B, T, V) that replaces x @ W^T (None: the
         config's head, tied or lm_head.weight); shortcut: a callable (x, g, omega) -> s that
-        replaces Admin's s = omega * x + g (e.g. admin-torch's OmegaResidual)."""
+        replaces Admin's s = omega * x + g (e.g. admin-torch's OmegaResidual); gate: a callable
+        (prefix, u) -> the gate logits that replaces u @ W_g^T."""
         self.cfg = cfg
+        self.gate = gate
         self.attn_scale = attn_scale
         self.head = head
         self.shortcut = shortcut
@@ -346,7 +350,9 @@ class RefModel:
         gate = m["attn_gate"]
         if gate != "none":
             # README "Attention gate": o' = sigmoid(u W_g^T) (.) o, per head or per value.
-            gz = torch.sigmoid(u @ params[f"{prefix}.wg.weight"].T)  # (B, T, H) or (B, T, Cq)
+            z = (self.gate(prefix, u) if self.gate is not None
+                 else u @ params[f"{prefix}.wg.weight"].T)
+            gz = torch.sigmoid(z)  # (B, T, H) or (B, T, Cq)
             if gate == "head":
                 gz = gz.repeat_interleave(D, dim=-1)
             o = gz * o

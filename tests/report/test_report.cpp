@@ -55,8 +55,8 @@ TEST(Report, LabelsFromConfigDifferences) {
   const Figure* loss = find(rep, "loss");
   ASSERT_NE(loss, nullptr);
   ASSERT_EQ(loss->chart.series.size(), 3u);
-  EXPECT_EQ(loss->chart.series[0].label, "post, lr 1e-3");
-  EXPECT_EQ(loss->chart.series[1].label, "peri, lr 3e-3");
+  EXPECT_EQ(loss->chart.series[0].label, "a (post, lr 1e-3)");  // the run's name first
+  EXPECT_EQ(loss->chart.series[1].label, "b (peri, lr 3e-3)");
   // The diverged run (no end event: an older run) is marked at its last step line, at the top edge
   // since its loss there is not finite.
   ASSERT_EQ(loss->chart.series[2].marks.size(), 1u);
@@ -110,14 +110,16 @@ TEST(Report, LabelsDifferWithinEachChart) {
   in.runs = {run("post_a", "post", 1e-3, true), run("post_b", "post", 1e-2, true),
              run("pre_a", "pre", 1e-3, false), run("pre_b", "pre", 1e-2, false)};
   const Report rep = build_report(in, "T", "f");
-  // The loss chart holds all four: placement and learning rate, short, all distinct.
+  // The loss chart holds all four: the run's name, then placement and learning rate, short.
   EXPECT_EQ(legend(*find(rep, "loss")),
-            (std::vector<std::string>{"post, lr 1e-3", "post, lr 0.01", "pre, lr 1e-3", "pre, lr 0.01"}));
+            (std::vector<std::string>{"post_a (post, lr 1e-3)", "post_b (post, lr 0.01)",
+                                      "pre_a (pre, lr 1e-3)", "pre_b (pre, lr 0.01)"}));
   // The diagnostics charts hold the post-norm runs only: within them only the learning rate differs.
   for (const char* name : {"grad_norm_layers_runs", "resid_rms_runs", "attn_max_logit"}) {
     const Figure* f = find(rep, name);
     ASSERT_NE(f, nullptr) << name;
-    EXPECT_EQ(legend(*f), (std::vector<std::string>{"lr 1e-3", "lr 0.01"})) << name;
+    EXPECT_EQ(legend(*f), (std::vector<std::string>{"post_a (lr 1e-3)", "post_b (lr 0.01)"}))
+        << name;
   }
   // The learning-rate chart: one line per placement.
   EXPECT_EQ(legend(*find(rep, "lr_sensitivity")), (std::vector<std::string>{"post", "pre"}));
@@ -328,7 +330,8 @@ TEST(Report, DivergedRunMarkedWhereItStoppedWithTheReason) {
     for (double x : s.x) EXPECT_NE(x, 35);
   // The tooltip is an SVG <title> of the mark.
   const std::string svg = svg::render(f->chart);
-  EXPECT_NE(svg.find("<title>post: diverged at step 43: diverged: smoothed loss above"), std::string::npos);
+  EXPECT_NE(svg.find("<title>boom (post): diverged at step 43: diverged: smoothed loss above"),
+            std::string::npos);
   // The runs table: the step reached (43, not train.steps), the end event's train loss.
   EXPECT_NE(rep.html.find("<td>43</td><td>7.2500</td>"), std::string::npos);
   EXPECT_NE(rep.html.find("train loss"), std::string::npos);

@@ -41,7 +41,9 @@ void print_plan(const ConfirmPlan& p, const std::string& out) {
   fmt::print("  arms ({} seeds each, data orders train.data_seed = 0..{}; in {}):\n", p.seeds,
              p.seeds - 1, out);
   for (const auto& a : p.arms) {
-    if (a.name == "control")
+    if (a.name == "control" && !a.cannot.empty())
+      fmt::print("    control: not run ({})\n", a.cannot);
+    else if (a.name == "control")
       fmt::print("    control: the run's config unchanged (seed 0 replays the run)\n");
     else if (!a.cannot.empty())
       fmt::print("    {}: {} -- not run: {}\n", a.name, a.remedy, a.cannot);

@@ -130,6 +130,11 @@ ConfirmPlan plan_confirmation(const ConfirmProblem& p, const Config& run_cfg,
                                        "the condition may not have time to come back", end, onset));
   }
   plan.window_end = end;
+  if (plan.arms_run() == 1) {  // the control alone tests nothing
+    plan.arms[0].cannot = "no remedy of this problem can be run as config changes";
+    plan.notes.push_back("nothing to confirm: no remedy of this problem is a config change that "
+                         "was not tried already");
+  }
   if (run_end > 0 && run_end < end)
     plan.notes.push_back(fmt::format("the run stopped at step {}: the control's replay is compared "
                                      "with it up to there", run_end));

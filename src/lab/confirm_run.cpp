@@ -214,6 +214,10 @@ Confirmation measure_confirmation(const ConfirmPlan& plan, const std::string& ru
   }
   for (std::size_t i = 1; i < c.arms.size(); ++i)
     c.verdicts.push_back(judge_remedy(c.arms[0], c.arms[i], confirm_default_threshold(stat)));
+  if (!plan.arms[0].cannot.empty()) {
+    c.replay_check = "not run (nothing to confirm)";
+    return c;
+  }
   c.replay_check = replay_check(run_dir, (fs::path(out) / "control").string(), plan.start_step,
                                 plan.window_end, c.replay_bitwise);
   return c;

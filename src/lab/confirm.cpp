@@ -118,6 +118,8 @@ ConfirmPlan plan_confirmation(const ConfirmProblem& p, const Config& run_cfg,
   plan.window_why = fmt::format("onset {} + max({}, {} x the {} steps it took to appear)", onset,
                                 ConfirmRules::kMinWindowAfterOnset, ConfirmRules::kWindowMultiple,
                                 appear);
+  // The plateau and the final loss are conditions of the end of a run: judged there.
+  if (p.statistic == "unigram_gap" || p.statistic == "loss_end") end = run_cfg.train.steps;
   if (end >= run_cfg.train.steps) {
     end = run_cfg.train.steps;
     plan.window_why = "to the run's end (train.steps)";

@@ -204,6 +204,10 @@ Confirmation measure_confirmation(const ConfirmPlan& plan, const std::string& ru
           v = measure_statistic(stat, recs, plan.start_step, plan.window_end, unigram_entropy);
           loss = sr.train_loss.value_or(
               measure_statistic("loss_end", recs, plan.start_step, plan.window_end, 0));
+          // At the end of the window, the end event's train loss (the mean of its last steps,
+          // as doctor's plateau check reads it) rather than one step's.
+          if (sr.train_loss && stat == "unigram_gap") v = *sr.train_loss - unigram_entropy;
+          if (sr.train_loss && stat == "loss_end") v = *sr.train_loss;
         }
         r.stat.push_back(v);
         r.loss_end.push_back(loss);

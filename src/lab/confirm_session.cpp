@@ -39,7 +39,7 @@ std::vector<ConfirmJob> confirm_jobs(const std::string& run_dir, const nlohmann:
                                                     : std::vector<std::pair<long, std::string>>{};
   const long reached = diagnosis.value("steps", 0L);
   std::vector<ConfirmJob> jobs;
-  for (const ConfirmProblem& p : confirm_problems(diagnosis)) {
+  for (const ConfirmProblem& p : confirm_problems(diagnosis, run_cfg)) {
     ConfirmJob j;
     j.plan = plan_confirmation(p, run_cfg, checkpoints, reached, o.seeds, o.max_steps);
     if (!o.command.empty()) {

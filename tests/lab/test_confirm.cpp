@@ -181,15 +181,31 @@ TEST(ConfirmDoctor, ReadsStructuredRemediesAndTheStatistic) {
        "remedies": [{"text": "lower lr", "set": {"optim.lr": "0.001"}, "tried": false},
                     "plain advice"]},
       {"kind": "gradient_spikes", "severity": "note"}]})");
-  const auto ps = confirm_problems(d);
+  Config c;
+  c.optim.lr = 0.003;
+  const auto ps = confirm_problems(d, c);
   ASSERT_EQ(ps.size(), 1u);
   EXPECT_EQ(ps[0].statistic, "spike_count");
   EXPECT_EQ(ps[0].onset_step, 42);
   ASSERT_EQ(ps[0].remedies.size(), 2u);
   EXPECT_EQ(ps[0].remedies[0].set.at(0).second, "0.001");
   EXPECT_TRUE(ps[0].remedies[1].set.empty());
-  Config c;
-  c.optim.lr = 0.003;
+  // Plain-text remedies: the --set they name (known keys only); one the config holds is tried.
+  const nlohmann::json t = nlohmann::json::parse(R"J({"findings": [
+      {"kind": "attention_logit_growth", "severity": "problem", "first_step": 10, "remedies": [
+        "QK-Norm: --set model.qk_norm=rmsnorm (normalizes queries), or --set model.nope=1.",
+        "lower the learning rate: --set optim.lr=0.0030 (now 0.003)",
+        "lower the learning rate (optim.lr = 0.003 now)"]}]})J");
+  const auto qs = confirm_problems(t, c);
+  ASSERT_EQ(qs.size(), 1u);
+  EXPECT_EQ(qs[0].statistic, "attn_max_logit");
+  ASSERT_EQ(qs[0].remedies.size(), 3u);
+  ASSERT_EQ(qs[0].remedies[0].set.size(), 1u);
+  EXPECT_EQ(qs[0].remedies[0].set[0], std::make_pair(std::string("model.qk_norm"),
+                                                     std::string("rmsnorm")));
+  EXPECT_FALSE(qs[0].remedies[0].tried);
+  EXPECT_TRUE(qs[0].remedies[1].tried);
+  EXPECT_TRUE(qs[0].remedies[2].set.empty());
   EXPECT_EQ(config_value_text(c, "optim.lr"), "0.003");
   EXPECT_EQ(config_value_text(c, "model.qk_norm"), "none");
 }

@@ -1,0 +1,160 @@
+"""`normlab doctor RUN --confirm` end to end through the CLI and Python, on tiny real runs:
+(1) attention-logit growth at lr 0.3 without QK-Norm: QK-Norm confirmed against the control
+(which, from step 0, replays the run bitwise: (7)); --dry-run plans without training; a rerun
+finds the arms finished; normlab.doctor(confirm=True, jobs=2) returns the same verdicts;
+(3) a healthy run: nothing to confirm; (6) --command on a probed PyTorch script, with and without
+{resume_from}: a remedy the template cannot express is "cannot confirm", and without a resume
+placeholder the verdicts say the arms started at step 0."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from normlab_cli import BUILD, normlab
+
+HERE = Path(__file__).resolve().parent
+
+TINY = ["--set", "model.n_layer=2", "--set", "model.d_model=32", "--set", "model.n_head=2",
+        "--set", "model.d_ff=64", "--set", "model.seq_len=32", "--set", "train.batch_size=4",
+        "--set", "train.eval_interval=0", "--set", "train.eval_batches=1",
+        "--set", "train.log_interval=1", "--set", "train.threads=1"]
+# Pre-Norm without QK-Norm at lr 0.3: attention logits in the thousands within 25 steps.
+FAILING = ["--set", "train.steps=30", "--set", "optim.lr=0.3", "--set", "optim.warmup_steps=10",
+           "--set", "diag.interval=5", "--set", "train.checkpoint_interval=10"]
+
+
+def confirmation(d: dict, kind: str) -> dict:
+    return next(c for c in d["confirmation"] if c["problem"] == kind)
+
+
+def verdict(c: dict, key: str) -> dict:
+    return next(v for v in c["verdicts"] if key in v["remedy"])
+
+
+@pytest.fixture(scope="module")
+def attn_run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("confirm") / "attn"
+    normlab("train", "--out", d, *TINY, *FAILING, check=0)
+    return d
+
+
+def test_dry_run_plans_without_training(attn_run):
+    p = normlab("doctor", attn_run, "--confirm", "--dry-run", check=0)
+    assert "CONFIRM attention_logit_growth" in p.stdout, p.stdout
+    assert "start: step 0 (model.qk_norm cannot change on resume" in p.stdout, p.stdout
+    assert "control: the run's config unchanged (seed 0 replays the run)" in p.stdout
+    assert "[model.qk_norm = rmsnorm]" in p.stdout and "estimated:" in p.stdout
+    assert not (attn_run / "confirm").exists()
+    d = json.loads(normlab("doctor", attn_run, "--dry-run", "--json", check=0).stdout)
+    c = confirmation(d, "attention_logit_growth")
+    assert c["dry_run"] and c["seeds"] == 3 and c["start_step"] == 0
+    assert c["estimated_steps"] == sum(1 for a in c["arms"] if "cannot" not in a) * 3 * \
+        (c["window_end"] - c["start_step"])
+
+
+def test_qk_norm_confirmed_and_the_control_replays_the_run(attn_run):
+    t0 = time.monotonic()
+    p = normlab("doctor", attn_run, "--confirm", "-j", "2", "--json", check=0, timeout=600)
+    wall = time.monotonic() - t0
+    d = json.loads(p.stdout)
+    c = confirmation(d, "attention_logit_growth")
+    assert c["replay_bitwise"], c["replay_check"]
+    v = verdict(c, "QK-Norm")
+    assert v["verdict"] == "confirmed", json.dumps(c, indent=1)
+    assert v["control_present"] >= 2 and v["treatment_present"] == 0
+    control = next(a for a in c["arm_results"] if a["name"] == "control")
+    assert len(control["statistic"]) == 3 and min(x for x in control["statistic"]) > 0
+    # the arms are ordinary run directories; the finding carries its confirmation too
+    assert (attn_run / "confirm" / "attention_logit_growth" / "control_seed2" /
+            "metrics.jsonl").exists()
+    f = next(f for f in d["findings"] if f["kind"] == "attention_logit_growth")
+    assert f["confirmation"]["verdicts"] == c["verdicts"]
+    print(f"confirm wall {wall:.1f} s")
+    # a rerun trains nothing and gives the same verdicts
+    p = normlab("doctor", attn_run, "--confirm", check=0, timeout=600)
+    assert "already finished (done), skipped" in p.stdout, p.stdout
+    assert "QK-Norm" in p.stdout and ": confirmed" in p.stdout, p.stdout
+
+
+def test_python_returns_the_same_structure(attn_run):
+    from normlab_py import normlab as nl
+    d = nl.doctor(attn_run, confirm=True, seeds=3, jobs=2)
+    c = confirmation(d, "attention_logit_growth")
+    assert verdict(c, "QK-Norm")["verdict"] == "confirmed"
+    plan = nl.doctor(attn_run, dry_run=True, seeds=2)
+    assert confirmation(plan, "attention_logit_growth")["seeds"] == 2
+    with pytest.raises(nl.ConfigError):
+        nl.doctor(attn_run, confirm=True, seeds=0)
+
+
+def test_healthy_run_has_nothing_to_confirm(tmp_path):
+    d = tmp_path / "healthy"
+    normlab("train", "--out", d, *TINY, "--set", "train.steps=300", "--set", "optim.lr=0.003",
+            "--set", "train.batch_size=8", "--set", "diag.interval=10", check=0)
+    p = normlab("doctor", d, "--confirm", check=0)
+    assert "nothing to confirm: doctor names no problem" in p.stdout, p.stdout
+    assert not (d / "confirm").exists()
+
+
+TRAINER = '''
+import argparse, sys, torch
+sys.path.insert(0, {here!r})
+import normlab.torch
+from probe_fixtures import GPT, markov_batches
+ap = argparse.ArgumentParser()
+ap.add_argument("--lr", type=float)
+ap.add_argument("--seed", type=int, default=0)
+ap.add_argument("--resume-from", default="")
+ap.add_argument("--out")
+a = ap.parse_args()
+torch.manual_seed(0)
+model = GPT()
+opt = torch.optim.AdamW(model.parameters(), lr=a.lr)
+idx, tgt = markov_batches(40, seed=1 + a.seed)  # --seed: the data order only
+with normlab.torch.Probe(model, opt, out=a.out, interval=5, config={{"train.steps": 40}}) as p:
+    for s in range(40):
+        loss = model(idx[s], tgt[s])[1]
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        p.step(loss)
+'''
+
+
+@pytest.mark.parametrize("resume", [False, True])
+def test_command_on_a_probed_run(tmp_path, monkeypatch, resume):
+    script = tmp_path / "train.py"
+    script.write_text(TRAINER.format(here=str(HERE)))
+    monkeypatch.setenv("PYTHONPATH", str(Path(BUILD) / "python"))
+    run = tmp_path / "probed"
+    import subprocess
+    subprocess.run([sys.executable, str(script), "--lr", "0.05", "--out", str(run)], check=True)
+    cmd = (f"{sys.executable} {script} --lr {{optim.lr}} --seed {{seed}} --out {{out}}" +
+           (" --resume-from {resume_from}" if resume else ""))
+    diag = json.loads(normlab("doctor", run, "--json", check=0).stdout)
+    kinds = [f["kind"] for f in diag["findings"] if f["severity"] == "problem"]
+    assert kinds, json.dumps(diag, indent=1)
+    p = normlab("doctor", run, "--confirm", "--command", cmd, "-j", "2", "--seeds", "2", "--json",
+                check=0, timeout=600)
+    d = json.loads(p.stdout)
+    assert d["confirmation"], p.stdout
+    verdicts = [v for c in d["confirmation"] for v in c["verdicts"]]
+    # every remedy that names a key other than optim.lr cannot be expressed by this command
+    for c in d["confirmation"]:
+        for a in c["arms"]:
+            keys = set(a["set"])
+            if keys and keys != {"optim.lr"}:
+                assert a["cannot"].startswith("cannot confirm: your command has no placeholder"), a
+    ran = [c for c in d["confirmation"] if any(v["verdict"] != "cannot confirm"
+                                                for v in c["verdicts"])]
+    for c in ran:
+        assert c["start_step"] == 0
+        assert c["replay_bitwise"], c["replay_check"]  # seed 0 of the control is the run itself
+        for v in c["verdicts"]:
+            if v["verdict"] != "cannot confirm":
+                assert ("has no {resume_from} placeholder" in v["reason"]) == (not resume), v
+    assert verdicts

@@ -64,7 +64,8 @@ long ConfirmPlan::arms_run() const {
 
 ConfirmPlan plan_confirmation(const ConfirmProblem& p, const Config& run_cfg,
                               const std::vector<std::pair<long, std::string>>& checkpoints,
-                              long run_end, int seeds, long max_steps) {
+                              long run_end, int seeds, long max_steps,
+                              const CannotRun& cannot) {
   if (seeds < 1) throw ConfigError({fmt::format("--seeds {} must be >= 1", seeds)});
   ConfirmPlan plan;
   plan.problem = p;
@@ -85,6 +86,7 @@ ConfirmPlan plan_confirmation(const ConfirmProblem& p, const Config& run_cfg,
     }
     ArmPlan a{fmt::format("remedy{}", ++n), r.text, r.set, ""};
     if (r.set.empty()) a.cannot = "not expressible as config changes";
+    if (a.cannot.empty() && cannot) a.cannot = cannot(r.set);
     for (const auto& [k, v] : r.set)
       if (a.cannot.empty() && fixed_key.empty() &&
           std::find(resumable.begin(), resumable.end(), k) == resumable.end())

@@ -12,6 +12,7 @@
 // directories and measures them. The CLI (and the Python binding) run the arms through the sweep
 // machinery and render the result.
 #pragma once
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -85,9 +86,14 @@ struct ConfirmPlan {
 // (step, folder), `run_steps` the run's train.steps and `run_end` the step it reached.
 // `expressible(set)` says why a remedy cannot be run (empty: it can); a remedy that changes a key
 // fixed on resume moves the start to step 0 (said in start_why). max_steps > 0 caps the window.
+// `cannot(set)`, when given, says why an arm's changes cannot be run (an external command
+// without a placeholder for a key); empty: they can.
+using CannotRun =
+    std::function<std::string(const std::vector<std::pair<std::string, std::string>>&)>;
 ConfirmPlan plan_confirmation(const ConfirmProblem& p, const Config& run_cfg,
                               const std::vector<std::pair<long, std::string>>& checkpoints,
-                              long run_end, int seeds, long max_steps);
+                              long run_end, int seeds, long max_steps,
+                              const CannotRun& cannot = {});
 
 // The config of an arm's seed k: the run's config with the arm's changes, train.data_seed = k,
 // train.stop_at = the window's end. Throws ConfigError naming a bad change.

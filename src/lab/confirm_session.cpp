@@ -41,17 +41,26 @@ std::vector<ConfirmJob> confirm_jobs(const std::string& run_dir, const nlohmann:
   std::vector<ConfirmJob> jobs;
   for (const ConfirmProblem& p : confirm_problems(diagnosis, run_cfg)) {
     ConfirmJob j;
-    j.plan = plan_confirmation(p, run_cfg, checkpoints, reached, o.seeds, o.max_steps);
+    CannotRun cannot;
+    if (!o.command.empty())
+      cannot = [&ph](const std::vector<std::pair<std::string, std::string>>& set) {
+        for (const auto& [k, v] : set)
+          if (std::find(ph.begin(), ph.end(), k) == ph.end())
+            return fmt::format("cannot confirm: your command has no placeholder for {}", k);
+        return std::string();
+      };
+    j.plan = plan_confirmation(p, run_cfg, checkpoints, reached, o.seeds, o.max_steps, cannot);
     if (!o.command.empty()) {
-      for (auto& a : j.plan.arms)
-        for (const auto& [k, v] : a.set)
-          if (a.cannot.empty() && std::find(ph.begin(), ph.end(), k) == ph.end())
-            a.cannot = fmt::format("cannot confirm: your command has no placeholder for {}", k);
       if (!has)
         j.plan.notes.push_back("your command has no {resume_from} placeholder: every arm starts "
                                "at step 0");
     }
-    j.out = confirm_dir(run_dir, p.kind);
+    // One folder per plan: a rerun with other options (--max-steps, --command) never mistakes
+    // arms of another window for its own; seed k of an arm is the same run for any --seeds.
+    j.out = (fs::path(confirm_dir(run_dir, p.kind)) /
+             fmt::format("from{}_to{}{}", j.plan.start_step, j.plan.window_end,
+                         o.command.empty() ? "" : "_command"))
+                .string();
     j.arms = arm_points(j.plan, run_cfg);
     const int threads = o.jobs > 1 ? std::max(1, available_cores() / o.jobs) : 0;
     for (std::size_t i = 0; i < j.arms.points.size(); ++i) {
@@ -111,7 +120,8 @@ std::vector<Confirmation> finish_confirmation(const std::vector<ConfirmJob>& job
                          "placeholder, so each arm retrained the run from its beginning";
     }
     if (!c.command_note.empty())
-      for (auto& v : c.verdicts) v.reason += " (" + c.command_note + ")";
+      for (auto& v : c.verdicts)
+        if (v.verdict != "cannot confirm") v.reason += " (" + c.command_note + ")";
     out.push_back(std::move(c));
   }
   return out;

@@ -2,8 +2,8 @@
 #include "lab/confirm.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
-#include <set>
 
 #include <fmt/format.h>
 
@@ -84,7 +84,16 @@ ConfirmPlan plan_confirmation(const ConfirmProblem& p, const Config& run_cfg,
       plan.notes.push_back("already tried (the run's config holds it): " + r.text);
       continue;
     }
-    ArmPlan a{fmt::format("remedy{}", ++n), r.text, r.set, ""};
+    // Named by its changes ("qk_norm-rmsnorm"), as a sweep names its points: the same change
+    // for two problems with the same window is one arm, trained once.
+    std::string name;
+    for (const auto& [k, v] : r.set) name += (name.empty() ? "" : "_") + k.substr(k.find('.') + 1) + "-" + v;
+    for (char& ch : name)
+      if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.'))
+        ch = '_';
+    ++n;
+    if (name.empty()) name = fmt::format("remedy{}", n);
+    ArmPlan a{name, r.text, r.set, ""};
     if (r.set.empty()) a.cannot = "not expressible as config changes";
     if (a.cannot.empty() && cannot) a.cannot = cannot(r.set);
     for (const auto& [k, v] : r.set)

@@ -61,7 +61,9 @@ bool confirm_statistic_known(const std::string& name);
 std::optional<double> confirm_default_threshold(const std::string& name);
 
 struct ArmPlan {
-  std::string name;    // "control", "remedy1", ... (the run directories CONFIRM/KIND/NAME[_seedK])
+  // "control", or the changes ("qk_norm-rmsnorm", as sweep names points; "remedyN" for a remedy
+  // without changes): the run directories RUN/confirm/fromS_toE/NAME[_seedK]
+  std::string name;
   std::string remedy;  // the remedy's text; empty for the control
   std::vector<std::pair<std::string, std::string>> set;
   std::string cannot;  // why it cannot be confirmed (not run); empty when it is run

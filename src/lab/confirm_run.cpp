@@ -59,8 +59,8 @@ std::vector<std::pair<long, std::string>> intact_checkpoints(const std::string& 
   return out;
 }
 
-std::string confirm_dir(const std::string& run_dir, const std::string& kind) {
-  return (fs::path(run_dir) / "confirm" / kind).string();
+std::string confirm_dir(const std::string& run_dir, const std::string& name) {
+  return (fs::path(run_dir) / "confirm" / name).string();
 }
 
 ArmPoints arm_points(const ConfirmPlan& plan, const Config& run_cfg) {

@@ -1,4 +1,4 @@
-// The confirmation's arms on disk: their run directories under RUN/confirm/KIND/ (ordinary run
+// The confirmation's arms on disk: their run directories under RUN/confirm/fromS_toE/ (ordinary run
 // directories, trained through the sweep machinery), what each measured, and the check that the
 // control's seed 0 replays the original run bitwise.
 #pragma once
@@ -17,8 +17,8 @@ namespace normlab {
 // The intact checkpoint folders of a run as (step, folder), oldest first.
 std::vector<std::pair<long, std::string>> intact_checkpoints(const std::string& run_dir);
 
-// RUN/confirm/KIND: where the arms of one problem live.
-std::string confirm_dir(const std::string& run_dir, const std::string& kind);
+// RUN/confirm/NAME: where the arms of one replay (fromS_toE) live.
+std::string confirm_dir(const std::string& run_dir, const std::string& name);
 
 // The arms that are run, seed by seed, as sweep points (name ARM or ARM_seedK, seed k), with
 // their configs (arm_config()).

@@ -55,12 +55,11 @@ std::vector<ConfirmJob> confirm_jobs(const std::string& run_dir, const nlohmann:
         j.plan.notes.push_back("your command has no {resume_from} placeholder: every arm starts "
                                "at step 0");
     }
-    // One folder per plan: a rerun with other options (--max-steps, --command) never mistakes
-    // arms of another window for its own; seed k of an arm is the same run for any --seeds.
-    j.out = (fs::path(confirm_dir(run_dir, p.kind)) /
-             fmt::format("from{}_to{}{}", j.plan.start_step, j.plan.window_end,
-                         o.command.empty() ? "" : "_command"))
-                .string();
+    // One folder per replay (start, window): the problems that share it share the control and
+    // the arms of the same change; a rerun with another window (--max-steps) or --command never
+    // mistakes another's arms for its own; seed k of an arm is the same run for any --seeds.
+    j.out = confirm_dir(run_dir, fmt::format("from{}_to{}{}", j.plan.start_step,
+                                             j.plan.window_end, o.command.empty() ? "" : "_command"));
     j.arms = arm_points(j.plan, run_cfg);
     const int threads = o.jobs > 1 ? std::max(1, available_cores() / o.jobs) : 0;
     for (std::size_t i = 0; i < j.arms.points.size(); ++i) {

@@ -24,7 +24,7 @@ struct ConfirmOptions {
 
 struct ConfirmJob {
   ConfirmPlan plan;
-  std::string out;  // RUN/confirm/KIND/fromS_toE (_command for an external trainer's arms)
+  std::string out;  // RUN/confirm/fromS_toE (_command for an external trainer's arms)
   ArmPoints arms;   // what is trained (the arms that can be)
 };
 

@@ -69,8 +69,8 @@ def test_qk_norm_confirmed_and_the_control_replays_the_run(attn_run):
     control = next(a for a in c["arm_results"] if a["name"] == "control")
     assert len(control["statistic"]) == 3 and min(x for x in control["statistic"]) > 0
     # the arms are ordinary run directories; the finding carries its confirmation too
-    assert c["dir"] == str(attn_run / "confirm" / "attention_logit_growth" /
-                           f"from0_to{c['window_end']}")
+    assert c["dir"] == str(attn_run / "confirm" / f"from0_to{c['window_end']}")
+    assert "qk_norm-rmsnorm" in [a["name"] for a in c["arms"]]
     assert (Path(c["dir"]) / "control_seed2" / "metrics.jsonl").exists()
     f = next(f for f in d["findings"] if f["kind"] == "attention_logit_growth")
     assert f["confirmation"]["verdicts"] == c["verdicts"]

@@ -150,6 +150,30 @@ double measure_statistic(const std::string& name, const std::vector<json>& recor
   return *std::max_element(per_record.begin(), per_record.end());
 }
 
+std::vector<std::pair<long, double>> statistic_series(const std::string& name,
+                                                      const std::vector<json>& records,
+                                                      long start, long end) {
+  std::vector<std::pair<long, double>> out;
+  double base_z = NAN;
+  for (const auto& j : records) {
+    if (!is_step(j)) continue;
+    const long s = j.value(metric::step, 0L);
+    const auto z = numbers(j, metric::log_z_mean);
+    if (std::isnan(base_z) && !z.empty()) base_z = z[0];
+    if (s <= start || s > end) continue;
+    std::vector<double> v;
+    if (name == "log_z_drift") {
+      if (!z.empty() && std::isfinite(base_z)) v.push_back(std::fabs(z[0] - base_z));
+    } else if (name == "attn_max_logit" || name == "resid_rms" || name == "dyt_saturated") {
+      v = numbers(j, name.c_str());
+    } else {
+      v = numbers(j, metric::loss);
+    }
+    if (!v.empty()) out.emplace_back(s, *std::max_element(v.begin(), v.end()));
+  }
+  return out;
+}
+
 std::string replay_check(const std::string& run_dir, const std::string& dir, long start, long end,
                          bool& bitwise) {
   bitwise = false;

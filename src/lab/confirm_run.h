@@ -41,6 +41,13 @@ void prepare_arm_dir(const ConfirmPlan& plan, const std::string& run_dir, const 
 double measure_statistic(const std::string& name, const std::vector<nlohmann::json>& records,
                          long start, long end, double unigram_entropy);
 
+// The statistic per step record of the window, for curves (the report): the record's largest
+// attention logit, residual RMS or saturation fraction, |log Z - its step-1 value|, or the loss
+// (spike_count, unigram_gap, loss_end). Steps with no value are left out.
+std::vector<std::pair<long, double>> statistic_series(const std::string& name,
+                                                      const std::vector<nlohmann::json>& records,
+                                                      long start, long end);
+
 // Reads every arm's run directory (OUT/ARM[_seedK]) and judges each remedy against the control;
 // checks the control's seed 0 against the original run over the window.
 Confirmation measure_confirmation(const ConfirmPlan& plan, const std::string& run_dir,

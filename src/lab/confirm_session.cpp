@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "doctor/doctor.h"
+#include "io/atomic_file.h"
 #include "lab/confirm_doctor.h"
 #include "tensor/threading.h"
 
@@ -122,6 +123,17 @@ std::vector<Confirmation> finish_confirmation(const std::vector<ConfirmJob>& job
       for (auto& v : c.verdicts)
         if (v.verdict != "cannot confirm") v.reason += " (" + c.command_note + ")";
     out.push_back(std::move(c));
+  }
+  // RUN/confirm/confirmation.json: what `normlab report RUN` draws (the latest confirmation).
+  nlohmann::json all = nlohmann::json::array();
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    all.push_back(to_json(out[i]));
+    all.back()["dir"] = jobs[i].out;
+  }
+  if (!out.empty()) {
+    fs::create_directories(fs::path(run_dir) / "confirm");
+    write_file_atomic((fs::path(run_dir) / "confirm" / "confirmation.json").string(),
+                      nlohmann::json{{"confirmation", all}}.dump(1) + "\n", "[confirm]");
   }
   return out;
 }

@@ -75,6 +75,14 @@ def test_qk_norm_confirmed_and_the_control_replays_the_run(attn_run):
     f = next(f for f in d["findings"] if f["kind"] == "attention_logit_growth")
     assert f["confirmation"]["verdicts"] == c["verdicts"]
     print(f"confirm wall {wall:.1f} s")
+    # the report draws the statistic of every arm over the window, and the verdict table
+    assert json.loads((attn_run / "confirm" / "confirmation.json").read_text())["confirmation"]
+    normlab("report", attn_run, "--out", attn_run / "report.html", check=0)
+    svg = (attn_run / "report_figures" / "confirm_attn_attention_logit_growth.svg").read_text()
+    assert "qk_norm-rmsnorm" in svg and "control" in svg and "threshold" in svg
+    html = (attn_run / "report.html").read_text()
+    assert "confirming the remedies for attention_logit_growth" in html
+    assert "<b>confirmed</b>" in html
     # a rerun trains nothing and gives the same verdicts
     p = normlab("doctor", attn_run, "--confirm", check=0, timeout=600)
     assert "already finished (done), skipped" in p.stdout, p.stdout

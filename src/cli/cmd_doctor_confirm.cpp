@@ -67,8 +67,7 @@ void print_confirmation(const Confirmation& c, const std::string& out) {
     for (std::size_t k = 0; k < a.stat.size(); ++k)
       seeds += fmt::format("{}{}{} ({})", k ? ", " : "", num(a.stat[k]),
                            a.diverged[k] ? " diverged" : "", num(a.loss_end[k]));
-    fmt::print("    {:<9} {}  mean {}\n", a.name, seeds,
-               format_spread(seed_stats(a.stat), 3));
+    fmt::print("    {:<9} {}  mean {}\n", a.name, seeds, format_spread(seed_stats(a.stat), 3));
   }
   for (std::size_t i = 0; i < c.verdicts.size(); ++i) {
     const RemedyVerdict& v = c.verdicts[i];

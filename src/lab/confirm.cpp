@@ -1,11 +1,11 @@
 // The confirmation's plan (start, window, arms) and its verdict rules on measured numbers.
 #include "lab/confirm.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-
-#include <fmt/format.h>
 
 #include "doctor/doctor.h"
 #include "normlab/config_file.h"
@@ -24,13 +24,10 @@ struct StatisticRow {
 };
 const std::vector<StatisticRow>& statistics() {
   static const std::vector<StatisticRow> rows = {
-      {"attn_max_logit", T::kAttnLogit},
-      {"spike_count", 1.0},
-      {"log_z_drift", T::kLogZDrift},
-      {"resid_rms", T::kResidRms},
-      {"dyt_saturated", T::kDytSaturated},
-      {"unigram_gap", -T::kPlateauBelow},
-      {"loss_end", std::nullopt},
+      {"attn_max_logit", T::kAttnLogit},  {"spike_count", 1.0},
+      {"log_z_drift", T::kLogZDrift},     {"resid_rms", T::kResidRms},
+      {"max_logit_raw", T::kOutputLogit}, {"dyt_saturated", T::kDytSaturated},
+      {"unigram_gap", -T::kPlateauBelow}, {"loss_end", std::nullopt},
   };
   return rows;
 }
@@ -58,14 +55,12 @@ std::optional<double> confirm_default_threshold(const std::string& name) {
 }
 
 long ConfirmPlan::arms_run() const {
-  return std::count_if(arms.begin(), arms.end(),
-                       [](const ArmPlan& a) { return a.cannot.empty(); });
+  return std::count_if(arms.begin(), arms.end(), [](const ArmPlan& a) { return a.cannot.empty(); });
 }
 
 ConfirmPlan plan_confirmation(const ConfirmProblem& p, const Config& run_cfg,
                               const std::vector<std::pair<long, std::string>>& checkpoints,
-                              long run_end, int seeds, long max_steps,
-                              const CannotRun& cannot) {
+                              long run_end, int seeds, long max_steps, const CannotRun& cannot) {
   if (seeds < 1) throw ConfigError({fmt::format("--seeds {} must be >= 1", seeds)});
   ConfirmPlan plan;
   plan.problem = p;
@@ -73,8 +68,10 @@ ConfirmPlan plan_confirmation(const ConfirmProblem& p, const Config& run_cfg,
   plan.run_steps = run_cfg.train.steps;
   const long onset = std::max(1L, p.onset_step);
   if (!confirm_statistic_known(p.statistic))
-    plan.notes.push_back(fmt::format("doctor's statistic '{}' is not one confirm measures: the "
-                                     "arms are compared on loss_end", p.statistic));
+    plan.notes.push_back(
+        fmt::format("doctor's statistic '{}' is not one confirm measures: the "
+                    "arms are compared on loss_end",
+                    p.statistic));
   plan.arms.push_back({"control", "", {}, ""});
   const std::vector<std::string> resumable = resumable_keys();
   std::string fixed_key;  // a runnable remedy's key that cannot change on resume
@@ -87,7 +84,8 @@ ConfirmPlan plan_confirmation(const ConfirmProblem& p, const Config& run_cfg,
     // Named by its changes ("qk_norm-rmsnorm"), as a sweep names its points: the same change
     // for two problems with the same window is one arm, trained once.
     std::string name;
-    for (const auto& [k, v] : r.set) name += (name.empty() ? "" : "_") + k.substr(k.find('.') + 1) + "-" + v;
+    for (const auto& [k, v] : r.set)
+      name += (name.empty() ? "" : "_") + k.substr(k.find('.') + 1) + "-" + v;
     for (char& ch : name)
       if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.'))
         ch = '_';
@@ -116,19 +114,22 @@ ConfirmPlan plan_confirmation(const ConfirmProblem& p, const Config& run_cfg,
   } else if (best.first == 0) {
     plan.start_why = fmt::format(
         "no intact checkpoint at or before step {} (onset {} - margin {}): every arm starts at "
-        "step 0 with the run's seed", latest_ok, onset, margin);
+        "step 0 with the run's seed",
+        latest_ok, onset, margin);
   } else {
     plan.start_step = best.first;
     plan.start_checkpoint = best.second;
-    plan.start_why = fmt::format("the newest intact checkpoint at or before step {} (onset {} - "
-                                 "margin {})", latest_ok, onset, margin);
+    plan.start_why = fmt::format(
+        "the newest intact checkpoint at or before step {} (onset {} - "
+        "margin {})",
+        latest_ok, onset, margin);
   }
   const long appear = onset - plan.start_step;
   long end = onset + std::max(ConfirmRules::kMinWindowAfterOnset,
                               static_cast<long>(std::ceil(ConfirmRules::kWindowMultiple * appear)));
-  plan.window_why = fmt::format("onset {} + max({}, {} x the {} steps it took to appear)", onset,
-                                ConfirmRules::kMinWindowAfterOnset, ConfirmRules::kWindowMultiple,
-                                appear);
+  plan.window_why =
+      fmt::format("onset {} + max({}, {} x the {} steps it took to appear)", onset,
+                  ConfirmRules::kMinWindowAfterOnset, ConfirmRules::kWindowMultiple, appear);
   // The plateau and the final loss are conditions of the end of a run: judged there.
   if (p.statistic == "unigram_gap" || p.statistic == "loss_end") end = run_cfg.train.steps;
   if (end >= run_cfg.train.steps) {
@@ -139,18 +140,23 @@ ConfirmPlan plan_confirmation(const ConfirmProblem& p, const Config& run_cfg,
     end = plan.start_step + max_steps;
     plan.window_why = fmt::format("capped by --max-steps {}", max_steps);
     if (end < onset)
-      plan.notes.push_back(fmt::format("the window ends at step {}, before the onset (step {}): "
-                                       "the condition may not have time to come back", end, onset));
+      plan.notes.push_back(
+          fmt::format("the window ends at step {}, before the onset (step {}): "
+                      "the condition may not have time to come back",
+                      end, onset));
   }
   plan.window_end = end;
   if (plan.arms_run() == 1) {  // the control alone tests nothing
     plan.arms[0].cannot = "no remedy of this problem can be run as config changes";
-    plan.notes.push_back("nothing to confirm: no remedy of this problem is a config change that "
-                         "was not tried already");
+    plan.notes.push_back(
+        "nothing to confirm: no remedy of this problem is a config change that "
+        "was not tried already");
   }
   if (run_end > 0 && run_end < end)
-    plan.notes.push_back(fmt::format("the run stopped at step {}: the control's replay is compared "
-                                     "with it up to there", run_end));
+    plan.notes.push_back(
+        fmt::format("the run stopped at step {}: the control's replay is compared "
+                    "with it up to there",
+                    run_end));
   return plan;
 }
 
@@ -184,8 +190,8 @@ RemedyVerdict judge_remedy(const ArmResult& control, const ArmResult& treatment,
         missing.push_back(fmt::format("{} seed {} ({})", a->name, k, a->status[k]));
   if (K == 0 || !missing.empty()) {
     v.verdict = "inconclusive";
-    v.reason = K == 0 ? "no seed was measured"
-                      : fmt::format("not measured: {}", fmt::join(missing, ", "));
+    v.reason =
+        K == 0 ? "no seed was measured" : fmt::format("not measured: {}", fmt::join(missing, ", "));
     return v;
   }
   // Paired differences control - treatment (lower is better: > 0 means the treatment helped),
@@ -215,14 +221,14 @@ RemedyVerdict judge_remedy(const ArmResult& control, const ArmResult& treatment,
     treat_diverged_alone |= treatment.diverged[k] && !control.diverged[k];
   const bool loss_worse =
       treat_diverged_alone || (std::isfinite(v.loss_diff) && v.loss_diff > v.loss_spread);
-  const bool beyond = std::isfinite(v.diff_mean) && std::isfinite(v.spread) && sd.n >= 2 &&
-                      v.diff_mean > v.spread;
+  const bool beyond =
+      std::isfinite(v.diff_mean) && std::isfinite(v.spread) && sd.n >= 2 && v.diff_mean > v.spread;
   const std::string numbers = fmt::format(
       "paired difference (control - treatment) {} against a seed spread {}; loss at the window's "
       "end {} by {} (spread {})",
       fmt_num(v.diff_mean), fmt_num(v.spread),
-      std::isfinite(v.loss_diff) && v.loss_diff > 0 ? "worse" : "better", fmt_num(std::fabs(v.loss_diff)),
-      fmt_num(v.loss_spread));
+      std::isfinite(v.loss_diff) && v.loss_diff > 0 ? "worse" : "better",
+      fmt_num(std::fabs(v.loss_diff)), fmt_num(v.loss_spread));
   const bool half_c = [&] {
     if (!threshold) return false;
     for (std::size_t k = 0; k < K; ++k) v.control_present += present(control, k);
@@ -233,13 +239,16 @@ RemedyVerdict judge_remedy(const ArmResult& control, const ArmResult& treatment,
     v.verdict = "control did not reproduce";
     v.reason = fmt::format(
         "the condition came back in {} of {} control seeds (at least {} needed): the run's "
-        "problem was circumstance, not the config; {}", v.control_present, K, K / 2 + 1, numbers);
+        "problem was circumstance, not the config; {}",
+        v.control_present, K, K / 2 + 1, numbers);
     return v;
   }
   if (half_c && 2 * v.treatment_present > static_cast<int>(K)) {
     v.verdict = "not confirmed";
-    v.reason = fmt::format("the condition persists in {} of {} treatment seeds (control: {} of "
-                           "{}); {}", v.treatment_present, K, v.control_present, K, numbers);
+    v.reason = fmt::format(
+        "the condition persists in {} of {} treatment seeds (control: {} of "
+        "{}); {}",
+        v.treatment_present, K, v.control_present, K, numbers);
     return v;
   }
   const bool removed = half_c && v.treatment_present == 0;
@@ -252,9 +261,10 @@ RemedyVerdict judge_remedy(const ArmResult& control, const ArmResult& treatment,
       return v;
     }
     v.verdict = "confirmed";
-    v.reason = half_c ? fmt::format("the condition came back in {} of {} control seeds and in {} "
-                                    "treatment seeds; {}", v.control_present, K,
-                                    v.treatment_present, numbers)
+    v.reason = half_c ? fmt::format(
+                            "the condition came back in {} of {} control seeds and in {} "
+                            "treatment seeds; {}",
+                            v.control_present, K, v.treatment_present, numbers)
                       : numbers;
     return v;
   }
@@ -266,8 +276,8 @@ RemedyVerdict judge_remedy(const ArmResult& control, const ArmResult& treatment,
   }
   v.verdict = "inconclusive";
   v.reason = (half_c ? fmt::format("the condition came back in {} of {} control seeds and {} of "
-                                   "{} treatment seeds; ", v.control_present, K,
-                                   v.treatment_present, K)
+                                   "{} treatment seeds; ",
+                                   v.control_present, K, v.treatment_present, K)
                      : std::string()) +
              "the difference is within the seed spread: " + numbers;
   return v;
@@ -306,8 +316,11 @@ nlohmann::json to_json(const Confirmation& c) {
     nlohmann::json stat = nlohmann::json::array(), loss = nlohmann::json::array();
     for (double x : a.stat) stat.push_back(num_or_null(x));
     for (double x : a.loss_end) loss.push_back(num_or_null(x));
-    arms.push_back({{"name", a.name}, {"remedy", a.remedy}, {"statistic", stat},
-                    {"loss_end", loss}, {"status", a.status},
+    arms.push_back({{"name", a.name},
+                    {"remedy", a.remedy},
+                    {"statistic", stat},
+                    {"loss_end", loss},
+                    {"status", a.status},
                     {"statistic_stats", seed_stats_json(seed_stats(a.stat))},
                     {"loss_end_stats", seed_stats_json(seed_stats(a.loss_end))}});
   }

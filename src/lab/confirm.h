@@ -13,12 +13,11 @@
 // machinery and render the result.
 #pragma once
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "lab/seeds.h"
 #include "normlab/config.h"
@@ -46,7 +45,7 @@ struct ConfirmRemedy {
 
 // One problem doctor named: the statistic that made it, and its remedies.
 struct ConfirmProblem {
-  std::string kind;   // the finding's kind (attention_logit_growth, loss_spikes, ...)
+  std::string kind;  // the finding's kind (attention_logit_growth, loss_spikes, ...)
   std::string title;
   std::string statistic;  // values["statistic"]["name"]
   double value = 0, threshold = 0;
@@ -71,14 +70,14 @@ struct ArmPlan {
 
 struct ConfirmPlan {
   ConfirmProblem problem;
-  long run_steps = 0;          // the original run's train.steps
-  long start_step = 0;         // 0: a fresh run with the run's seed
+  long run_steps = 0;            // the original run's train.steps
+  long start_step = 0;           // 0: a fresh run with the run's seed
   std::string start_checkpoint;  // the original run's checkpoint folder (empty for step 0)
-  std::string start_why;       // how the start was chosen
-  long window_end = 0;         // arms train steps start+1 .. window_end
+  std::string start_why;         // how the start was chosen
+  long window_end = 0;           // arms train steps start+1 .. window_end
   std::string window_why;
   int seeds = 3;
-  std::vector<ArmPlan> arms;   // arms[0]: the control
+  std::vector<ArmPlan> arms;  // arms[0]: the control
   std::vector<std::string> notes;
   long arms_run() const;
   long estimated_steps() const { return arms_run() * seeds * (window_end - start_step); }
@@ -104,17 +103,17 @@ Config arm_config(const ConfirmPlan& plan, const ArmPlan& arm, const Config& run
 // What one arm measured, per seed (NaN: not measured).
 struct ArmResult {
   std::string name, remedy;
-  std::vector<double> stat;       // the deciding statistic, per seed
-  std::vector<double> loss_end;   // train loss at the end of the window, per seed
-  std::vector<bool> diverged;     // the arm's run diverged (counts as the condition present)
+  std::vector<double> stat;         // the deciding statistic, per seed
+  std::vector<double> loss_end;     // train loss at the end of the window, per seed
+  std::vector<bool> diverged;       // the arm's run diverged (counts as the condition present)
   std::vector<std::string> status;  // sweep status per seed ("done", "diverged", "failed"...)
   std::string cannot;
 };
 
 struct RemedyVerdict {
-  std::string verdict;  // "confirmed", "not confirmed", "control did not reproduce", "inconclusive",
-                        // "cannot confirm"
-  std::string reason;   // one sentence with the numbers
+  std::string verdict;  // "confirmed", "not confirmed", "control did not reproduce",
+                        // "inconclusive", "cannot confirm"
+  std::string reason;  // one sentence with the numbers
   int control_present = 0, treatment_present = 0, seeds = 0;
   double diff_mean = NAN, spread = NAN, loss_diff = NAN, loss_spread = NAN;
 };
@@ -127,8 +126,8 @@ RemedyVerdict judge_remedy(const ArmResult& control, const ArmResult& treatment,
 // The whole confirmation of one problem: the plan, the arms measured, a verdict per remedy.
 struct Confirmation {
   ConfirmPlan plan;
-  std::vector<ArmResult> arms;           // arms[0]: the control
-  std::vector<RemedyVerdict> verdicts;   // one per arms[1..]
+  std::vector<ArmResult> arms;          // arms[0]: the control
+  std::vector<RemedyVerdict> verdicts;  // one per arms[1..]
   // The control's seed 0 against the original run over the window: "bitwise" or where it differs.
   std::string replay_check;
   bool replay_bitwise = false;

@@ -1,8 +1,9 @@
 // From doctor's diagnosis (its JSON form, contract §3) to the problems confirm tests.
+#include "lab/confirm_doctor.h"
+
 #include <fmt/format.h>
 
 #include "doctor/doctor.h"
-#include "lab/confirm_doctor.h"
 #include "normlab/config_file.h"
 #include "normlab/errors.h"
 

@@ -4,10 +4,9 @@
 // `--set KEY=VALUE` its text names, none when it names none). A remedy whose every change the
 // run's config already holds is marked tried, whatever doctor said.
 #pragma once
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "lab/confirm.h"
 #include "normlab/config.h"

@@ -2,13 +2,13 @@
 // the control's replay of the original run.
 #include "lab/confirm_run.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
-
-#include <fmt/format.h>
 
 #include "doctor/doctor.h"
 #include "io/atomic_file.h"
@@ -115,9 +115,8 @@ double measure_statistic(const std::string& name, const std::vector<json>& recor
   for (const auto& j : records) {
     if (!is_step(j)) continue;
     const long s = j.value(metric::step, 0L);
-    const double loss = j.value(metric::loss, json(nullptr)).is_number()
-                            ? j[metric::loss].get<double>()
-                            : NAN;
+    const double loss =
+        j.value(metric::loss, json(nullptr)).is_number() ? j[metric::loss].get<double>() : NAN;
     const double z = j.value(metric::log_z_mean, json(nullptr)).is_number()
                          ? j[metric::log_z_mean].get<double>()
                          : NAN;
@@ -131,7 +130,8 @@ double measure_statistic(const std::string& name, const std::vector<json>& recor
       if (std::isfinite(loss)) last_loss = loss;
       if (name == "log_z_drift" && std::isfinite(z) && std::isfinite(base_z))
         per_record.push_back(std::fabs(z - base_z));
-      for (const char* f : {metric::attn_max_logit, metric::resid_rms, metric::dyt_saturated}) {
+      for (const char* f : {metric::attn_max_logit, metric::resid_rms, metric::dyt_saturated,
+                            metric::max_logit_raw}) {
         if (name != f) continue;
         const auto v = numbers(j, f);
         if (!v.empty()) per_record.push_back(*std::max_element(v.begin(), v.end()));
@@ -151,8 +151,8 @@ double measure_statistic(const std::string& name, const std::vector<json>& recor
 }
 
 std::vector<std::pair<long, double>> statistic_series(const std::string& name,
-                                                      const std::vector<json>& records,
-                                                      long start, long end) {
+                                                      const std::vector<json>& records, long start,
+                                                      long end) {
   std::vector<std::pair<long, double>> out;
   double base_z = NAN;
   for (const auto& j : records) {
@@ -164,7 +164,8 @@ std::vector<std::pair<long, double>> statistic_series(const std::string& name,
     std::vector<double> v;
     if (name == "log_z_drift") {
       if (!z.empty() && std::isfinite(base_z)) v.push_back(std::fabs(z[0] - base_z));
-    } else if (name == "attn_max_logit" || name == "resid_rms" || name == "dyt_saturated") {
+    } else if (name == "attn_max_logit" || name == "resid_rms" || name == "dyt_saturated" ||
+               name == "max_logit_raw") {
       v = numbers(j, name.c_str());
     } else {
       v = numbers(j, metric::loss);
@@ -190,21 +191,23 @@ std::string replay_check(const std::string& run_dir, const std::string& dir, lon
   for (std::size_t i = 0; i < n; ++i) {
     const long sa = a[i].value(metric::step, 0L), sb = b[i].value(metric::step, 0L);
     if (sa != sb)
-      return fmt::format("differs: the original logged step {} where the replay logged step {}",
-                         sa, sb);
+      return fmt::format("differs: the original logged step {} where the replay logged step {}", sa,
+                         sb);
     for (const char* f : {metric::loss, metric::grad_norm})
       if (a[i].value(f, json(nullptr)) != b[i].value(f, json(nullptr)))
         return fmt::format("differs at step {}: {} {} (original) vs {} (replay)", sa, f,
-                           a[i].value(f, json(nullptr)).dump(), b[i].value(f, json(nullptr)).dump());
+                           a[i].value(f, json(nullptr)).dump(),
+                           b[i].value(f, json(nullptr)).dump());
   }
   if (b.size() < a.size())
     return fmt::format("the replay stopped at step {}, the original went on to step {}",
                        b.empty() ? start : b.back().value(metric::step, 0L),
                        a.back().value(metric::step, 0L));
   bitwise = true;
-  return fmt::format("bitwise: loss and gradient norm of the {} step records {}..{} equal the "
-                     "original's", n, a.front().value(metric::step, 0L),
-                     a[n - 1].value(metric::step, 0L));
+  return fmt::format(
+      "bitwise: loss and gradient norm of the {} step records {}..{} equal the "
+      "original's",
+      n, a.front().value(metric::step, 0L), a[n - 1].value(metric::step, 0L));
 }
 
 Confirmation measure_confirmation(const ConfirmPlan& plan, const std::string& run_dir,

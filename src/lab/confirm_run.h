@@ -2,11 +2,10 @@
 // directories, trained through the sweep machinery), what each measured, and the check that the
 // control's seed 0 replays the original run bitwise.
 #pragma once
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "lab/confirm.h"
 #include "lab/sweep.h"

@@ -1,13 +1,14 @@
 // One `doctor --confirm` of a run: plan, prepare, measure (lab/confirm_session.h).
 #include "lab/confirm_session.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <filesystem>
 
-#include <fmt/format.h>
-
 #include "doctor/doctor.h"
 #include "io/atomic_file.h"
+#include "io/metrics.h"
 #include "lab/confirm_doctor.h"
 #include "tensor/threading.h"
 
@@ -40,8 +41,29 @@ std::vector<ConfirmJob> confirm_jobs(const std::string& run_dir, const nlohmann:
                                                     : std::vector<std::pair<long, std::string>>{};
   const long reached = diagnosis.value("steps", 0L);
   std::vector<ConfirmJob> jobs;
-  for (const ConfirmProblem& p : confirm_problems(diagnosis, run_cfg)) {
+  std::vector<nlohmann::json> records;
+  for (ConfirmProblem p : confirm_problems(diagnosis, run_cfg)) {
     ConfirmJob j;
+    // The onset as confirm measures the statistic: the first step where the run's own value
+    // reached the threshold, when that is later than where doctor's evidence began (a finding
+    // can begin with another sign, such as the attention entropy), so that the window covers it.
+    std::string onset_note;
+    const auto th = confirm_default_threshold(p.statistic);
+    if (th && (p.statistic == "attn_max_logit" || p.statistic == "resid_rms" ||
+               p.statistic == "dyt_saturated" || p.statistic == "log_z_drift" ||
+               p.statistic == "max_logit_raw")) {
+      if (records.empty()) records = read_metrics(run_dir);
+      for (const auto& [s, v] : statistic_series(p.statistic, records, 0, run_cfg.train.steps))
+        if (v >= *th) {
+          if (s > p.onset_step)
+            onset_note = fmt::format(
+                "onset: step {}, where the run's {} first reached {} "
+                "(doctor's evidence begins at step {})",
+                s, p.statistic, *th, p.onset_step),
+            p.onset_step = s;
+          break;
+        }
+    }
     CannotRun cannot;
     if (!o.command.empty())
       cannot = [&ph](const std::vector<std::pair<std::string, std::string>>& set) {
@@ -51,16 +73,18 @@ std::vector<ConfirmJob> confirm_jobs(const std::string& run_dir, const nlohmann:
         return std::string();
       };
     j.plan = plan_confirmation(p, run_cfg, checkpoints, reached, o.seeds, o.max_steps, cannot);
+    if (!onset_note.empty()) j.plan.notes.insert(j.plan.notes.begin(), onset_note);
     if (!o.command.empty()) {
       if (!has)
-        j.plan.notes.push_back("your command has no {resume_from} placeholder: every arm starts "
-                               "at step 0");
+        j.plan.notes.push_back(
+            "your command has no {resume_from} placeholder: every arm starts "
+            "at step 0");
     }
     // One folder per replay (start, window): the problems that share it share the control and
     // the arms of the same change; a rerun with another window (--max-steps) or --command never
     // mistakes another's arms for its own; seed k of an arm is the same run for any --seeds.
-    j.out = confirm_dir(run_dir, fmt::format("from{}_to{}{}", j.plan.start_step,
-                                             j.plan.window_end, o.command.empty() ? "" : "_command"));
+    j.out = confirm_dir(run_dir, fmt::format("from{}_to{}{}", j.plan.start_step, j.plan.window_end,
+                                             o.command.empty() ? "" : "_command"));
     j.arms = arm_points(j.plan, run_cfg);
     const int threads = o.jobs > 1 ? std::max(1, available_cores() / o.jobs) : 0;
     for (std::size_t i = 0; i < j.arms.points.size(); ++i) {
@@ -79,8 +103,10 @@ std::vector<ConfirmJob> confirm_jobs(const std::string& run_dir, const nlohmann:
         }
         const std::string v = config_value_text(c, n);
         if (v.empty() && n.find('.') == std::string::npos)
-          throw ConfigError({fmt::format("--command: {{{}}} is neither a config key nor {{out}}, "
-                                         "{{seed}} or {{resume_from}}", n)});
+          throw ConfigError(
+              {fmt::format("--command: {{{}}} is neither a config key nor {{out}}, "
+                           "{{seed}} or {{resume_from}}",
+                           n)});
         pt.overrides.emplace_back(n, v);
       }
     }
@@ -116,8 +142,9 @@ std::vector<Confirmation> finish_confirmation(const std::vector<ConfirmJob>& job
     if (!o.command.empty() && j.plan.start_step == 0 && j.plan.problem.onset_step > 0) {
       const auto ph = command_placeholders(o.command);
       if (std::find(ph.begin(), ph.end(), "resume_from") == ph.end())
-        c.command_note = "the arms started at step 0: your command has no {resume_from} "
-                         "placeholder, so each arm retrained the run from its beginning";
+        c.command_note =
+            "the arms started at step 0: your command has no {resume_from} "
+            "placeholder, so each arm retrained the run from its beginning";
     }
     if (!c.command_note.empty())
       for (auto& v : c.verdicts)

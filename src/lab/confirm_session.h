@@ -4,10 +4,9 @@
 // function of the run and the options alone, so a rerun (or the second half of the Python call)
 // finds the same arms and resumes them.
 #pragma once
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "lab/confirm.h"
 #include "lab/confirm_run.h"
@@ -17,9 +16,9 @@ namespace normlab {
 struct ConfirmOptions {
   int seeds = 3;
   int jobs = 1;
-  long max_steps = 0;    // 0: no cap on the window
-  std::string command;   // an external trainer's command template (sweep --command's, plus {seed}
-                         // and {resume_from}); empty: normlab trains the arms
+  long max_steps = 0;   // 0: no cap on the window
+  std::string command;  // an external trainer's command template (sweep --command's, plus {seed}
+                        // and {resume_from}); empty: normlab trains the arms
 };
 
 struct ConfirmJob {

@@ -2,6 +2,8 @@
 // RUN/confirm/confirmation.json, one chart per confirmed problem: the deciding statistic over the
 // replay window, the mean over the seeds of the control and of each treatment with the min-max
 // over the seeds as a band, the condition's threshold dashed; and under it the verdict table.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -9,8 +11,6 @@
 #include <map>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "io/metrics.h"
 #include "lab/confirm_run.h"
@@ -60,22 +60,26 @@ std::string verdict_table(const json& c) {
   std::map<std::string, json> verdicts;
   for (const auto& v : c.value("verdicts", json::array())) verdicts[v.value("arm", "")] = v;
   std::map<std::string, json> sets;
-  for (const auto& a : c.value("arms", json::array())) sets[a.value("name", "")] = a.value("set", json());
+  for (const auto& a : c.value("arms", json::array()))
+    sets[a.value("name", "")] = a.value("set", json());
   for (const auto& a : c.value("arm_results", json::array())) {
     const std::string name = a.value("name", "");
     std::string per_seed, changes;
-    for (const auto& x : a.value("statistic", json::array())) per_seed += (per_seed.empty() ? "" : ", ") + num(x);
+    for (const auto& x : a.value("statistic", json::array()))
+      per_seed += (per_seed.empty() ? "" : ", ") + num(x);
     if (sets[name].is_object())
       for (const auto& [k, v] : sets[name].items())
-        changes += (changes.empty() ? "" : ", ") + k + " = " + (v.is_string() ? v.get<std::string>() : v.dump());
-    const json st = a.value("statistic_stats", json::object()), ls = a.value("loss_end_stats", json::object());
+        changes += (changes.empty() ? "" : ", ") + k + " = " +
+                   (v.is_string() ? v.get<std::string>() : v.dump());
+    const json st = a.value("statistic_stats", json::object()),
+               ls = a.value("loss_end_stats", json::object());
     const json v = verdicts.count(name) ? verdicts[name] : json::object();
-    t += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{} ± {}</td><td>{}</td><td>{}</td></tr>",
-                     h(name), h(changes.empty() ? "(the run's config)" : changes), h(per_seed),
-                     num(st.value("mean", json())), num(st.value("std", json())),
-                     num(ls.value("mean", json())),
-                     v.empty() ? std::string() : "<b>" + h(v.value("verdict", "")) + "</b>: " +
-                                                     h(v.value("reason", "")));
+    t += fmt::format(
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} ± {}</td><td>{}</td><td>{}</td></tr>", h(name),
+        h(changes.empty() ? "(the run's config)" : changes), h(per_seed),
+        num(st.value("mean", json())), num(st.value("std", json())), num(ls.value("mean", json())),
+        v.empty() ? std::string()
+                  : "<b>" + h(v.value("verdict", "")) + "</b>: " + h(v.value("reason", "")));
   }
   return t + "</tbody></table>";
 }
@@ -103,28 +107,30 @@ void confirmation_figures(const Builder& b_) {
       for (char& ch : f.name)
         if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-')) ch = '_';
       f.chart.title = fmt::format("{}: confirming the remedies for {}", v.run->name, kind);
-      f.chart.subtitle = fmt::format("{} over the replay (steps {}..{}), mean over {} seeds, band: "
-                                     "min-max; dashed: the condition's threshold",
-                                     stat, start + 1, end, seeds);
+      f.chart.subtitle = fmt::format(
+          "{} over the replay (steps {}..{}), mean over {} seeds, band: "
+          "min-max; dashed: the condition's threshold",
+          stat, start + 1, end, seeds);
       f.chart.x = axis("step");
       f.chart.y = axis(stat, stat == "attn_max_logit" || stat == "resid_rms");
       std::size_t i = 0;
       for (const auto& a : c.value("arms", json::array())) {
         if (a.contains("cannot")) continue;
         const std::string name = a.value("name", "");
-        f.chart.series.push_back(arm_series(name, c.value("dir", ""), name, seeds, stat, start,
-                                            end, svg::palette(i++)));
+        f.chart.series.push_back(
+            arm_series(name, c.value("dir", ""), name, seeds, stat, start, end, svg::palette(i++)));
       }
       if (c.value("threshold", json()).is_number() && stat != "spike_count" &&
           stat != "unigram_gap") {
-        svg::Series th = line("threshold", {static_cast<double>(start + 1), static_cast<double>(end)},
-                              {c["threshold"].get<double>(), c["threshold"].get<double>()},
-                              "#888888");
+        svg::Series th =
+            line("threshold", {static_cast<double>(start + 1), static_cast<double>(end)},
+                 {c["threshold"].get<double>(), c["threshold"].get<double>()}, "#888888");
         th.dashed = true;
         f.chart.series.push_back(std::move(th));
       }
       f.caption = fmt::format(
-          "doctor --confirm on {}: {} (replay from step {}; {}). Control replay of the original: {}.",
+          "doctor --confirm on {}: {} (replay from step {}; {}). Control replay of the original: "
+          "{}.",
           v.run->name, kind, start, c.value("start_why", ""), c.value("replay_check", ""));
       f.table_html = verdict_table(c);
       b.add(std::move(f), "the confirmation's arms have no step record with " + stat);

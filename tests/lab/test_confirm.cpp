@@ -15,7 +15,7 @@
 namespace normlab {
 namespace {
 
-ConfirmProblem attn_problem(long onset) {
+ConfirmProblem confirm_attn_problem(long onset) {
   ConfirmProblem p;
   p.kind = "attention_logit_growth";
   p.statistic = "attn_max_logit";
@@ -27,21 +27,22 @@ ConfirmProblem attn_problem(long onset) {
   return p;
 }
 
-Config run_cfg(int steps) {
+Config confirm_run_cfg(int steps) {
   Config c;
   c.train.steps = steps;
   return c;
 }
 
-const std::vector<std::pair<long, std::string>> kCkpts = {
-    {50, "R/checkpoints/step_00000050"}, {100, "R/checkpoints/step_00000100"},
+const std::vector<std::pair<long, std::string>> kConfirmCkpts = {
+    {50, "R/checkpoints/step_00000050"},
+    {100, "R/checkpoints/step_00000100"},
     {150, "R/checkpoints/step_00000150"}};
 
 TEST(ConfirmPlan, StartsAtTheNewestCheckpointAMarginBeforeTheOnset) {
-  ConfirmProblem p = attn_problem(108);
+  ConfirmProblem p = confirm_attn_problem(108);
   p.remedies.erase(p.remedies.begin() + 1);  // no model change: arms may resume
   // margin = max(5, ceil(10.8)) = 11: step <= 97, so step 50 (100 is too close to the onset).
-  const ConfirmPlan plan = plan_confirmation(p, run_cfg(300), kCkpts, 300, 3, 0);
+  const ConfirmPlan plan = plan_confirmation(p, confirm_run_cfg(300), kConfirmCkpts, 300, 3, 0);
   EXPECT_EQ(plan.start_step, 50);
   EXPECT_EQ(plan.start_checkpoint, "R/checkpoints/step_00000050");
   // onset 108 + max(10, 1.0 * (108 - 50)) = 166
@@ -55,7 +56,7 @@ TEST(ConfirmPlan, StartsAtTheNewestCheckpointAMarginBeforeTheOnset) {
   ASSERT_EQ(plan.notes.size(), 1u);
   EXPECT_NE(plan.notes[0].find("already tried"), std::string::npos);
   // The arm's config: the change, the data order and the window's end; nothing else.
-  const Config c = arm_config(plan, plan.arms[1], run_cfg(300), 2);
+  const Config c = arm_config(plan, plan.arms[1], confirm_run_cfg(300), 2);
   EXPECT_DOUBLE_EQ(c.optim.lr, 0.001);
   EXPECT_EQ(c.train.data_seed, 2u);
   EXPECT_EQ(c.train.stop_at, 166);
@@ -63,26 +64,29 @@ TEST(ConfirmPlan, StartsAtTheNewestCheckpointAMarginBeforeTheOnset) {
 }
 
 TEST(ConfirmPlan, AModelChangeOrNoCheckpointStartsAtStepZeroAndTheWindowIsCapped) {
-  const ConfirmPlan plan = plan_confirmation(attn_problem(108), run_cfg(300), kCkpts, 300, 3, 0);
+  const ConfirmPlan plan =
+      plan_confirmation(confirm_attn_problem(108), confirm_run_cfg(300), kConfirmCkpts, 300, 3, 0);
   EXPECT_EQ(plan.start_step, 0);
   EXPECT_NE(plan.start_why.find("model.qk_norm cannot change on resume"), std::string::npos)
       << plan.start_why;
   EXPECT_EQ(plan.window_end, 216);  // 108 + 108
-  ConfirmProblem p = attn_problem(30);
+  ConfirmProblem p = confirm_attn_problem(30);
   p.remedies.resize(1);
-  const ConfirmPlan early = plan_confirmation(p, run_cfg(300), kCkpts, 300, 2, 0);
+  const ConfirmPlan early = plan_confirmation(p, confirm_run_cfg(300), kConfirmCkpts, 300, 2, 0);
   EXPECT_EQ(early.start_step, 0);  // no checkpoint at or before 25
   EXPECT_EQ(early.window_end, 60);
-  const ConfirmPlan late = plan_confirmation(attn_problem(250), run_cfg(300), kCkpts, 300, 1, 0);
+  const ConfirmPlan late =
+      plan_confirmation(confirm_attn_problem(250), confirm_run_cfg(300), kConfirmCkpts, 300, 1, 0);
   EXPECT_EQ(late.window_end, 300);  // to the run's end
-  const ConfirmPlan capped = plan_confirmation(attn_problem(250), run_cfg(300), kCkpts, 300, 1, 100);
+  const ConfirmPlan capped = plan_confirmation(confirm_attn_problem(250), confirm_run_cfg(300),
+                                               kConfirmCkpts, 300, 1, 100);
   EXPECT_EQ(capped.window_end, 100);
   EXPECT_NE(capped.notes.back().find("before the onset"), std::string::npos);
-  EXPECT_THROW(plan_confirmation(p, run_cfg(300), kCkpts, 300, 0, 0), ConfigError);
+  EXPECT_THROW(plan_confirmation(p, confirm_run_cfg(300), kConfirmCkpts, 300, 0, 0), ConfigError);
 }
 
-ArmResult arm(const char* name, std::vector<double> stat, std::vector<double> loss,
-              std::vector<bool> diverged = {}) {
+ArmResult confirm_arm(const char* name, std::vector<double> stat, std::vector<double> loss,
+                      std::vector<bool> diverged = {}) {
   ArmResult a;
   a.name = name;
   a.stat = std::move(stat);
@@ -93,8 +97,8 @@ ArmResult arm(const char* name, std::vector<double> stat, std::vector<double> lo
 }
 
 TEST(ConfirmVerdict, ConditionInMostControlsAndNoTreatmentIsConfirmed) {
-  const auto v = judge_remedy(arm("control", {320, 290, 150}, {2.0, 2.1, 2.0}),
-                              arm("remedy1", {40, 45, 38}, {2.0, 2.05, 2.02}), 200.0);
+  const auto v = judge_remedy(confirm_arm("control", {320, 290, 150}, {2.0, 2.1, 2.0}),
+                              confirm_arm("remedy1", {40, 45, 38}, {2.0, 2.05, 2.02}), 200.0);
   EXPECT_EQ(v.verdict, "confirmed") << v.reason;
   EXPECT_EQ(v.control_present, 2);
   EXPECT_EQ(v.treatment_present, 0);
@@ -102,60 +106,63 @@ TEST(ConfirmVerdict, ConditionInMostControlsAndNoTreatmentIsConfirmed) {
 }
 
 TEST(ConfirmVerdict, ControlThatDoesNotComeBackIsSaid) {
-  const auto v = judge_remedy(arm("control", {120, 300, 90}, {2.0, 2.1, 2.0}),
-                              arm("remedy1", {40, 45, 38}, {2.0, 2.0, 2.0}), 200.0);
+  const auto v = judge_remedy(confirm_arm("control", {120, 300, 90}, {2.0, 2.1, 2.0}),
+                              confirm_arm("remedy1", {40, 45, 38}, {2.0, 2.0, 2.0}), 200.0);
   EXPECT_EQ(v.verdict, "control did not reproduce") << v.reason;
   EXPECT_EQ(v.control_present, 1);
 }
 
 TEST(ConfirmVerdict, PersistingConditionIsNotConfirmed) {
-  const auto v = judge_remedy(arm("control", {420, 390, 450}, {2.0, 2.1, 2.0}),
-                              arm("remedy1", {260, 150, 240}, {2.0, 2.0, 2.0}), 200.0);
+  const auto v = judge_remedy(confirm_arm("control", {420, 390, 450}, {2.0, 2.1, 2.0}),
+                              confirm_arm("remedy1", {260, 150, 240}, {2.0, 2.0, 2.0}), 200.0);
   EXPECT_EQ(v.verdict, "not confirmed") << v.reason;
   EXPECT_EQ(v.treatment_present, 2);
 }
 
 TEST(ConfirmVerdict, RemovedButLossWorseBeyondTheSpreadIsNotConfirmed) {
-  const auto v = judge_remedy(arm("control", {320, 290, 310}, {2.00, 2.01, 2.02}),
-                              arm("remedy1", {40, 45, 38}, {2.50, 2.52, 2.51}), 200.0);
+  const auto v = judge_remedy(confirm_arm("control", {320, 290, 310}, {2.00, 2.01, 2.02}),
+                              confirm_arm("remedy1", {40, 45, 38}, {2.50, 2.52, 2.51}), 200.0);
   EXPECT_EQ(v.verdict, "not confirmed") << v.reason;
   EXPECT_NE(v.reason.find("loss is worse"), std::string::npos);
   // A treatment seed that diverged where the control did not: worse too.
-  const auto w = judge_remedy(arm("control", {320, 290, 310}, {2.0, 2.0, 2.0}),
-                              arm("remedy1", {40, 45, 38}, {2.0, 2.0, NAN}, {false, false, true}),
-                              200.0);
+  const auto w = judge_remedy(
+      confirm_arm("control", {320, 290, 310}, {2.0, 2.0, 2.0}),
+      confirm_arm("remedy1", {40, 45, 38}, {2.0, 2.0, NAN}, {false, false, true}), 200.0);
   EXPECT_EQ(w.verdict, "not confirmed") << w.reason;
 }
 
 TEST(ConfirmVerdict, ADifferenceWithinTheSpreadIsInconclusive) {
   // One treatment seed still crosses: neither removed nor beyond the spread.
-  const auto v = judge_remedy(arm("control", {320, 210, 400}, {2.0, 2.1, 2.0}),
-                              arm("remedy1", {330, 190, 160}, {2.0, 2.1, 2.0}), 200.0);
+  const auto v = judge_remedy(confirm_arm("control", {320, 210, 400}, {2.0, 2.1, 2.0}),
+                              confirm_arm("remedy1", {330, 190, 160}, {2.0, 2.1, 2.0}), 200.0);
   EXPECT_EQ(v.verdict, "inconclusive") << v.reason;
   // No condition (loss_end): only the paired difference against the spread decides.
-  const auto a = judge_remedy(arm("control", {3.0, 3.1, 3.05}, {3.0, 3.1, 3.05}),
-                              arm("remedy1", {2.5, 2.55, 2.52}, {2.5, 2.55, 2.52}), std::nullopt);
+  const auto a =
+      judge_remedy(confirm_arm("control", {3.0, 3.1, 3.05}, {3.0, 3.1, 3.05}),
+                   confirm_arm("remedy1", {2.5, 2.55, 2.52}, {2.5, 2.55, 2.52}), std::nullopt);
   EXPECT_EQ(a.verdict, "confirmed") << a.reason;
-  const auto b = judge_remedy(arm("control", {3.0, 3.1, 3.05}, {3.0, 3.1, 3.05}),
-                              arm("remedy1", {3.02, 3.06, 3.0}, {3.02, 3.06, 3.0}), std::nullopt);
+  const auto b =
+      judge_remedy(confirm_arm("control", {3.0, 3.1, 3.05}, {3.0, 3.1, 3.05}),
+                   confirm_arm("remedy1", {3.02, 3.06, 3.0}, {3.02, 3.06, 3.0}), std::nullopt);
   EXPECT_EQ(b.verdict, "inconclusive") << b.reason;
 }
 
 TEST(ConfirmVerdict, MissingMeasurementsAndUnrunArms) {
-  ArmResult t = arm("remedy1", {40, NAN, 38}, {2.0, 2.0, 2.0});
+  ArmResult t = confirm_arm("remedy1", {40, NAN, 38}, {2.0, 2.0, 2.0});
   t.status[1] = "failed";
-  const auto v = judge_remedy(arm("control", {320, 290, 310}, {2.0, 2.0, 2.0}), t, 200.0);
+  const auto v = judge_remedy(confirm_arm("control", {320, 290, 310}, {2.0, 2.0, 2.0}), t, 200.0);
   EXPECT_EQ(v.verdict, "inconclusive");
   EXPECT_NE(v.reason.find("remedy1 seed 1 (failed)"), std::string::npos) << v.reason;
-  ArmResult c = arm("remedy2", {}, {});
+  ArmResult c = confirm_arm("remedy2", {}, {});
   c.cannot = "cannot confirm: your command has no placeholder for model.qk_norm";
-  EXPECT_EQ(judge_remedy(arm("control", {1}, {1}), c, 200.0).verdict, "cannot confirm");
+  EXPECT_EQ(judge_remedy(confirm_arm("control", {1}, {1}), c, 200.0).verdict, "cannot confirm");
 }
 
 TEST(ConfirmStatistic, MeasuredOnTheWindowOnly) {
   std::vector<nlohmann::json> r;
   for (long s = 1; s <= 10; ++s) {
-    nlohmann::json j = {{"step", s}, {"loss", s == 7 ? 9.0 : 3.0 - 0.1 * s},
+    nlohmann::json j = {{"step", s},
+                        {"loss", s == 7 ? 9.0 : 3.0 - 0.1 * s},
                         {"log_z_mean", 3.0 + (s > 6 ? 6.0 : 0.0)}};
     if (s % 2 == 0) j["attn_max_logit"] = {1.0 * s, 10.0 * s};
     r.push_back(j);
@@ -201,8 +208,8 @@ TEST(ConfirmDoctor, ReadsStructuredRemediesAndTheStatistic) {
   EXPECT_EQ(qs[0].statistic, "attn_max_logit");
   ASSERT_EQ(qs[0].remedies.size(), 3u);
   ASSERT_EQ(qs[0].remedies[0].set.size(), 1u);
-  EXPECT_EQ(qs[0].remedies[0].set[0], std::make_pair(std::string("model.qk_norm"),
-                                                     std::string("rmsnorm")));
+  EXPECT_EQ(qs[0].remedies[0].set[0],
+            std::make_pair(std::string("model.qk_norm"), std::string("rmsnorm")));
   EXPECT_FALSE(qs[0].remedies[0].tried);
   EXPECT_TRUE(qs[0].remedies[1].tried);
   EXPECT_TRUE(qs[0].remedies[2].set.empty());

@@ -20,7 +20,7 @@ namespace normlab {
 namespace {
 
 // The tiny run at lr `lr` without warmup, diagnostics every 5 steps, a checkpoint every 10.
-Config unstable(double lr, int steps) {
+Config confirm_unstable(double lr, int steps) {
   Config c = test::tiny_run(steps);
   c.optim.lr = lr;
   c.optim.warmup_steps = 0;
@@ -32,8 +32,8 @@ Config unstable(double lr, int steps) {
 }
 
 // The diagnosis with only the finding `kind`, its remedies replaced by `remedies` (JSON).
-nlohmann::json only(const nlohmann::json& diag, const std::string& kind,
-                    const nlohmann::json& remedies) {
+nlohmann::json confirm_only(const nlohmann::json& diag, const std::string& kind,
+                            const nlohmann::json& remedies) {
   nlohmann::json d = diag;
   nlohmann::json kept = nlohmann::json::array();
   for (auto f : diag["findings"])
@@ -45,7 +45,8 @@ nlohmann::json only(const nlohmann::json& diag, const std::string& kind,
   return d;
 }
 
-std::vector<Confirmation> confirm(const std::string& run, const nlohmann::json& diag, int seeds) {
+std::vector<Confirmation> confirm_all(const std::string& run, const nlohmann::json& diag,
+                                      int seeds) {
   const Config cfg = diagnose_run(run).config;
   ConfirmOptions o;
   o.seeds = seeds;
@@ -57,28 +58,28 @@ std::vector<Confirmation> confirm(const std::string& run, const nlohmann::json& 
   return finish_confirmation(jobs, run, diag, cfg, o);
 }
 
-std::string dump(const Confirmation& c) { return to_json(c).dump(1); }
+std::string confirm_dump(const Confirmation& c) { return to_json(c).dump(1); }
 
 TEST(ConfirmRuns, AttentionLogitGrowthQkNormAndLowerLrConfirmed) {
   const std::string run = test::temp_dir("confirm_attn");
   {
-    Trainer t(unstable(0.1, 40), run, false);
+    Trainer t(confirm_unstable(0.1, 40), run, false);
     t.run();
   }
-  const nlohmann::json diag = only(to_json(diagnose_run(run)), "attention_logit_growth",
-                                   nlohmann::json::parse(R"([
+  const nlohmann::json diag =
+      confirm_only(to_json(diagnose_run(run)), "attention_logit_growth", nlohmann::json::parse(R"([
       {"text": "QK-Norm", "set": {"model.qk_norm": "rmsnorm"}, "tried": false},
       {"text": "lower the learning rate", "set": {"optim.lr": "0.01"}, "tried": false}])"));
   ASSERT_EQ(diag["findings"].size(), 1u) << to_json(diagnose_run(run)).dump(1);
-  const auto cs = confirm(run, diag, 3);
+  const auto cs = confirm_all(run, diag, 3);
   ASSERT_EQ(cs.size(), 1u);
   const Confirmation& c = cs[0];
-  if (std::getenv("NORMLAB_CONFIRM_DUMP")) std::printf("%s\n", dump(c).c_str());
-  EXPECT_EQ(c.plan.start_step, 0) << dump(c);  // QK-Norm changes the model: from step 0
+  if (std::getenv("NORMLAB_CONFIRM_DUMP")) std::printf("%s\n", confirm_dump(c).c_str());
+  EXPECT_EQ(c.plan.start_step, 0) << confirm_dump(c);  // QK-Norm changes the model: from step 0
   EXPECT_TRUE(c.replay_bitwise) << c.replay_check;
   ASSERT_EQ(c.verdicts.size(), 2u);
-  EXPECT_EQ(c.verdicts[0].verdict, "confirmed") << dump(c);
-  EXPECT_EQ(c.verdicts[1].verdict, "confirmed") << dump(c);
+  EXPECT_EQ(c.verdicts[0].verdict, "confirmed") << confirm_dump(c);
+  EXPECT_EQ(c.verdicts[1].verdict, "confirmed") << confirm_dump(c);
   EXPECT_GE(c.verdicts[0].control_present, 2);
   EXPECT_EQ(c.verdicts[0].treatment_present, 0);
   fs::remove_all(run);
@@ -87,7 +88,7 @@ TEST(ConfirmRuns, AttentionLogitGrowthQkNormAndLowerLrConfirmed) {
 TEST(ConfirmRuns, FromACheckpointTheControlReplaysBitwiseAndAnInjectedSpikeDoesNotComeBack) {
   const std::string run = test::temp_dir("confirm_inject");
   {
-    Config cfg = unstable(0.01, 60);
+    Config cfg = confirm_unstable(0.01, 60);
     cfg.train.spike_policy = SpikePolicy::off;  // the injected spike is logged, not skipped
     Trainer t(cfg, run, false);
     TrainHooks h;
@@ -96,23 +97,23 @@ TEST(ConfirmRuns, FromACheckpointTheControlReplaysBitwiseAndAnInjectedSpikeDoesN
     };
     t.run(h);
   }
-  const nlohmann::json diag = only(to_json(diagnose_run(run)), "loss_spikes",
-                                   nlohmann::json::parse(R"([
+  const nlohmann::json diag =
+      confirm_only(to_json(diagnose_run(run)), "loss_spikes", nlohmann::json::parse(R"([
       {"text": "lower the learning rate", "set": {"optim.lr": "0.005"}, "tried": false}])"));
   ASSERT_EQ(diag["findings"].size(), 1u) << to_json(diagnose_run(run)).dump(1);
-  const auto cs = confirm(run, diag, 3);
+  const auto cs = confirm_all(run, diag, 3);
   ASSERT_EQ(cs.size(), 1u);
   const Confirmation& c = cs[0];
-  if (std::getenv("NORMLAB_CONFIRM_DUMP")) std::printf("%s\n", dump(c).c_str());
+  if (std::getenv("NORMLAB_CONFIRM_DUMP")) std::printf("%s\n", confirm_dump(c).c_str());
   // onset 41, margin 5: the checkpoint of step 30; window 41 + max(10, 11) = 52.
-  EXPECT_EQ(c.plan.start_step, 30) << dump(c);
+  EXPECT_EQ(c.plan.start_step, 30) << confirm_dump(c);
   EXPECT_EQ(c.plan.window_end, 52);
   // The replay differs from the original exactly at the injected step (the loss logged), and
   // nowhere before it: the injection is not in the config.
   EXPECT_FALSE(c.replay_bitwise);
   EXPECT_NE(c.replay_check.find("differs at step 41: loss"), std::string::npos) << c.replay_check;
   ASSERT_EQ(c.verdicts.size(), 1u);
-  EXPECT_EQ(c.verdicts[0].verdict, "control did not reproduce") << dump(c);
+  EXPECT_EQ(c.verdicts[0].verdict, "control did not reproduce") << confirm_dump(c);
   EXPECT_EQ(c.verdicts[0].control_present, 0);
   fs::remove_all(run);
 }

@@ -18,15 +18,13 @@ namespace fs = std::filesystem;
 namespace normlab {
 namespace {
 
-using test::temp_dir;
-
 // loss and grad_norm of every step line, by step.
-struct Curve {
+struct SeedCurve {
   std::vector<long> step;
   std::vector<double> loss, grad_norm;
 };
-Curve curve(const std::string& dir) {
-  Curve c;
+SeedCurve seed_curve(const std::string& dir) {
+  SeedCurve c;
   for (const auto& j : read_metrics(dir))
     if (!j.contains("event")) {
       c.step.push_back(j.at("step").get<long>());
@@ -36,7 +34,7 @@ Curve curve(const std::string& dir) {
   return c;
 }
 
-Config run_cfg() {
+Config seed_run_cfg() {
   Config c = test::tiny_run(24);
   c.train.checkpoint_interval = 8;
   c.train.keep_checkpoints = 5;
@@ -45,7 +43,7 @@ Config run_cfg() {
 }
 
 // Copies run `from` into `to` and resumes it from its step-8 checkpoint with `cfg`.
-std::vector<float> replay(const std::string& from, const std::string& to, const Config& cfg) {
+std::vector<float> seed_replay(const std::string& from, const std::string& to, const Config& cfg) {
   fs::remove_all(to);
   fs::copy(from, to, fs::copy_options::recursive);
   ResumeOptions r;
@@ -58,26 +56,26 @@ std::vector<float> replay(const std::string& from, const std::string& to, const 
 }
 
 TEST(DataSeed, ZeroReplaysBitwiseAndAnotherChangesOnlyTheStepsAfterTheResume) {
-  const std::string orig = temp_dir("dataseed_orig"), same = temp_dir("dataseed_same"),
-                    other = temp_dir("dataseed_other");
+  const std::string orig = test::temp_dir("dataseed_orig"), same = test::temp_dir("dataseed_same"),
+                    other = test::temp_dir("dataseed_other");
   std::vector<float> p_orig;
   {
-    Trainer t(run_cfg(), orig, false);
+    Trainer t(seed_run_cfg(), orig, false);
     t.run();
     p_orig.assign(t.params().begin(), t.params().end());
   }
-  const Curve a = curve(orig);
+  const SeedCurve a = seed_curve(orig);
   ASSERT_EQ(a.step.size(), 24u);
 
-  EXPECT_TRUE(replay(orig, same, run_cfg()) == p_orig);
-  const Curve b = curve(same);
+  EXPECT_TRUE(seed_replay(orig, same, seed_run_cfg()) == p_orig);
+  const SeedCurve b = seed_curve(same);
   EXPECT_EQ(a.loss, b.loss);
   EXPECT_EQ(a.grad_norm, b.grad_norm);
 
-  Config c = run_cfg();
+  Config c = seed_run_cfg();
   c.train.data_seed = 5;
-  EXPECT_FALSE(replay(orig, other, c) == p_orig);
-  const Curve d = curve(other);
+  EXPECT_FALSE(seed_replay(orig, other, c) == p_orig);
+  const SeedCurve d = seed_curve(other);
   ASSERT_EQ(d.step.size(), 24u);
   for (std::size_t i = 0; i < 8; ++i) EXPECT_EQ(a.loss[i], d.loss[i]) << "step " << a.step[i];
   // Step 9 trains the step-8 weights on another batch: its loss differs, and so do later ones.
@@ -88,21 +86,22 @@ TEST(DataSeed, ZeroReplaysBitwiseAndAnotherChangesOnlyTheStepsAfterTheResume) {
 }
 
 TEST(DataSeed, KeepsItsOrderAcrossAResumeAndStopAtFollowsTheLongSchedule) {
-  const std::string orig = temp_dir("dataseed_base"), straight = temp_dir("dataseed_straight"),
-                    split = temp_dir("dataseed_split");
+  const std::string orig = test::temp_dir("dataseed_base"),
+                    straight = test::temp_dir("dataseed_straight"),
+                    split = test::temp_dir("dataseed_split");
   {
-    Trainer t(run_cfg(), orig, false);
+    Trainer t(seed_run_cfg(), orig, false);
     t.run();
   }
-  Config c = run_cfg();
+  Config c = seed_run_cfg();
   c.train.data_seed = 7;
-  const std::vector<float> p_straight = replay(orig, straight, c);
+  const std::vector<float> p_straight = seed_replay(orig, straight, c);
   // The same arm stopped at step 16 (stop_at: the schedule still runs over 24 steps), then resumed
   // to the end with its own config: bitwise the straight arm (the seed was mixed in once).
   Config stop = c;
   stop.train.stop_at = 16;
-  replay(orig, split, stop);
-  const Curve half = curve(split);
+  seed_replay(orig, split, stop);
+  const SeedCurve half = seed_curve(split);
   ASSERT_EQ(half.step.back(), 16);
   const auto end = read_run_end(split);
   ASSERT_TRUE(end);
@@ -117,7 +116,7 @@ TEST(DataSeed, KeepsItsOrderAcrossAResumeAndStopAtFollowsTheLongSchedule) {
     p_split.assign(t.params().begin(), t.params().end());
   }
   EXPECT_TRUE(p_split == p_straight);
-  const Curve s = curve(straight), q = curve(split);
+  const SeedCurve s = seed_curve(straight), q = seed_curve(split);
   EXPECT_EQ(s.loss, q.loss);
   // A stop_at below the checkpoint's step is refused, naming the key.
   Config bad = c;

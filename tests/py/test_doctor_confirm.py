@@ -1,8 +1,9 @@
 """`normlab doctor RUN --confirm` end to end through the CLI and Python, on tiny real runs:
 (1) attention-logit growth at lr 0.3 without QK-Norm: QK-Norm confirmed against the control
 (which, from step 0, replays the run bitwise: (7)); --dry-run plans without training; a rerun
-finds the arms finished; normlab.doctor(confirm=True, jobs=2) returns the same verdicts;
-(3) a healthy run: nothing to confirm; (6) --command on a probed PyTorch script, with and without
+finds the arms finished; (2) loss spikes at a high lr: the lower lr confirmed; the report draws the arms and the verdicts; normlab.doctor(confirm=True,
+jobs=2) returns the same structure; (5) a remedy the run already has is not run again; (3) a
+healthy run: nothing to confirm; (6) --command on a probed PyTorch script, with and without
 {resume_from}: a remedy the template cannot express is "cannot confirm", and without a resume
 placeholder the verdicts say the arms started at step 0."""
 from __future__ import annotations
@@ -103,6 +104,39 @@ def test_python_returns_the_same_structure(attn_run):
     assert confirmation(plan, "attention_logit_growth")["seeds"] == 2
     with pytest.raises(nl.ConfigError):
         nl.doctor(attn_run, confirm=True, seeds=0)
+
+
+def test_loss_spikes_at_a_high_lr_lower_lr_confirmed(tmp_path):
+    """(2) Loss spikes from a high-lr burst (lr 0.5 right after a 10-step warmup): the control
+    reproduces them in most seeds and doctor's lower learning rate (lr / 3) removes them."""
+    d = tmp_path / "spiky"
+    normlab("train", "--out", d, *TINY, "--set", "train.steps=40", "--set", "optim.lr=0.5",
+            "--set", "optim.warmup_steps=10", "--set", "diag.interval=5",
+            "--set", "train.checkpoint_interval=5", "--set", "train.keep_checkpoints=20", check=0)
+    t0 = time.monotonic()
+    j = json.loads(normlab("doctor", d, "--confirm", "-j", "2", "--json", check=0,
+                           timeout=600).stdout)
+    c = confirmation(j, "loss_spikes")
+    v = verdict(c, "lower the learning rate")
+    assert v["control_present"] >= 2, json.dumps(c, indent=1)
+    assert v["verdict"] == "confirmed" and v["treatment_present"] == 0, json.dumps(c, indent=1)
+    assert c["replay_bitwise"], c["replay_check"]
+    print(f"spikes confirm wall {time.monotonic() - t0:.1f} s")
+
+
+def test_a_remedy_the_run_has_is_not_run_again(tmp_path):
+    """(5) The same failing run with the attention soft-cap already on: doctor reports it as
+    tried (with what the run shows with it) and the confirmation plans no arm for it."""
+    d = tmp_path / "capped"
+    normlab("train", "--out", d, *TINY, *FAILING, "--set", "model.attn_softcap=50", check=0)
+    j = json.loads(normlab("doctor", d, "--confirm", "--dry-run", "--json", check=0).stdout)
+    f = next(f for f in j["findings"] if f["kind"] == "attention_logit_growth")
+    tried = [r for r in f["remedies"] if r["tried"]]
+    assert [r["set"] for r in tried] == [{"model.attn_softcap": "50"}], f["remedies"]
+    c = confirmation(j, "attention_logit_growth")
+    names = [a["name"] for a in c["arms"]]
+    assert "attn_softcap-50" not in names and "qk_norm-rmsnorm" in names, names
+    assert any(n.startswith("already tried") and "attn_softcap" in n for n in c["notes"]), c
 
 
 def test_healthy_run_has_nothing_to_confirm(tmp_path):

@@ -3,6 +3,7 @@
 // and prints the verdicts (or, with --dry-run, the plan alone). The rendering of the confirmation
 // lives here, apart from doctor's own (cmd_doctor.cpp).
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -105,8 +106,9 @@ int run_doctor_confirm(const std::string& run_dir, const DoctorConfirmOptions& o
   prepare_confirm_jobs(jobs, run_dir, o);
   install_stop_signals();
   // Progress goes to stderr with --json, so that stdout holds the JSON alone.
-  std::FILE* saved = nullptr;
-  if (opt.json) saved = stdout, stdout = stderr;
+  std::fflush(stdout);
+  const int saved_stdout = opt.json ? ::dup(1) : -1;
+  if (saved_stdout >= 0) ::dup2(2, 1);
   for (const auto& j : jobs) {
     if (stop_signal_received()) break;
     fmt::print("confirming {}: {} arm runs in {}\n", j.plan.problem.kind, j.arms.points.size(),
@@ -114,7 +116,8 @@ int run_doctor_confirm(const std::string& run_dir, const DoctorConfirmOptions& o
     std::fflush(stdout);
     run_sweep_points(j.out, j.arms.points, j.arms.configs, o.jobs, o.command);
   }
-  if (saved) stdout = saved;
+  std::fflush(stdout);
+  if (saved_stdout >= 0) ::dup2(saved_stdout, 1), ::close(saved_stdout);
   if (stop_signal_received()) {
     fmt::print(stderr, "interrupted: rerun the same command to continue the arms\n");
     return kExitInterrupted;

@@ -141,6 +141,10 @@ void add_doctor(CLI::App& app, Action& action) {
     action = [o] {
       if (o->confirm || o->c.dry_run) {
         o->c.json = o->json;
+        if (!o->json) {  // the diagnosis first, then the confirmation of its problems
+          print_text(diagnose_run(o->run_dir));
+          std::fflush(stdout);
+        }
         return run_doctor_confirm(o->run_dir, o->c);
       }
       const Diagnosis d = diagnose_run(o->run_dir);

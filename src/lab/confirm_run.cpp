@@ -111,7 +111,7 @@ double measure_statistic(const std::string& name, const std::vector<json>& recor
   using T = DoctorThresholds;
   std::vector<double> per_record;  // the record's value, over the window's records
   double base_z = NAN, min_loss = INFINITY, last_loss = NAN;
-  long spikes = 0, window_records = 0;
+  long spikes = 0, window_records = 0, diag_records = 0;
   for (const auto& j : records) {
     if (!is_step(j)) continue;
     const long s = j.value(metric::step, 0L);
@@ -124,6 +124,7 @@ double measure_statistic(const std::string& name, const std::vector<json>& recor
     const bool in = s > start && s <= end;
     if (in) {
       ++window_records;
+      diag_records += j.contains(metric::resid_rms);
       if (name == "spike_count" && std::isfinite(loss) && std::isfinite(min_loss) &&
           loss - min_loss >= std::max(T::kSpikeNats, T::kSpikeFraction * min_loss))
         ++spikes;
@@ -143,6 +144,9 @@ double measure_statistic(const std::string& name, const std::vector<json>& recor
   if (name == "spike_count") return static_cast<double>(spikes);
   if (name == "loss_end") return last_loss;
   if (name == "unigram_gap") return last_loss - unigram_entropy;
+  // Diagnostics records without DyT / Derf sites (a treatment that replaced them by a norm):
+  // nothing can saturate.
+  if (per_record.empty() && name == "dyt_saturated" && diag_records > 0) return 0;
   if (per_record.empty()) return NAN;
   // A drift or a saturation must hold on several records to count, as doctor's checks ask.
   if (name == "log_z_drift") return kth_largest(per_record, T::kLogZDriftSteps);

@@ -177,6 +177,13 @@ TEST(ConfirmStatistic, MeasuredOnTheWindowOnly) {
   EXPECT_DOUBLE_EQ(measure_statistic("loss_end", r, 0, 9, 0), 3.0 - 0.9);
   EXPECT_NEAR(measure_statistic("unigram_gap", r, 0, 10, 2.5), -0.5, 1e-12);
   EXPECT_TRUE(std::isnan(measure_statistic("resid_rms", r, 0, 10, 0)));
+  EXPECT_TRUE(std::isnan(measure_statistic("dyt_saturated", r, 0, 10, 0)));
+  // Diagnostics records without DyT sites (RMSNorm in their place): nothing saturates.
+  r[3]["resid_rms"] = {1.0, 2.0};
+  EXPECT_DOUBLE_EQ(measure_statistic("dyt_saturated", r, 0, 10, 0), 0);
+  r[5]["dyt_saturated"] = {{"block0.attn", 0.7}};
+  r[7]["dyt_saturated"] = {{"block0.attn", 0.6}, {"block0.mlp", 0.9}};
+  EXPECT_DOUBLE_EQ(measure_statistic("dyt_saturated", r, 0, 10, 0), 0.7);  // 2nd largest
   EXPECT_TRUE(std::isnan(measure_statistic("loss_end", r, 10, 20, 0)));
 }
 

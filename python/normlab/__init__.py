@@ -136,14 +136,17 @@ def train(cfg: Config | Mapping[str, Any] | PathLike | None, out: PathLike,
 def doctor(run: "Run | PathLike", *, confirm: bool = False, seeds: int = 3, jobs: int = 1,
            max_steps: int = 0, dry_run: bool = False) -> dict[str, Any]:
     """As ``normlab doctor RUN_DIR --json``: the diagnosis of a run (docs/doctor.md) from its
-    metrics.jsonl and config.toml, as a dict: each instability found with its evidence, remedy and
-    what to measure to confirm it, the signals that could not be checked, and the verdict.
+    metrics.jsonl and config.toml, as a dict: each instability found with its evidence, its
+    remedies (``{"text", "set", "tried"}``: the config changes, and whether the run already has
+    them), the statistic that named it, and what to measure to confirm it; the checks performed
+    (``checked``) and those that could not be, with why (``not_checked``); and the verdict.
 
     ``confirm=True`` (``doctor --confirm``): tests each remedy against a control, replaying the run
-    with and without it over ``seeds`` data orders (arms in RUN/confirm/KIND/, ``jobs`` at a time,
-    the window capped at ``max_steps`` when > 0), and adds a "confirmation" per problem (start
-    step, window, arms, the statistic per arm and seed, verdicts; docs/doctor.md, "Confirming a
-    remedy"). ``dry_run=True`` returns the plan alone without training. A rerun resumes the arms."""
+    with and without it over ``seeds`` data orders (arms in RUN/confirm/fromS_toE/, ``jobs`` at a
+    time, the window capped at ``max_steps`` when > 0), and adds a "confirmation" per problem
+    (start step, window, arms, the statistic per arm and seed, verdicts; docs/doctor.md,
+    "Confirming a remedy"). ``dry_run=True`` returns the plan alone without training. A rerun
+    resumes the arms."""
     path = run.path if isinstance(run, Run) else run
     _need(path, f"{path} does not exist (expected a run directory)")
     if not confirm and not dry_run:

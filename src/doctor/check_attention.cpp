@@ -87,8 +87,8 @@ void check_attention(const Run& r, std::vector<DoctorFinding>& out) {
         r,
         fmt::format("QK-Clip is on at optim.qk_clip = {}: the logits above grew past it between "
                     "clips; a lower threshold clips earlier: --set optim.qk_clip={}",
-                    g(c.optim.qk_clip), num_text(c.optim.qk_clip / 2)),
-        {{"optim.qk_clip", num_text(c.optim.qk_clip / 2)}}));
+                    g(c.optim.qk_clip), fmt::format("{:.3g}", c.optim.qk_clip / 2)),
+        {{"optim.qk_clip", fmt::format("{:.3g}", c.optim.qk_clip / 2)}}));
   // QK-Norm of the kind the run has (then it is tried), else RMSNorm.
   const std::string qk = r.knows("model.qk_norm") && c.model.qk_norm != QKNormKind::none
                              ? std::string(to_string(c.model.qk_norm))
@@ -112,11 +112,12 @@ void check_attention(const Run& r, std::vector<DoctorFinding>& out) {
                   "bounds the logits, at a small cost when it binds: finding 6)",
                   cap),
       {{"model.attn_softcap", cap}}));
-  f.confirm.push_back(phrase(
-      r, fmt::format("rerun with the remedy and --set diag.interval=10 --set diag.per_head=true: "
-                     "attn_max_logit should stay below {} and attn_entropy above {} in every "
-                     "layer",
-                     g(T::kAttnLogit), g(T::kAttnEntropyCollapse))));
+  f.confirm.push_back(fmt::format(
+      "rerun with the remedy and {}: attn_max_logit should stay below {} and attn_entropy above "
+      "{} in every layer",
+      r.torch() ? "Probe(..., interval=10, per_head=True)"
+                : "--set diag.interval=10 --set diag.per_head=true",
+      g(T::kAttnLogit), g(T::kAttnEntropyCollapse)));
   if (!r.torch())
     f.confirm.push_back(fmt::format(
         "normlab sweep --grid model.qk_norm=none,rmsnorm --grid optim.lr=... around lr {} "

@@ -75,8 +75,8 @@ void check_output_logits(const Run& r, std::vector<DoctorFinding>& out) {
     f.remedies.push_back(config_remedy(
         r,
         fmt::format("a stronger z-loss: --set train.z_loss={} (now {})",
-                    num_text(c.train.z_loss * 10), g(c.train.z_loss)),
-        {{"train.z_loss", num_text(c.train.z_loss * 10)}}));
+                    fmt::format("{:.3g}", c.train.z_loss * 10), g(c.train.z_loss)),
+        {{"train.z_loss", fmt::format("{:.3g}", c.train.z_loss * 10)}}));
   f.remedies.push_back(lower_lr(r, c.optim.lr / 3));
   const std::string cap = r.knows("model.final_softcap") && c.model.final_softcap > 0
                               ? num_text(c.model.final_softcap)

@@ -155,11 +155,11 @@ void check_spikes(const Run& r, std::vector<DoctorFinding>& out) {
       f.remedies.push_back(config_remedy(
           r, "meanwhile, let the guards contain them: --set train.spike_policy=skip (or rollback)",
           {{"train.spike_policy", "skip"}}));
-    f.confirm.push_back(phrase(
-        r, fmt::format("rerun with --set train.log_interval=1 --set diag.interval=1 over steps "
-                       "{}-{}: with the remedy no loss should rise {} nats above the running "
-                       "minimum",
-                       f.first_step, f.last_step, g(T::kSpikeNats))));
+    f.confirm.push_back(fmt::format(
+        "rerun with {} over steps {}-{}: with the remedy no loss should rise {} nats above the "
+        "running minimum",
+        r.torch() ? "Probe(..., interval=1)" : "--set train.log_interval=1 --set diag.interval=1",
+        f.first_step, f.last_step, g(T::kSpikeNats)));
     json list_j = json::array();
     for (const auto& sp : spikes)
       list_j.push_back({{"step", sp.step},

@@ -352,6 +352,10 @@ nlohmann::json to_json(const Diagnosis& d) {
                            {"reason", n.reason},
                            {"evidence_lost", n.evidence_lost}});
   const Config& c = d.config;
+  // A key in source.unknown is null: its value is normlab's default, not the run's.
+  const auto known = [&c](const char* key, const auto& v) {
+    return c.source.knows(key) ? json(v) : json(nullptr);
+  };
   return {{"run_dir", d.run_dir},
           {"verdict", d.verdict()},
           {"healthy", d.healthy()},
@@ -361,14 +365,18 @@ nlohmann::json to_json(const Diagnosis& d) {
           {"planned_steps", d.has_config ? json(c.train.steps) : json(nullptr)},
           {"end_reason", d.end_reason},
           {"end_detail", d.end_detail},
-          {"config", d.has_config ? json{{"placement", to_string(c.model.placement)},
-                                         {"n_layer", c.model.n_layer},
-                                         {"d_model", c.model.d_model},
-                                         {"qk_norm", to_string(c.model.qk_norm)},
-                                         {"lr", c.optim.lr},
-                                         {"warmup_steps", c.optim.warmup_steps},
-                                         {"weight_decay", c.optim.weight_decay},
-                                         {"z_loss", c.train.z_loss}}
+          {"config", d.has_config ? json{{"placement", known("model.placement",
+                                                            to_string(c.model.placement))},
+                                         {"n_layer", known("model.n_layer", c.model.n_layer)},
+                                         {"d_model", known("model.d_model", c.model.d_model)},
+                                         {"qk_norm", known("model.qk_norm",
+                                                          to_string(c.model.qk_norm))},
+                                         {"lr", known("optim.lr", c.optim.lr)},
+                                         {"warmup_steps",
+                                          known("optim.warmup_steps", c.optim.warmup_steps)},
+                                         {"weight_decay",
+                                          known("optim.weight_decay", c.optim.weight_decay)},
+                                         {"z_loss", known("train.z_loss", c.train.z_loss)}}
                                   : json(nullptr)},
           {"initial_loss", opt(d.initial_loss)},
           {"final_train_loss", opt(d.final_loss)},

@@ -106,8 +106,8 @@ Remedy lower_lr(const Run& r, double to, const std::string& why = {});
 // `text` for the run's origin: for a PyTorch run every `--set key=value` becomes what to change
 // in its own code (one row per key in remedy.cpp), `diag.*` the Probe's arguments.
 std::string phrase(const Run& r, const std::string& text);
-// A number as --set takes it: "0.001", "3e-05".
-inline std::string num_text(double v) { return fmt::format("{:g}", v); }
+// A number as --set takes it, exactly (the shortest text that reads back to it): "0.2", "1e-05".
+inline std::string num_text(double v) { return fmt::format("{}", v); }
 // values["statistic"] of a problem finding (doctor.h).
 json statistic(const std::string& name, double value, double threshold, long onset_step,
                const char* bad_when = "at_least");

@@ -90,7 +90,7 @@ std::string sets_text(const Sets& set) {
 
 std::string phrase(const Run& r, const std::string& text) {
   if (!r.torch()) return text;
-  static const std::regex set_re(R"(--set ([a-z_]+\.[a-z0-9_]+)=([^\s,;)]+))");
+  static const std::regex set_re(R"(--set ([a-z_]+\.[a-z0-9_]+)=([^\s,;:)]+))");
   std::string out;
   auto it = std::sregex_iterator(text.begin(), text.end(), set_re);
   std::size_t at = 0;
@@ -121,10 +121,11 @@ Remedy lower_lr(const Run& r, double to, const std::string& why) {
                            "by how much)"
                          : "lower the learning rate (no config.toml: the run's learning rate is "
                            "unknown)");
-  return config_remedy(r,
-                       fmt::format("lower the learning rate: --set optim.lr={} (now {}{})",
-                                   num_text(to), lr_text(r), why),
-                       {{"optim.lr", num_text(to)}});
+  // Three significant digits: 0.0317, not 0.0316667.
+  const std::string v = fmt::format("{:.3g}", to);
+  return config_remedy(
+      r, fmt::format("lower the learning rate: --set optim.lr={} (now {}{})", v, lr_text(r), why),
+      {{"optim.lr", v}});
 }
 
 json statistic(const std::string& name, double value, double threshold, long onset_step,

@@ -13,7 +13,8 @@
 #include "fixtures.h"
 #include "normlab/metrics.h"
 
-namespace normlab {
+// Its own namespace: the unity build puts it in one translation unit with the other doctor tests.
+namespace normlab::doctor_evidence_test {
 namespace {
 
 using doctor_test::any_contains;
@@ -130,7 +131,8 @@ TEST(DoctorEvidence, DytWithInitStdAlreadyRaisedIsNotAdvisedItAgain) {
   EXPECT_EQ(f->values["statistic"]["onset_step"], 20);
   // At the default init_std the same remedy is advised, with its value.
   c.model.init_std = 0.02;
-  const DoctorFinding* g = find(diagnose(recs, c), "dyt_saturation");
+  const Diagnosis d2 = diagnose(recs, c);
+  const DoctorFinding* g = find(d2, "dyt_saturation");
   ASSERT_NE(g, nullptr);
   EXPECT_TRUE(any_contains(g->remedies, "--set model.init_std=0.2 (now 0.02)"));
 }
@@ -229,4 +231,4 @@ TEST(DoctorEvidence, UnknownKeysCarryNoRemedyAndTorchRunsGetTorchWords) {
 }
 
 }  // namespace
-}  // namespace normlab
+}  // namespace normlab::doctor_evidence_test

@@ -97,6 +97,8 @@ def test_statistics_lost_from_step_5_are_not_checked_and_not_judged(tmp_path):
     assert verdict.startswith("verdict: not judged: ") and "healthy" not in verdict, verdict
     d = json.loads(normlab("doctor", tmp_path / "probed", "--json", check=0).stdout)
     assert d["healthy"] is False
+    assert d["config"]["warmup_steps"] is None and d["config"]["lr"] == 3e-3
+    assert d["source"] == {"kind": "torch", "trainer": "loop", "unknown": ["optim.warmup_steps"]}
     lost = {n["check"]: n for n in d["not_checked"]}
     assert set(lost) >= {"attention-logit growth", "residual-stream growth",
                          "output-logit divergence"}, d["not_checked"]
@@ -122,3 +124,32 @@ def test_a_remedy_the_run_has_is_not_advised_again(tmp_path):
     text = normlab("doctor", run, check=0).stdout
     assert "--set model.attn_softcap" not in text, text
     assert "already tried: model.attn_softcap = 50: the run already has it" in text, text
+
+
+def test_diagnostics_off_lists_the_unchecked_signals(tmp_path):
+    d = tmp_path / "nodiag"
+    normlab("train", "--out", d, *TINY, "--set", "train.steps=5", check=0)
+    p = normlab("doctor", d, check=0)
+    assert "diagnostics: off" in p.stdout
+    assert "not checked:" in p.stdout and "attention-logit growth" in p.stdout
+    assert "enable with diag.interval = " in p.stdout, p.stdout
+
+
+def test_missing_and_damaged_run_dirs(tmp_path):
+    p = normlab("doctor", tmp_path / "nope")
+    assert p.returncode == 3 and "is not a directory" in p.stderr, p.stderr
+    p = normlab("doctor", tmp_path)
+    assert p.returncode == 3 and "no metrics.jsonl" in p.stderr, p.stderr
+    (tmp_path / "metrics.jsonl").write_text('{"step":1,"loss":5.5}\n{"step":2,\n{"step":3}\n')
+    p = normlab("doctor", tmp_path)
+    assert p.returncode == 3 and "line 2" in p.stderr, p.stderr
+    p = normlab("doctor")
+    assert p.returncode == 2
+
+
+def test_sweep_prints_a_verdict_per_run(tmp_path):
+    p = normlab("sweep", *TINY, "--set", "train.steps=10", "--set", "diag.interval=5",
+                "--grid", "optim.lr=1e-3,0.3", "--out", tmp_path / "s", check=0)
+    assert "doctor (normlab doctor" in p.stdout, p.stdout
+    lines = [l for l in p.stdout.splitlines() if l.startswith("  lr-")]
+    assert len(lines) == 2 and all(": " in l for l in lines), p.stdout

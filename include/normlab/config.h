@@ -278,6 +278,14 @@ struct TrainConfig {
   // model no longer has dropped; a shape mismatch is refused), with a fresh optimizer state.
   // Empty: from the initialization. Ignored by a resumed run (its checkpoint holds the weights).
   std::string init_from;
+  // Replays (`doctor --confirm`): data_seed != 0 reshuffles the data order from the step the run
+  // starts or resumes at (the batch sampler's state is mixed with it once, recorded in the
+  // checkpoint), leaving the initialization alone; 0 keeps the run's own order, bitwise.
+  std::uint64_t data_seed = 0;
+  // Stop after this step as if the run ended there, the learning-rate schedule still running over
+  // train.steps (a window of a longer run); 0: train.steps.
+  int stop_at = 0;
+  int end_step() const { return stop_at > 0 && stop_at < steps ? stop_at : steps; }
 
   friend bool operator==(const TrainConfig&, const TrainConfig&) = default;
 };

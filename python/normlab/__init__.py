@@ -133,15 +133,42 @@ def train(cfg: Config | Mapping[str, Any] | PathLike | None, out: PathLike,
 
 # -- the lab ----------------------------------------------------------------------------------
 
-def doctor(run: "Run | PathLike") -> dict[str, Any]:
+def doctor(run: "Run | PathLike", *, confirm: bool = False, seeds: int = 3, jobs: int = 1,
+           max_steps: int = 0, dry_run: bool = False) -> dict[str, Any]:
     """As ``normlab doctor RUN_DIR --json``: the diagnosis of a run (docs/doctor.md) from its
     metrics.jsonl and config.toml, as a dict: each instability found with its evidence, its
     remedies (``{"text", "set", "tried"}``: the config changes, and whether the run already has
     them), the statistic that named it, and what to measure to confirm it; the checks performed
-    (``checked``) and those that could not be, with why (``not_checked``); and the verdict."""
+    (``checked``) and those that could not be, with why (``not_checked``); and the verdict.
+
+    ``confirm=True`` (``doctor --confirm``): tests each remedy against a control, replaying the run
+    with and without it over ``seeds`` data orders (arms in RUN/confirm/fromS_toE/, ``jobs`` at a
+    time, the window capped at ``max_steps`` when > 0), and adds a "confirmation" per problem
+    (start step, window, arms, the statistic per arm and seed, verdicts; docs/doctor.md,
+    "Confirming a remedy"). ``dry_run=True`` returns the plan alone without training. A rerun
+    resumes the arms."""
     path = run.path if isinstance(run, Run) else run
     _need(path, f"{path} does not exist (expected a run directory)")
-    return _json.loads(_core.doctor(str(path)))
+    if not confirm and not dry_run:
+        return _json.loads(_core.doctor(str(path)))
+    for name, v, low in (("seeds", seeds, 1), ("jobs", jobs, 1), ("max_steps", max_steps, 0)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < low:
+            raise ConfigError(f"{name} = {v!r} must be an integer >= {low}",
+                              [f"{name} = {v!r} must be an integer >= {low}"])
+    args = (str(path), seeds, jobs, max_steps)
+    if dry_run:
+        return _json.loads(_core.confirm_stage(args[0], "plan", *args[1:]))
+    by_job: dict[str, list[tuple[str, Config]]] = {}
+    for out, name, requested in _json.loads(_core.confirm_stage(args[0], "prepare", *args[1:])):
+        if not _core.sweep_point_finished(str(_Path(out) / name)):
+            by_job.setdefault(out, []).append((name, Config(requested)))
+    for out, todo in by_job.items():
+        if jobs <= 1:
+            for name, c in todo:
+                _core.sweep_point(c._c, str(_Path(out) / name))
+        else:
+            _run_workers(todo, _Path(out), jobs, None)
+    return _json.loads(_core.confirm_stage(args[0], "finish", *args[1:]))
 
 
 def gradflow(cfg: Config | Mapping[str, Any] | PathLike | None = None, *,

@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "doctor/doctor.h"
+#include "lab/confirm_session.h"
 #include "lab/coordcheck.h"
 #include "lab/gradflow.h"
 #include "lab/sweep.h"
@@ -472,6 +473,35 @@ NB_MODULE(_core, m) {
     }
     return to_json(d).dump();
   });
+  // doctor(confirm=True): the plan (dry run), the arms to train (prepared on disk: (job dir, run
+  // name, requested config file)), and the verdicts once they are trained (lab/confirm_session.h).
+  m.def("confirm_stage", [](const std::string& run_dir, const std::string& stage, int seeds,
+                            int jobs, long max_steps) {
+    nb::gil_scoped_release nogil;
+    const Diagnosis d = diagnose_run(run_dir);
+    const nlohmann::json diag = to_json(d);
+    ConfirmOptions o;
+    o.seeds = seeds;
+    o.jobs = jobs;
+    o.max_steps = max_steps;
+    std::vector<ConfirmJob> js = confirm_jobs(run_dir, diag, d.config, o);
+    if (stage == "plan") return attach_confirmations(diag, js, nullptr).dump();
+    if (stage == "finish") {
+      const auto done = finish_confirmation(js, run_dir, diag, d.config, o);
+      return attach_confirmations(diag, js, &done).dump();
+    }
+    prepare_confirm_jobs(js, run_dir, o);
+    nlohmann::json arms = nlohmann::json::array();
+    for (const auto& j : js)
+      for (std::size_t i = 0; i < j.arms.points.size(); ++i) {
+        const std::filesystem::path dir = std::filesystem::path(j.out) / j.arms.points[i].name;
+        std::filesystem::create_directories(dir);
+        std::ofstream(dir / "requested.toml") << dump_config_toml(j.arms.configs[i]);
+        arms.push_back(nlohmann::json::array(
+            {j.out, j.arms.points[i].name, (dir / "requested.toml").string()}));
+      }
+    return arms.dump();
+  }, "run_dir"_a, "stage"_a, "seeds"_a, "jobs"_a, "max_steps"_a);
   m.def("gradflow", &gradflow);
   m.def("coordcheck", &coordcheck);
   m.def("sweep_points", [](const std::vector<std::string>& specs) {

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "cli/doctor_confirm.h"
 #include "doctor/doctor.h"
 #include "train/divergence.h"
 
@@ -111,13 +112,41 @@ void add_doctor(CLI::App& app, Action& action) {
   struct Opts {
     std::string run_dir;
     bool json = false;
+    bool confirm = false;
+    DoctorConfirmOptions c;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("run_dir", o->run_dir, "Run directory (as written by train, sweep or compare)")
       ->required();
   cmd->add_flag("--json", o->json, "Print the diagnosis as one JSON object");
+  cmd->add_flag("--confirm", o->confirm,
+                "Test each remedy against a control: replay the run from a checkpoint before the "
+                "problem (else step 0) with and without it, over --seeds data orders, and judge "
+                "it (docs/doctor.md, \"Confirming a remedy\"); arms in RUN/confirm/");
+  cmd->add_option("--seeds", o->c.seeds, "Data orders per arm (seed 0: the run's own)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--jobs,-j", o->c.jobs, "Arms trained in parallel (processes; cores divided)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-steps", o->c.max_steps, "Cap on the replay window's length (0: none)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--dry-run", o->c.dry_run,
+                "With --confirm: print the plan (start, window, arms, seeds, steps), train nothing");
+  cmd->add_option("--command", o->c.command,
+                  "With --confirm on a probed run: train each arm with this command (sweep "
+                  "--command's placeholders: {KEY} a config key's value in the arm, {out}, {seed} "
+                  "the data order, {resume_from} the start checkpoint)");
   cmd->callback([&action, o] {
     action = [o] {
+      if (o->confirm || o->c.dry_run) {
+        o->c.json = o->json;
+        if (!o->json) {  // the diagnosis first, then the confirmation of its problems
+          print_text(diagnose_run(o->run_dir));
+          std::fflush(stdout);
+        }
+        return run_doctor_confirm(o->run_dir, o->c);
+      }
       const Diagnosis d = diagnose_run(o->run_dir);
       if (o->json)
         fmt::print("{}\n", to_json(d).dump(2));

@@ -18,6 +18,7 @@
 
 #include "cli/commands.h"
 #include "cli/status.h"
+#include "cli/sweep_runner.h"
 #include "cli/summary_header.h"
 #include "doctor/doctor.h"
 #include "lab/sweep.h"
@@ -182,7 +183,7 @@ void run_points(const SweepOptions& o, const std::vector<SweepPoint>& points,
   GridProgress progress(stdout, points.size());
   for (std::size_t i = 0; i < points.size(); ++i) {
     const std::string dir = (fs::path(o.out) / points[i].name).string();
-    progress.plan(i, points[i].name, checkpoint_step(dir), cfgs[i].train.steps,
+    progress.plan(i, points[i].name, checkpoint_step(dir), cfgs[i].train.end_step(),
                   sweep_point_finished(dir));
   }
   struct Worker {
@@ -195,7 +196,7 @@ void run_points(const SweepOptions& o, const std::vector<SweepPoint>& points,
     for (auto& [pid, w] : running)
       for (StepRecord r :
            new_step_records(fs::path(o.out) / points[w.i].name / "metrics.jsonl", w.pos)) {
-        r.total_steps = cfgs[w.i].train.steps;
+        r.total_steps = cfgs[w.i].train.end_step();
         r.elapsed_s = seconds_now() - w.t0;
         progress.update(w.i, r);
       }
@@ -266,6 +267,19 @@ void run_points(const SweepOptions& o, const std::vector<SweepPoint>& points,
   while (!running.empty()) reap_one();
   progress.close();
 }
+
+}  // namespace
+
+void run_sweep_points(const std::string& out, const std::vector<SweepPoint>& points,
+                      const std::vector<Config>& cfgs, int jobs, const std::string& command) {
+  SweepOptions o;
+  o.out = out;
+  o.jobs = jobs;
+  o.command = command;
+  run_points(o, points, cfgs);
+}
+
+namespace {
 
 // One line per run: `normlab doctor`'s verdict on it (docs/doctor.md).
 void print_doctor_verdicts(const SweepOptions& o, const std::vector<SweepPoint>& points) {

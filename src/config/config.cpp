@@ -589,6 +589,7 @@ std::vector<std::string> validation_errors(const Config& c) {
   k.greater_than(KEY(train.spike_threshold), 0.0);
   k.greater_than(KEY(train.max_bad_steps), 0);
   k.valid_enum(KEY(train.matmul_precision));
+  k.at_least(KEY(train.stop_at), 0);
 
   k.in_range(KEY(data.val_fraction), 0.0, 1.0, false);
 

@@ -336,6 +336,8 @@ const std::vector<KeySpec>& key_table() {
       NL_KEY(train, max_bad_steps, resumable),
       NL_KEY(train, matmul_precision, resumable),
       NL_KEY(train, init_from, start),
+      NL_KEY(train, data_seed, resumable),
+      NL_KEY(train, stop_at, resumable),
 
       NL_KEY(data, path, data),
       NL_KEY(data, path_from_run, data),

@@ -33,6 +33,7 @@ Figures build_figures(const ReportInputs& in, const Context& cx, const ReportOpt
   figures_detail::learning_rate_figures(b);
   figures_detail::depth_figures(b);
   figures_detail::over_training_figures(b);
+  figures_detail::confirmation_figures(b);
   return out;
 }
 

@@ -131,5 +131,6 @@ void loss_figure(const Builder& b);            // figures_training.cpp: the loss
 void learning_rate_figures(const Builder& b);  // figures_lr.cpp: loss, sensitivity, logits vs lr
 void depth_figures(const Builder& b);          // figures_depth.cpp: by layer and by depth
 void over_training_figures(const Builder& b);  // figures_training.cpp: grad norm, logits, log Z
+void confirmation_figures(const Builder& b);   // figures_confirm.cpp: doctor --confirm's arms
 
 }  // namespace normlab::report::figures_detail

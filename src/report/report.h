@@ -17,6 +17,9 @@
 //   grad_norm       global gradient norm over training (smoothed like the loss)
 //   attn_max_logit  largest attention logit over layers, over training
 //   log_z           mean log-partition log Z of the output softmax, over training
+//   confirm_RUN_KIND  a run's `doctor --confirm` (RUN/confirm/confirmation.json): the deciding
+//                   statistic of the control and each treatment over the replay window, mean over
+//                   the seeds with a min-max band, and the verdict table
 // and a table of the runs (the step each reached, train loss, final val loss) and their configs
 // (columns that differ between runs highlighted; the full config of each run in a collapsible
 // block). Series are labelled by what differs among the runs of that chart ("post, lr 3e-3"),

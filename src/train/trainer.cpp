@@ -17,6 +17,7 @@
 #include "normlab/config_file.h"
 #include "normlab/data.h"
 #include "normlab/errors.h"
+#include "tensor/rng.h"
 #include "tensor/threading.h"
 #include "model/weights.h"
 #include "train/checkpoint.h"
@@ -129,6 +130,9 @@ struct Trainer::Impl {
       time_before_s = state.extra.value(metric::time_s, 0.0);
       qk_clip_total = state.extra.value(metric::qk_clip_total, 0L);
       recent.from_json(state.extra.value("recent_losses", nlohmann::json::object()));
+      if (state.step > cfg.train.end_step())
+        throw ConfigError({fmt::format("train.stop_at = {} is below step {} of the checkpoint {}",
+                                       cfg.train.stop_at, state.step, resume_ckpt)});
       if (comm.is_root()) out = continue_run_dir(dir, resume_ckpt, cfg, state.step);
     } else {
       refuse_existing_run(dir);
@@ -141,8 +145,25 @@ struct Trainer::Impl {
       }
       if (comm.is_root()) out = start_run_dir(dir, cfg, &tokenizer.file);
     }
+    reshuffle_data_order();
     comm.barrier();
     clock_start = std::chrono::steady_clock::now();
+  }
+
+  // train.data_seed: mixed into the sampler's state once, where the run starts or resumes with a
+  // data_seed other than the one its checkpoint recorded (state.extra["data_seed"], absent: 0),
+  // so that a resumed replay arm keeps its own order and data_seed = 0 leaves the order alone.
+  void reshuffle_data_order() {
+    const std::uint64_t applied = state.extra.value("data_seed", std::uint64_t{0});
+    if (cfg.train.data_seed == applied) return;
+    SamplerState s = sampler.state();
+    Rng mix(cfg.train.data_seed ^ 0xda7a0de5eedull);
+    s.rng_state ^= mix.next_u64();
+    sampler.restore(s);
+    if (cfg.train.data_seed == 0)
+      state.extra.erase("data_seed");
+    else
+      state.extra["data_seed"] = cfg.train.data_seed;
   }
 
   double time_s(std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now()) const {
@@ -184,13 +205,13 @@ struct Trainer::Impl {
 
   bool log_due(const StepRecord& r, bool diag_step, const StepDecision& d) const {
     const long s = r.step;
-    return s == 1 || s == cfg.train.steps ||
+    return s == 1 || s == cfg.train.end_step() ||
            (cfg.train.log_interval > 0 && s % cfg.train.log_interval == 0) || r.val_loss ||
            diag_step || d.action != StepAction::update || d.spike;
   }
 
   bool checkpoint_due(long s) const {
-    return s == cfg.train.steps ||
+    return s == cfg.train.end_step() ||
            (cfg.train.checkpoint_interval > 0 && s % cfg.train.checkpoint_interval == 0);
   }
 
@@ -259,7 +280,7 @@ struct Trainer::Impl {
       r.diag[metric::nonfinite] = !d.finite;
     }
     if (cfg.train.eval_interval > 0 &&
-        (r.step % cfg.train.eval_interval == 0 || r.step == cfg.train.steps))
+        (r.step % cfg.train.eval_interval == 0 || r.step == cfg.train.end_step()))
       r.val_loss = evaluate();
     return r;
   }
@@ -363,8 +384,9 @@ TrainResult Trainer::run(const TrainHooks& hooks) {
   long tokens_run = 0;  // trained by this process
   TrainResult res;
   const NextBatch next_batch = [&](int* idx, int* tgt) { I.sampler.next(idx, tgt); };
-  const bool finished_before = I.state.step >= tc.steps;
-  while (I.state.step < tc.steps) {
+  const long end_step = tc.end_step();  // train.stop_at, else train.steps
+  const bool finished_before = I.state.step >= end_step;
+  while (I.state.step < end_step) {
     if (I.stop_agreed(hooks)) {
       I.checkpoint();
       res.stop_reason = "interrupted";

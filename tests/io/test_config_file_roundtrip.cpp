@@ -130,6 +130,8 @@ Config every_key_changed() {
   t.max_bad_steps = 3;
   t.matmul_precision = MatmulPrecision::bf16;
   t.init_from = "runs/base run";
+  t.data_seed = 7;
+  t.stop_at = 20;
   c.data.path = "corpus dir/tiny \"shakespeare\"\\\t.txt";
   c.data.path_from_run = "../corpus dir/tiny.txt";
   c.data.val_fraction = 0.1;

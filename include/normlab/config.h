@@ -303,6 +303,24 @@ struct DistConfig {
   friend bool operator==(const DistConfig&, const DistConfig&) = default;
 };
 
+// Where a run came from (config.toml's [source] table, docs/cli.md): normlab's own trainer, or a
+// PyTorch run written by normlab.torch (Probe, TrainerCallback, LightningCallback). A probed run's
+// config.toml holds what the probe measured or was told, and lists in `unknown` the keys it could
+// not infer: their values are normlab's defaults, not the run's, and doctor rests no check or
+// remedy on them. The config writer writes [source] only when it differs from these defaults.
+enum class SourceKind { normlab, torch };
+struct SourceConfig {
+  SourceKind kind = SourceKind::normlab;
+  std::string trainer;               // free text: "loop", "transformers.Trainer", "lightning", ...
+  std::vector<std::string> unknown;  // dotted keys ("optim.schedule"); each must be a valid key
+  int world_size = 1;                // processes that trained the run
+  std::string sharding = "none";     // "none" | "ddp" | "fsdp2" | free text
+  // Whether the run's config holds the run's own value of `key` (not listed in `unknown`).
+  bool knows(std::string_view key) const;
+
+  friend bool operator==(const SourceConfig&, const SourceConfig&) = default;
+};
+
 struct Config {
   ModelConfig model;
   OptimConfig optim;
@@ -310,6 +328,7 @@ struct Config {
   DataConfig data;
   DiagConfig diag;
   DistConfig dist;
+  SourceConfig source;
 
   friend bool operator==(const Config&, const Config&) = default;
 };
@@ -354,6 +373,7 @@ std::string_view to_string(ResidualScale v);
 std::string_view to_string(AdminOmega v);
 std::string_view to_string(AttnGate v);
 std::string_view to_string(AttnSink v);
+std::string_view to_string(SourceKind v);
 
 // Every enumerator's name in declaration order: enum_names<E>()[i] == to_string(E(i)).
 // Defined for the enums above.

@@ -44,6 +44,8 @@ def _value_text(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, float):
         return repr(value)
+    if isinstance(value, (list, tuple)):  # a TOML array of strings (source.unknown)
+        return _json.dumps([_plain(v) for v in value])
     return str(value)
 
 

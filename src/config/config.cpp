@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "config/source.h"
 #include "normlab/errors.h"
 
 namespace normlab {
@@ -123,6 +124,11 @@ struct EnumTable<AttnSink> {
   static constexpr std::string_view names[] = {"none", "one", "learned"};
   static constexpr AttnSink last = AttnSink::learned;
 };
+template <>
+struct EnumTable<SourceKind> {
+  static constexpr std::string_view names[] = {"normlab", "torch"};
+  static constexpr SourceKind last = SourceKind::torch;
+};
 
 template <class E>
 bool is_valid_enum(E v) {
@@ -180,6 +186,7 @@ NL_ENUM(ResidualScale)
 NL_ENUM(AdminOmega)
 NL_ENUM(AttnGate)
 NL_ENUM(AttnSink)
+NL_ENUM(SourceKind)
 #undef NL_ENUM
 
 namespace {
@@ -570,7 +577,11 @@ std::vector<std::string> validation_errors(const Config& c) {
 
   k.at_least(KEY(diag.interval), 0);
   k.greater_than(KEY(dist.bucket_size), 0);
+
+  k.valid_enum(KEY(source.kind));
+  k.greater_than(KEY(source.world_size), 0);
 #undef KEY
+  for (auto& p : detail::source_unknown_errors(c.source)) k.problems.push_back(std::move(p));
   return std::move(k.problems);
 }
 

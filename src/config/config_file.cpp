@@ -103,6 +103,15 @@ std::optional<Scalar> scalar_from_toml(const toml::node& n) {
   if (const auto* p = n.as_floating_point()) return Scalar(p->get());
   if (const auto* p = n.as_boolean()) return Scalar(p->get());
   if (const auto* p = n.as_string()) return Scalar(p->get());
+  if (const auto* a = n.as_array()) {
+    StringList out;
+    for (const auto& e : *a) {
+      const auto* p = e.as_string();
+      if (p == nullptr) return std::nullopt;
+      out.push_back(p->get());
+    }
+    return Scalar(std::move(out));
+  }
   return std::nullopt;
 }
 
@@ -179,6 +188,18 @@ std::string_view trim(std::string_view s) {
 // file); text that is not one (`peri`, `/data/corpus.txt`) is taken as a bare string. For string
 // and enum keys only quoted text goes through TOML, so a path such as `123` stays a string.
 Scalar scalar_from_override(const KeySpec& k, std::string_view text) {
+  // A list: a TOML array (`["optim.lr", "optim.schedule"]`) or bare comma-separated words
+  // (`optim.lr,optim.schedule`; empty text: the empty list).
+  if (k.kind == Kind::string_list && (text.empty() || text.front() != '[')) {
+    StringList out;
+    for (std::size_t begin = 0; begin <= text.size();) {
+      const std::size_t end = std::min(text.find(',', begin), text.size());
+      if (const auto word = trim(text.substr(begin, end - begin)); !word.empty())
+        out.emplace_back(word);
+      begin = end + 1;
+    }
+    return out;
+  }
   const bool textual = k.kind == Kind::string || k.kind == Kind::enumeration;
   if (textual && (text.empty() || (text.front() != '"' && text.front() != '\'')))
     return std::string(text);
@@ -207,7 +228,7 @@ void read_override(Reader& r, std::string_view text) {
   if (!is_section(section)) return r.unknown_section(where, section);
   const KeySpec* k = find_key(section, name);
   if (k == nullptr) return r.unknown_key(where, section, name);
-  if (value.empty() && k->kind != Kind::string)
+  if (value.empty() && k->kind != Kind::string && k->kind != Kind::string_list)
     return r.problem(where, fmt::format("{}: missing value, expected {}", k->full, expected(*k)));
   r.set(where, *k, scalar_from_override(*k, value));
 }
@@ -222,6 +243,14 @@ std::optional<Scalar> scalar_from_json(const nlohmann::json& j) {
   if (j.is_number_integer()) return Scalar(j.get<std::int64_t>());
   if (j.is_number_float()) return Scalar(j.get<double>());
   if (j.is_string()) return Scalar(j.get<std::string>());
+  if (j.is_array()) {
+    StringList out;
+    for (const auto& e : j) {
+      if (!e.is_string()) return std::nullopt;
+      out.push_back(e.get<std::string>());
+    }
+    return Scalar(std::move(out));
+  }
   return std::nullopt;
 }
 
@@ -270,6 +299,8 @@ std::string dump_config_toml(const Config& c) {
   std::string out = "# normlab configuration, fully resolved: every key with its value.\n";
   std::string_view section;
   for (const auto& k : key_table()) {
+    // [source] only for a run from elsewhere: normlab's own runs keep the config.toml they had.
+    if (k.section == "source" && c.source == SourceConfig{}) continue;
     if (k.section != section) {
       section = k.section;
       out += fmt::format("\n[{}]\n", section);

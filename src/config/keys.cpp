@@ -64,7 +64,11 @@ std::string toml_text(const Scalar& v) {
         if constexpr (std::is_same_v<T, bool>) return x ? "true" : "false";
         else if constexpr (std::is_same_v<T, double>) return format_double(x);
         else if constexpr (std::is_same_v<T, std::string>) return quote(x);
-        else return fmt::format("{}", x);
+        else if constexpr (std::is_same_v<T, StringList>) {
+          std::string out = "[";
+          for (std::size_t i = 0; i < x.size(); ++i) out += (i ? ", " : "") + quote(x[i]);
+          return out + "]";
+        } else return fmt::format("{}", x);
       },
       v);
 }
@@ -72,7 +76,7 @@ std::string toml_text(const Scalar& v) {
 // "2.0 (a float)", for messages.
 std::string describe(const Scalar& v) {
   static constexpr std::string_view what[] = {"a boolean", "an integer", "an integer", "a float",
-                                              "a string"};
+                                              "a string",  "an array of strings"};
   return fmt::format("{} ({})", toml_text(v), what[v.index()]);
 }
 
@@ -84,6 +88,7 @@ std::string expected(Kind kind, std::span<const std::string_view> allowed) {
     case Kind::boolean: return "a boolean (true or false)";
     case Kind::string: return "a string";
     case Kind::enumeration: return fmt::format("one of {}", fmt::join(allowed, ", "));
+    case Kind::string_list: return "an array of strings";
   }
   return "?";
 }
@@ -99,6 +104,7 @@ constexpr Kind kind_of() {
   else if constexpr (std::is_same_v<T, std::uint64_t>) return Kind::unsigned_integer;
   else if constexpr (std::is_same_v<T, double>) return Kind::floating;
   else if constexpr (std::is_same_v<T, std::string>) return Kind::string;
+  else if constexpr (std::is_same_v<T, StringList>) return Kind::string_list;
   else {
     static_assert(std::is_enum_v<T>, "config field of a type the key table does not know");
     return Kind::enumeration;
@@ -162,6 +168,14 @@ std::optional<std::string> convert(const Scalar& v, T& out) {
     // not be written back to the run's config.toml nor into a checkpoint's JSON metadata.
     if (const long at = detail::first_invalid_utf8(*x); at >= 0)
       return fmt::format("not valid UTF-8 (byte {} of the value)", at);
+    out = *x;
+    return std::nullopt;
+  } else if constexpr (std::is_same_v<T, StringList>) {
+    const auto* x = std::get_if<T>(&v);
+    if (x == nullptr) return mismatch();
+    for (std::size_t i = 0; i < x->size(); ++i)
+      if (const long at = detail::first_invalid_utf8((*x)[i]); at >= 0)
+        return fmt::format("entry {} is not valid UTF-8 (byte {})", i + 1, at);
     out = *x;
     return std::nullopt;
   } else {
@@ -331,6 +345,14 @@ const std::vector<KeySpec>& key_table() {
 
       NL_KEY(dist, deterministic, resumable),
       NL_KEY(dist, bucket_size, resumable),
+
+      // Where the run came from: it describes the run, so a resume (which only normlab runs
+      // have) may restate it.
+      NL_KEY(source, kind, resumable),
+      NL_KEY(source, trainer, resumable),
+      NL_KEY(source, unknown, resumable),
+      NL_KEY(source, world_size, resumable),
+      NL_KEY(source, sharding, resumable),
   };
   return table;
 }

@@ -16,9 +16,11 @@
 namespace normlab::keytab {
 
 // A value as it arrives from TOML, JSON or an override, before it is checked against its key.
-using Scalar = std::variant<bool, std::int64_t, std::uint64_t, double, std::string>;
+// A list of strings is the one non-scalar (source.unknown).
+using StringList = std::vector<std::string>;
+using Scalar = std::variant<bool, std::int64_t, std::uint64_t, double, std::string, StringList>;
 
-enum class Kind { integer, unsigned_integer, floating, boolean, string, enumeration };
+enum class Kind { integer, unsigned_integer, floating, boolean, string, enumeration, string_list };
 
 struct KeySpec {
   std::string section;  // "model"

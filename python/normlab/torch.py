@@ -30,6 +30,7 @@ from torch import nn
 
 from . import _probe_stats as _st
 from ._probe_config import SCHEDULER_NAMES, config_text
+from ._probe_dist import Dist, NullWriter, is_dtensor, local
 from ._probe_hooks import FIELDS, ForwardHooks, first_tensor
 from ._probe_maps import FAMILIES, Resolved, resolve
 from ._probe_run import RunWriter
@@ -112,9 +113,9 @@ class Probe:
             if isinstance(v, (str, os.PathLike)) and str(v) and os.path.exists(v):
                 self.user_cfg[key] = os.path.abspath(v)
         self.scheduler_kind = SCHEDULER_NAMES.get(type(scheduler).__name__) if scheduler else None
-        self.trainer, self.world_size, self.sharding = trainer, 1, "none"
-        if "ddp" in self.wrappers:
-            self.sharding = "ddp"
+        self.dist = Dist(self.inner, self.wrappers)
+        self.trainer = trainer
+        self.world_size, self.sharding = self.dist.world, self.dist.sharding
         p0 = next((p for _, p, *_ in self.r.params), None)
         self.device = p0.device if p0 is not None else torch.device("cpu")
         self._index_params()
@@ -128,7 +129,7 @@ class Probe:
         self._pending: list[dict[str, Any]] = []
         self.lrs: list[float] = []
         self._lr: float | None = None
-        self._gnorm: torch.Tensor | None = None
+        self._gsq: torch.Tensor | None = None  # this process's sum of squared gradients
         self._diag: dict[str, torch.Tensor] | None = None
         self._before: list[torch.Tensor] | None = None
         self._closed = False
@@ -139,7 +140,7 @@ class Probe:
         self._warned: set[str] = set()
         self._missing_said: set[str] = set()
         text = config_text(self)  # a ConfigError before anything is written or hooked
-        self.writer = RunWriter(self.out)
+        self.writer = RunWriter(self.out) if self.dist.rank == 0 else NullWriter()
         self.writer.write_config(text)
         self.fh = ForwardHooks(self.r)
         self.fh.attach()
@@ -170,17 +171,17 @@ class Probe:
 
     def _grads(self) -> tuple[list[torch.Tensor], list[int]]:
         idx = [i for i, p in enumerate(self._params) if p.grad is not None]
-        return [self._params[i].grad for i in idx], idx
+        return [local(self._params[i].grad) for i in idx], idx
 
     def _grad_norms(self) -> None:
         """The global gradient norm (every step) and, on a probed step, the squared norms per
         sublayer and group, all on the device."""
         grads, idx = self._grads()
         if not grads:
-            self._gnorm = torch.zeros((), device=self.device)
+            self._gsq = torch.zeros((), device=self.device)
             return
         sq = torch.stack([n.float() for n in torch._foreach_norm(grads)]).square()
-        self._gnorm = sq.sum().sqrt()
+        self._gsq = sq.sum()
         if self._diag is not None:
             L = len(self.r.blocks)
             i = torch.tensor(idx, dtype=torch.long)
@@ -199,7 +200,7 @@ class Probe:
             self._grad_norms()
         if self._diag is not None:
             if self.update_ratios:  # a copy of the weights, for the probed step only
-                self._before = [p.detach().clone() for p in self._params]
+                self._before = [local(p).detach().clone() for p in self._params]
 
     @torch.no_grad()
     def _after_update(self, opt: Any, args: Any, kwargs: Any) -> None:
@@ -210,7 +211,7 @@ class Probe:
             self._second_moment(opt)
             if self._before is not None:  # update_ratios=True
                 wn = torch._foreach_norm(self._before)
-                torch._foreach_sub_(self._before, [p.detach() for p in self._params])
+                torch._foreach_sub_(self._before, [local(p).detach() for p in self._params])
                 dn = torch._foreach_norm(self._before)  # |before - after|
                 self._before = None
                 grp = self._grp_of.to(self.device)
@@ -227,7 +228,7 @@ class Probe:
         that keep Adam's second moment as state["exp_avg_sq"] (Adam, AdamW and their kin), with
         v_hat = v / (1 - beta2^t), g the gradient the update used."""
         group_of = {id(p): g for g in opt.param_groups for p in g["params"]}
-        idx, vals = [], []
+        idx, vals, counts = [], [], []
         for i, p in enumerate(self._params):
             st, g = opt.state.get(p, {}), self._params[i].grad
             if g is None or "exp_avg_sq" not in st or id(p) not in group_of:
@@ -237,11 +238,14 @@ class Probe:
             beta2, eps = float(hp.get("betas", (0.9, 0.999))[1]), float(hp.get("eps", 1e-8))
             if t <= 0:
                 continue
-            v_hat = st["exp_avg_sq"].float() / (1.0 - beta2 ** t)
-            vals.append((g.float().square() / v_hat.clamp_min(eps * eps)).mean())
+            v_hat = local(st["exp_avg_sq"]).float() / (1.0 - beta2 ** t)
+            g = local(g)
+            vals.append((g.float().square() / v_hat.clamp_min(eps * eps)).sum())
+            counts.append(float(g.numel()))
             idx.append(i)
-        if vals:
-            self._diag["g2v"] = torch.stack(vals)  # mean of g^2 / v_hat per parameter
+        if vals:  # sum of g^2 / v_hat per parameter, and its elements (this process's shard)
+            self._diag["g2v"] = torch.stack(vals)
+            self._diag["g2v_n"] = torch.tensor(counts, device=self._diag["g2v"].device)
             self._g2v_params = idx
 
     # -- steps ------------------------------------------------------------------------------
@@ -331,18 +335,19 @@ class Probe:
                 float(self.optimizer.param_groups[0]["lr"]) if self.optimizer else float("nan"))
         self.lrs.append(float(lr))
         self._norm_given = grad_norm is not None
-        gn = grad_norm if grad_norm is not None else self._gnorm
+        if is_dtensor(grad_norm):  # clip_grad_norm_ of DTensor gradients
+            grad_norm = grad_norm.full_tensor()
         tok = tokens if tokens is not None else self._tokens_step
-        self._tokens_total = self._tokens_total + tok
         now = time.perf_counter()
-        rec = {"step": s, "tokens": self._tokens_total, "loss": loss.detach() if isinstance(
-            loss, torch.Tensor) else float(loss), "lr": float(lr),
-            "grad_norm": gn.detach() if isinstance(gn, torch.Tensor) else
-            (float(gn) if gn is not None else None), "_tok": tok,
-            "_dt": now - self._t_last, "time_s": now - self._t0}
+        rec = {"step": s, "loss": loss.detach() if isinstance(loss, torch.Tensor) else
+               float(loss), "lr": float(lr), "_tok": tok, "_dt": now - self._t_last,
+               "time_s": now - self._t0,
+               # the loop's norm, or this process's sum of squares (None: no gradient read)
+               "_gn": grad_norm if grad_norm is not None else None,
+               "_gsq": self._gsq if grad_norm is None else None}
         if val_loss is not None:
             rec["val_loss"] = float(val_loss)
-        self._t_last, self._tokens_step, self._gnorm, self._lr = now, 0, None, None
+        self._t_last, self._tokens_step, self._gsq, self._lr = now, 0, None, None
         if self._diag is not None:
             fwd, missing = self.fh.harvest(self.device)
             self.fh.armed = False
@@ -374,43 +379,56 @@ class Probe:
                       RuntimeWarning, stacklevel=4)
         self.writer.write({"event": "missing", "step": step, "fields": fields, "reason": reason})
 
+    # keys of a probed step's device values summed over FSDP2's shards (process 0's under DDP)
+    _SHARD_SUMS = ("grad_sub", "grad_grp", "upd_d", "upd_w", "g2v", "g2v_n")
+
     def flush(self) -> None:
-        """Writes the pending step lines (one host transfer for all their device values)."""
+        """Writes the pending step lines: one host transfer (and under torch.distributed one
+        all_gather) for all their device values."""
         if not self._pending:
             return
-        vals, where = [], []
+        vals, where = [], []  # where: (record, key, length)
+
+        def put(rec: dict[str, Any], key: str, v: Any) -> None:
+            t = v.detach().double().reshape(-1) if isinstance(v, torch.Tensor) else \
+                torch.tensor([math.nan if v is None else float(v)], dtype=torch.float64)
+            where.append((rec, key, t.numel()))
+            vals.append(t.to(self.device))
+
         for rec in self._pending:
-            for key in ("loss", "grad_norm", "_tok"):
-                if isinstance(rec[key], torch.Tensor):
-                    where.append((rec, key, None))
-                    vals.append(rec[key].float().reshape(1))
-                if key == "_tok" and isinstance(rec["tokens"], torch.Tensor):
-                    where.append((rec, "tokens", None))
-                    vals.append(rec["tokens"].double().reshape(1))
-            for key, t in rec.get("_diag", {}).items():
-                where.append((rec, key, t.shape))
-                vals.append(t.float().reshape(-1))
-        host = torch.cat([v.to(self.device, torch.float64) for v in vals]).tolist() if vals else []
+            for key in ("loss", "_tok", "_gn", "_gsq"):
+                put(rec, key, rec[key])
+            for key, t in sorted(rec.get("_diag", {}).items()):
+                put(rec, key, t)
+        parts = self.dist.gather(torch.cat(vals))
         pos = 0
-        for rec, key, shape in where:
-            n = 1 if shape is None else math.prod(shape)
-            chunk = host[pos:pos + n]
+        for rec, key, n in where:
+            got = [p[pos:pos + n] for p in parts]
             pos += n
-            if shape is None:
-                rec[key] = chunk[0]
+            if key in ("loss", "_tok", "_gn", "_gsq"):
+                rec[key] = [g[0] for g in got]
             else:
-                rec.setdefault("_host", {})[key] = chunk
-        if isinstance(self._tokens_total, torch.Tensor):
-            self._tokens_total = int(self._pending[-1]["tokens"])
+                rec.setdefault("_host", {})[key] = got
         for rec in self._pending:
             rec.pop("_diag", None)
-            host_diag = rec.pop("_host", None)
-            tok, dt = rec.pop("_tok"), rec.pop("_dt")
-            rec["tokens"] = int(round(rec["tokens"]))
+            host = rec.pop("_host", None)
+            tok = sum(rec.pop("_tok"))
+            self._tokens_total += int(round(tok))
+            dt = rec.pop("_dt")
+            loss = rec["loss"] = sum(rec["loss"]) / len(rec["loss"])
+            gn, gsq = rec.pop("_gn")[0], rec.pop("_gsq")
+            if gsq[0] == gsq[0]:  # read: summed over shards, process 0's when replicated
+                gn = math.sqrt(max(0.0, sum(gsq) if self.dist.sharded else gsq[0]))
+            rec["grad_norm"] = gn if gn == gn else None
+            rec["tokens"] = self._tokens_total
             rec["tokens_per_s"] = tok / dt if dt > 0 else 0.0
-            rec["ce"], rec["z_loss"] = rec["loss"], 0.0
-            if host_diag is not None:
-                rec.update(self._diag_fields(host_diag))
+            rec["ce"], rec["z_loss"] = loss, 0.0
+            if host is not None:
+                mine = {k: ([sum(x) for x in zip(*v)] if self.dist.sharded else v[0])
+                        if k in self._SHARD_SUMS else v[0] for k, v in host.items()}
+                fwd = [{k: host[k][r] for k in ("resid", "attn", "logits") if k in host}
+                       for r in range(len(parts))]
+                rec.update(self._diag_fields(mine, fwd))
             self.writer.step_line(rec)
         self._pending.clear()
 
@@ -455,15 +473,16 @@ class Probe:
                 for i in self._groups_present}
             out["update_rms"] = {_GROUPS[i]: math.sqrt(h["upd_d"][i] / self._grp_numel[i])
                                  for i in self._groups_present}
-        if "g2v" in h:  # per parameter mean(g^2 / v_hat): RMS per group over the elements
+        if "g2v" in h:  # per parameter sum of g^2 / v_hat: RMS per group over the elements
             acc: dict[int, list[float]] = {}
-            for i, m in zip(self._g2v_params, h["g2v"]):
+            for i, m, n in zip(self._g2v_params, h["g2v"], h["g2v_n"]):
                 a = acc.setdefault(self.r.params[i][4], [0.0, 0.0])
-                a[0] += m * self._params[i].numel()
-                a[1] += self._params[i].numel()
-            out["rms_g2v"] = {g: math.sqrt(a[0] / a[1]) for g, a in acc.items()}
-            worst = max(range(len(h["g2v"])), key=lambda j: h["g2v"][j])
-            out["rms_g2v_max"] = math.sqrt(h["g2v"][worst])
+                a[0] += m
+                a[1] += n
+            out["rms_g2v"] = {g: math.sqrt(a[0] / a[1]) for g, a in acc.items() if a[1] > 0}
+            mean = [m / n if n > 0 else -1.0 for m, n in zip(h["g2v"], h["g2v_n"])]
+            worst = max(range(len(mean)), key=lambda j: mean[j])
+            out["rms_g2v_max"] = math.sqrt(mean[worst])
             out["rms_g2v_max_tensor"] = self.r.params[self._g2v_params[worst]][0]
         return out
 

@@ -72,7 +72,9 @@ def inferred(p: Any) -> tuple[dict[str, Any], list[str]]:
     if spec.rope and getattr(cfg, "rope_theta", None):
         c["model.rope_theta"] = float(cfg.rope_theta)
     if p.bt[0]:
-        c["train.batch_size"], c["model.seq_len"] = int(p.bt[0]), int(p.bt[1])
+        # the global batch: every process of a data-parallel run takes its own rows
+        c["train.batch_size"] = int(p.bt[0]) * p.world_size
+        c["model.seq_len"] = int(p.bt[1])
     elif getattr(cfg, "max_position_embeddings", None):
         c["model.seq_len"] = int(cfg.max_position_embeddings)
     if p.micro_batches:  # forwards per optimizer step, counted

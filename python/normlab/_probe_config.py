@@ -72,8 +72,8 @@ def inferred(p: Any) -> tuple[dict[str, Any], list[str]]:
     if spec.rope and getattr(cfg, "rope_theta", None):
         c["model.rope_theta"] = float(cfg.rope_theta)
     if p.bt[0]:
-        # the global batch: every process of a data-parallel run takes its own rows
-        c["train.batch_size"] = int(p.bt[0]) * p.world_size
+        # per process, as normlab's train.batch_size (source.world_size says how many)
+        c["train.batch_size"] = int(p.bt[0])
         c["model.seq_len"] = int(p.bt[1])
     elif getattr(cfg, "max_position_embeddings", None):
         c["model.seq_len"] = int(cfg.max_position_embeddings)

@@ -83,6 +83,6 @@ def test_distributed_equals_single_process(runs, mode):
     assert err < REL, (err, where)
     cfg = normlab.Config(runs / mode)
     assert (cfg["source.world_size"], cfg["source.sharding"]) == (2, mode)
-    assert cfg["train.batch_size"] == 4  # the global batch
+    assert cfg["train.batch_size"] == 2  # per process, as normlab's
     one = normlab.Config(runs / "single")
     assert (one["source.world_size"], one["source.sharding"]) == (1, "none")

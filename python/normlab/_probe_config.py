@@ -119,7 +119,7 @@ def config_text(p: Any) -> str:
     """config.toml's text: the inferred keys, the user's over them, [source] when known."""
     keys, unknown = inferred(p)
     user = p.user_cfg
-    unknown = sorted(set(u for u in unknown if u not in user))
+    unknown = sorted(set(u for u in unknown + p.extra_unknown if u not in user))
     src = {"source.kind": "torch", "source.trainer": p.trainer, "source.unknown": unknown,
            "source.world_size": p.world_size, "source.sharding": p.sharding}
     if _has_key("source.kind"):

@@ -35,7 +35,16 @@ from ._probe_hooks import FIELDS, ForwardHooks, first_tensor
 from ._probe_maps import FAMILIES, Resolved, resolve
 from ._probe_run import RunWriter
 
-__all__ = ["Probe", "FAMILIES", "unwrap"]
+__all__ = ["Probe", "FAMILIES", "unwrap", "TrainerCallback", "LightningCallback"]
+
+
+def __getattr__(name: str) -> Any:
+    """TrainerCallback and LightningCallback, imported on first use: normlab.torch does not need
+    transformers or lightning."""
+    if name in ("TrainerCallback", "LightningCallback"):
+        from . import _probe_trainers
+        return getattr(_probe_trainers, name.lower())()
+    raise AttributeError(f"module 'normlab.torch' has no attribute {name!r}")
 
 _GROUPS = ("embedding", "attention", "mlp", "norm", "head")
 
@@ -96,9 +105,17 @@ class Probe:
                  out: str = "runs/probe", interval: int = 25,
                  config: Mapping[str, Any] | None = None, *, per_head: bool = False,
                  update_ratios: bool = True, map: Mapping[str, Any] | None = None,  # noqa: A002
-                 scheduler: Any = None, trainer: str = "loop") -> None:
+                 scheduler: Any = None, trainer: str = "loop", grads: str = "optimizer") -> None:
         if interval < 1:
             raise ValueError(f"normlab.torch.Probe: interval must be >= 1, got {interval}")
+        if grads not in ("optimizer", "backward", "caller"):
+            raise ValueError(f"normlab.torch.Probe: grads must be 'optimizer', 'backward' or "
+                             f"'caller', got {grads!r}")
+        # where the gradients are read: in the optimizer's step pre-hook (after your clipping),
+        # at the end of every backward pass (before a trainer's clipping: Trainer), or when the
+        # caller says (read_grads(): Lightning's on_before_optimizer_step)
+        self.grads = grads
+        self._grads_read, self._bw_queued = False, False
         self.model, self.optimizer = model, optimizer
         self.inner, self.wrappers = unwrap(model)
         self.compiled = "compile" in self.wrappers or getattr(
@@ -115,6 +132,7 @@ class Probe:
         self.scheduler_kind = SCHEDULER_NAMES.get(type(scheduler).__name__) if scheduler else None
         self.dist = Dist(self.inner, self.wrappers)
         self.trainer = trainer
+        self.extra_unknown: list[str] = []  # keys a trainer callback could not read
         self.world_size, self.sharding = self.dist.world, self.dist.sharding
         p0 = next((p for _, p, *_ in self.r.params), None)
         self.device = p0.device if p0 is not None else torch.device("cpu")
@@ -147,6 +165,9 @@ class Probe:
         if self.compiled:
             _forget_compiled(self.inner)
         self._hooks = [model.register_forward_pre_hook(self._count_tokens, with_kwargs=True)]
+        if grads == "backward":
+            self._hooks += [p.register_post_accumulate_grad_hook(self._on_grad)
+                            for p in self._params]
         if optimizer is not None:
             self._hooks.append(optimizer.register_step_pre_hook(self._before_update))
             self._hooks.append(optimizer.register_step_post_hook(self._after_update))
@@ -191,12 +212,29 @@ class Probe:
             d["grad_grp"] = torch.zeros(len(_GROUPS), device=sq.device).index_add_(
                 0, self._grp_of[i].to(sq.device), sq)
 
+    def _on_grad(self, p: torch.Tensor) -> None:
+        """A parameter's gradient is accumulated: once per backward pass, queue a read of all
+        of them for the end of the pass (the last micro-batch's read is the step's)."""
+        if not self._bw_queued:
+            self._bw_queued = True
+            torch.autograd.Variable._execution_engine.queue_callback(self._backward_done)
+
+    def _backward_done(self) -> None:
+        self._bw_queued = False
+        self.read_grads()
+
+    def read_grads(self) -> None:
+        """Measures the gradients now (the step's norm; per sublayer and group on a probed
+        step): for callers whose framework clips between backward and the optimizer's step."""
+        self._grad_norms()
+        self._grads_read = True
+
     def _before_update(self, opt: Any, args: Any, kwargs: Any) -> None:
         lr = opt.param_groups[0]["lr"]
         self._lr = float(lr)
         # The global norm of every step, unless the loop passes its own (grad_norm=): then only
         # probed steps read the gradients.
-        if self._diag is not None or not self._norm_given:
+        if self.grads == "optimizer" and (self._diag is not None or not self._norm_given):
             self._grad_norms()
         if self._diag is not None:
             if self.update_ratios:  # a copy of the weights, for the probed step only
@@ -205,6 +243,7 @@ class Probe:
     @torch.no_grad()
     def _after_update(self, opt: Any, args: Any, kwargs: Any) -> None:
         self._opt_steps += 1
+        self._grads_read = False
         self.micro_batches.append(self._forwards)
         self._forwards = 0
         if self._diag is not None:
@@ -327,7 +366,9 @@ class Probe:
         self.step_count += 1
         s = self.step_count
         if self.optimizer is None:
-            self._grad_norms()
+            if not self._grads_read:
+                self._grad_norms()
+            self._grads_read = False
             self.micro_batches.append(self._forwards)
             self._forwards = 0
         if lr is None:

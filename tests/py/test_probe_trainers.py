@@ -149,3 +149,13 @@ def test_lightning_equals_the_same_loop_by_hand(tmp_path):
     cfg = normlab.Config(tmp_path / "pl")
     assert (cfg["optim.grad_clip"], cfg["train.grad_accum"], cfg["source.trainer"]) == (
         0.5, 2, "lightning")
+
+
+def test_docs_show_the_trainer_example():
+    import re
+    text = (ROOT / "docs" / "python.md").read_text()
+    m = re.search(r"<!-- probe-trainer -->\n```python\n(.*?)```\n<!-- /probe-trainer -->", text,
+                  flags=re.S)
+    assert m and m.group(1) == (ROOT / "examples" / "probe_trainer.py").read_text()
+    code = [x for x in m.group(1).splitlines() if x.strip()]
+    assert len(code) <= 32, f"the example has {len(code)} non-blank lines"

@@ -356,7 +356,8 @@ class Probe:
         if self._held is not None:  # twice before one optimizer step: the mean of the losses
             n = self._held.pop("_n", 1)
             prev = self._held["loss"]
-            loss = (prev * n + (loss.detach() if isinstance(loss, torch.Tensor) else loss)) / (n + 1)
+            new = loss.detach() if isinstance(loss, torch.Tensor) else loss
+            loss = (prev * n + new) / (n + 1)
             kw.update(loss=loss, _n=n + 1)
         self._held = kw
 

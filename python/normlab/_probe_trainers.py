@@ -83,11 +83,10 @@ def trainercallback() -> type:
             self._hook: Any = None
 
         def on_train_begin(self, args, state, control, model=None, optimizer=None, **kw):
-            opt = getattr(optimizer, "optimizer", optimizer)  # accelerate's wrapper
             cfg, unknown = _training_args_config(args, state)
             cfg.update(self.config)
             inner = _mapped(model)
-            self.probe = Probe(inner, opt, out=self.out, interval=self.interval, config=cfg,
+            self.probe = Probe(inner, optimizer, out=self.out, interval=self.interval, config=cfg,
                                trainer="transformers.Trainer", grads="backward", **self.kw)
             self.probe.extra_unknown = unknown
             self._hook = inner.register_forward_hook(self._loss_of, with_kwargs=True)

@@ -116,6 +116,11 @@ class Probe:
         # caller says (read_grads(): Lightning's on_before_optimizer_step)
         self.grads = grads
         self._grads_read, self._bw_queued = False, False
+        # accelerate's AcceleratedOptimizer, Lightning's LightningOptimizer: their step calls the
+        # torch optimizer's, whose hooks the probe needs
+        while optimizer is not None and isinstance(getattr(optimizer, "optimizer", None),
+                                                   torch.optim.Optimizer):
+            optimizer = optimizer.optimizer
         self.model, self.optimizer = model, optimizer
         self.inner, self.wrappers = unwrap(model)
         self.compiled = "compile" in self.wrappers or getattr(
@@ -353,16 +358,13 @@ class Probe:
                         "optimizer.step() since the previous call; the probe records this loss "
                         "with the next optimizer step. Call probe.step(loss) once per optimizer "
                         "step, after optimizer.step().")
-        if self._held is not None:  # twice before one optimizer step: the mean of the losses
-            n = self._held.pop("_n", 1)
-            prev = self._held["loss"]
-            new = loss.detach() if isinstance(loss, torch.Tensor) else loss
-            loss = (prev * n + new) / (n + 1)
-            kw.update(loss=loss, _n=n + 1)
+        if self._held is not None:  # twice with no optimizer step: the first is a step of its own
+            held, self._held = self._held, None
+            self._record(**held)
         self._held = kw
 
     def _record(self, loss: Any, lr: float | None, grad_norm: Any, tokens: int | None,
-                val_loss: float | None, _n: int = 1) -> None:
+                val_loss: float | None) -> None:
         self._opt_steps_recorded = self._opt_steps
         self.step_count += 1
         s = self.step_count

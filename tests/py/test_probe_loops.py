@@ -127,3 +127,23 @@ def test_padding_counts_real_tokens_and_measures_them_only(tmp_path):
         rows = real[:, None, :].expand_as(ent)
         assert line["attn_entropy"][l] == pytest.approx(ent[rows].mean().item(), rel=1e-5)
         assert math.isfinite(line["attn_first_mass"][l])
+
+
+def test_steps_with_no_optimizer_step_are_kept_with_a_null_gradient_norm(tmp_path):
+    """probe.step twice with no optimizer step between (an optimizer the probe cannot see step):
+    both steps are recorded, the first without a gradient norm (null), neither non-finite."""
+    model = hf_model("llama")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    idx, tgt = markov_batches(2)
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        with ntorch.Probe(model, opt, out=tmp_path / "r", interval=5) as probe:
+            for s in range(2):
+                logits = model(input_ids=idx[s]).logits
+                loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V),
+                                                         tgt[s].reshape(-1))
+                probe.step(loss)
+    lines = lines_of(tmp_path / "r")
+    assert [x["step"] for x in lines[:-1]] == [1, 2]
+    assert all(x["grad_norm"] is None and not x["nonfinite"] for x in lines[:-1])
+    assert lines[0]["loss"] == pytest.approx(math.log(V), rel=0.2)

@@ -135,8 +135,10 @@ def train(cfg: Config | Mapping[str, Any] | PathLike | None, out: PathLike,
 
 def doctor(run: "Run | PathLike") -> dict[str, Any]:
     """As ``normlab doctor RUN_DIR --json``: the diagnosis of a run (docs/doctor.md) from its
-    metrics.jsonl and config.toml, as a dict: each instability found with its evidence, remedy and
-    what to measure to confirm it, the signals that could not be checked, and the verdict."""
+    metrics.jsonl and config.toml, as a dict: each instability found with its evidence, its
+    remedies (``{"text", "set", "tried"}``: the config changes, and whether the run already has
+    them), the statistic that named it, and what to measure to confirm it; the checks performed
+    (``checked``) and those that could not be, with why (``not_checked``); and the verdict."""
     path = run.path if isinstance(run, Run) else run
     _need(path, f"{path} does not exist (expected a run directory)")
     return _json.loads(_core.doctor(str(path)))

@@ -1,6 +1,7 @@
 // `normlab doctor RUN_DIR`: what went wrong in a run and what to change. The analysis is
 // doctor/doctor.h; this file prints it as text or, with --json, as one JSON object.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdio>
 
@@ -42,13 +43,29 @@ std::string placement_name(Placement p) {
 void print_text(const Diagnosis& d) {
   const Config& c = d.config;
   fmt::print("normlab doctor: {}\n", d.run_dir);
+  if (d.has_config && c.source.kind == SourceKind::torch)
+    fmt::print("source: a PyTorch run ({}{}{})\n",
+               c.source.trainer.empty() ? "normlab.torch" : c.source.trainer,
+               c.source.world_size > 1 ? fmt::format(", {} processes, {}", c.source.world_size,
+                                                     c.source.sharding)
+                                       : "",
+               c.source.unknown.empty()
+                   ? ""
+                   : fmt::format("; unknown, so not relied on: {}",
+                                 fmt::join(c.source.unknown, ", ")));
+  // A value the run's writer could not infer (source.unknown) is shown as unknown.
+  const auto shown = [&c](const char* key, const auto& v) {
+    return c.source.knows(key) ? fmt::format("{}", v) : std::string("unknown");
+  };
   if (d.has_config)
     fmt::print(
         "run: {}, {} layers, d_model {}, qk_norm {}, lr {}, warmup {}, weight decay {}, "
         "z-loss {}; {} of {} steps, {}\n",
-        placement_name(c.model.placement), c.model.n_layer, c.model.d_model,
-        to_string(c.model.qk_norm), c.optim.lr, c.optim.warmup_steps, c.optim.weight_decay,
-        c.train.z_loss, d.steps, c.train.steps,
+        shown("model.placement", placement_name(c.model.placement)), c.model.n_layer,
+        c.model.d_model, shown("model.qk_norm", to_string(c.model.qk_norm)),
+        shown("optim.lr", c.optim.lr), shown("optim.warmup_steps", c.optim.warmup_steps),
+        shown("optim.weight_decay", c.optim.weight_decay), shown("train.z_loss", c.train.z_loss),
+        d.steps, c.train.steps,
         d.end_reason.empty() ? std::string("no end event (still running, or killed)")
                              : ended_text(d.end_reason, d.end_detail));
   else
@@ -67,11 +84,16 @@ void print_text(const Diagnosis& d) {
     else if (f.first_step)
       fmt::print("  steps {}-{}\n", f.first_step, f.last_step);
     print_list("evidence", f.evidence);
-    print_list(f.severity == "problem" ? "remedy" : "what to do", f.remedies);
+    std::vector<std::string> remedies;
+    for (const Remedy& m : f.remedies)
+      remedies.push_back(m.tried ? "already tried: " + m.text : m.text);
+    print_list(f.severity == "problem" ? "remedy" : "what to do", remedies);
     print_list("to confirm", f.confirm);
   }
-  if (!d.unchecked.empty()) {
+  if (!d.not_checked.empty() || !d.unchecked.empty()) {
     fmt::print("\nnot checked:\n");
+    for (const auto& n : d.not_checked)
+      fmt::print("  - {} (needs {}): {}\n", n.check, fmt::join(n.needs, ", "), n.reason);
     for (const auto& u : d.unchecked) fmt::print("  - {}\n", u);
     if (!d.enable.empty()) fmt::print("  enable with {}\n", d.enable);
   }

@@ -69,43 +69,60 @@ void check_attention(const Run& r, std::vector<DoctorFinding>& out) {
         ent_min < T::kAttnEntropyCollapse ? "the attention has collapsed onto single keys"
                                           : "not collapsed"));
   if (head < 0 && !r.diag.empty() && !r.diag.front()->contains(metric::attn_max_logit_head))
-    f.evidence.push_back("which head: unknown (diag.per_head = false)");
+    f.evidence.push_back(r.torch() ? "which head: unknown (the probe ran without per_head=True)"
+                                   : "which head: unknown (diag.per_head = false)");
   const Config& c = r.cfg;
-  if (c.optim.name == OptimizerKind::muon && c.optim.qk_clip <= 0)
-    f.remedies.push_back(fmt::format(
-        "QK-Clip: --set optim.qk_clip=100 (Kimi K2's MuonClip: after each step, the query and key "
-        "projections of every head whose largest logit exceeded 100 are rescaled to bring it "
-        "back; it keeps Muon's logits bounded without changing the architecture; the largest "
-        "logit here was {})",
-        g(peak)));
-  else if (c.optim.qk_clip > 0)
-    f.remedies.push_back(fmt::format(
-        "QK-Clip is on at optim.qk_clip = {}: the logits above grew past it between clips; a "
-        "lower threshold clips earlier",
-        g(c.optim.qk_clip)));
-  if (c.model.qk_norm == QKNormKind::none)
-    f.remedies.push_back(
-        "QK-Norm: --set model.qk_norm=rmsnorm (normalizes queries and keys per head, so the logits "
-        "cannot grow with the weights; Dehghani et al. 2023, Wortsman et al. 2023). normlab's "
-        "finding 4 (\"Pre-Norm with and without QK-Norm\"): the largest logit at lr 0.3 fell from "
-        "34,570 to 135 and the learning-rate sensitivity halved");
-  else
-    f.remedies.push_back(
-        fmt::format("QK-Norm is already on (model.qk_norm = {}): lower the "
-                    "learning rate (optim.lr = {} now)",
-                    to_string(c.model.qk_norm), lr_text(c)));
-  if (c.model.attn_softcap <= 0)
-    f.remedies.push_back(
-        "or an attention soft-cap: --set model.attn_softcap=50 (Gemma 2's "
-        "value; bounds the logits, at a small cost when it binds: finding 6)");
+  if (r.knows("optim.name") && c.optim.name == OptimizerKind::muon && c.optim.qk_clip <= 0)
+    f.remedies.push_back(config_remedy(
+        r,
+        fmt::format(
+            "QK-Clip: --set optim.qk_clip=100 (Kimi K2's MuonClip: after each step, the query and "
+            "key projections of every head whose largest logit exceeded 100 are rescaled to bring "
+            "it back; it keeps Muon's logits bounded without changing the architecture; the "
+            "largest logit here was {})",
+            g(peak)),
+        {{"optim.qk_clip", "100"}}));
+  else if (r.knows("optim.qk_clip") && c.optim.qk_clip > 0)
+    f.remedies.push_back(config_remedy(
+        r,
+        fmt::format("QK-Clip is on at optim.qk_clip = {}: the logits above grew past it between "
+                    "clips; a lower threshold clips earlier: --set optim.qk_clip={}",
+                    g(c.optim.qk_clip), fmt::format("{:.3g}", c.optim.qk_clip / 2)),
+        {{"optim.qk_clip", fmt::format("{:.3g}", c.optim.qk_clip / 2)}}));
+  // QK-Norm of the kind the run has (then it is tried), else RMSNorm.
+  const std::string qk = r.knows("model.qk_norm") && c.model.qk_norm != QKNormKind::none
+                             ? std::string(to_string(c.model.qk_norm))
+                             : "rmsnorm";
+  f.remedies.push_back(config_remedy(
+      r,
+      fmt::format("QK-Norm: --set model.qk_norm={} (normalizes queries and keys per head, so the "
+                  "logits cannot grow with the weights; Dehghani et al. 2023, Wortsman et al. "
+                  "2023). normlab's finding 4 (\"Pre-Norm with and without QK-Norm\"): the "
+                  "largest logit at lr 0.3 fell from 34,570 to 135 and the learning-rate "
+                  "sensitivity halved",
+                  qk),
+      {{"model.qk_norm", qk}}));
+  f.remedies.push_back(lower_lr(r, c.optim.lr / 3));
+  const std::string cap = r.knows("model.attn_softcap") && c.model.attn_softcap > 0
+                              ? num_text(c.model.attn_softcap)
+                              : "50";
+  f.remedies.push_back(config_remedy(
+      r,
+      fmt::format("or an attention soft-cap: --set model.attn_softcap={} (Gemma 2's value 50; "
+                  "bounds the logits, at a small cost when it binds: finding 6)",
+                  cap),
+      {{"model.attn_softcap", cap}}));
   f.confirm.push_back(fmt::format(
-      "rerun with the remedy and --set diag.interval=N --set diag.per_head=true: attn_max_logit "
-      "should stay below {} and attn_entropy above {} in every layer",
+      "rerun with the remedy and {}: attn_max_logit should stay below {} and attn_entropy above "
+      "{} in every layer",
+      r.torch() ? "Probe(..., interval=10, per_head=True)"
+                : "--set diag.interval=10 --set diag.per_head=true",
       g(T::kAttnLogit), g(T::kAttnEntropyCollapse)));
-  f.confirm.push_back(fmt::format(
-      "normlab sweep --grid model.qk_norm=none,rmsnorm --grid optim.lr=... around lr {} compares "
-      "the two by their final loss",
-      lr_text(c)));
+  if (!r.torch())
+    f.confirm.push_back(fmt::format(
+        "normlab sweep --grid model.qk_norm=none,rmsnorm --grid optim.lr=... around lr {} "
+        "compares the two by their final loss",
+        lr_text(r)));
   f.values = {{"max_attn_logit", peak},
               {"step", peak_step},
               {"layer", peak_layer},
@@ -114,6 +131,11 @@ void check_attention(const Run& r, std::vector<DoctorFinding>& out) {
               {"min_attn_entropy", std::isfinite(ent_min) ? json(ent_min) : json(nullptr)},
               {"min_attn_entropy_layer", ent_layer},
               {"min_attn_entropy_step", ent_step}};
+  // The statistic that named it: the largest logit, or, when only the entropy collapsed, that.
+  f.values["statistic"] =
+      peak >= T::kAttnLogit || !(ent_min < T::kAttnEntropyCollapse)
+          ? statistic("attn_max_logit", peak, T::kAttnLogit, first)
+          : statistic("attn_entropy", ent_min, T::kAttnEntropyCollapse, first, "below");
   out.push_back(std::move(f));
 }
 

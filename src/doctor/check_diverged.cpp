@@ -33,9 +33,12 @@ std::optional<Verdict> divergence_of(const Run& r) {
     return Verdict{divergence_reason(r.end_detail), r.end_step, true};
   }
   const long last = r.steps.empty() ? 0 : r.steps.back()->value(metric::step, 0L);
-  DivergenceRule rule(r.has_config ? r.cfg.train.steps : last);
+  DivergenceRule rule(r.knows("train.steps") ? r.cfg.train.steps : last);
   for (const json* j : r.steps) {
     const long s = j->value(metric::step, 0L);
+    // A loss that is null or absent is missing evidence (a probed run), not a non-finite loss:
+    // only `nonfinite: true` says the step went non-finite.
+    if (!std::isfinite(num(*j, metric::loss)) && !j->value(metric::nonfinite, false)) continue;
     if (auto why = rule.observe(s, num(*j, metric::loss), j->value(metric::skipped, false)))
       return Verdict{*why + " (the rule on the logged steps)", s, false};
   }
@@ -118,7 +121,8 @@ void check_diverged(const Run& r, std::vector<DoctorFinding>& out) {
   f.kind = "diverged";
   f.severity = "problem";
   f.first_step = f.last_step = v->step;
-  const std::string planned = r.has_config ? fmt::format(" of {}", r.cfg.train.steps) : "";
+  const std::string planned =
+      r.knows("train.steps") ? fmt::format(" of {}", r.cfg.train.steps) : "";
   f.title = fmt::format("diverged at step {}{}: {}", v->step, planned, v->why);
   f.evidence.push_back(
       v->from_end_event
@@ -132,35 +136,48 @@ void check_diverged(const Run& r, std::vector<DoctorFinding>& out) {
   const double lr = r.cfg.optim.lr;
   std::string suggested;
   std::string source;
-  if (!r.has_config) {
-    f.remedies.push_back(
-        "lower optim.lr tenfold (no config.toml: the run's learning rate is unknown)");
+  if (!r.knows("optim.lr")) {
+    f.remedies.push_back(advice(
+        r, r.has_config ? "lower the learning rate tenfold (the run's own value is unknown: its "
+                          "config.toml lists optim.lr in source.unknown)"
+                        : "lower optim.lr tenfold (no config.toml: the run's learning rate is "
+                          "unknown)"));
     source = "tenfold";
   } else if (const auto ev = sweep_lr(r, lr)) {
     suggested = lr_str(ev->lr);
     source = "sweep";
-    f.remedies.push_back(fmt::format(
-        "lower optim.lr to {} (--set optim.lr={}): the largest learning rate that did not diverge "
-        "among this sweep's runs of the same variant ({}; this run: {})",
-        suggested, suggested, ev->run, lr_str(lr)));
+    f.remedies.push_back(config_remedy(
+        r,
+        fmt::format("lower optim.lr to {} (--set optim.lr={}): the largest learning rate that did "
+                    "not diverge among this sweep's runs of the same variant ({}; this run: {})",
+                    suggested, suggested, ev->run, lr_str(lr)),
+        {{"optim.lr", suggested}}));
   } else {
     suggested = lr_str(lr / 10);
     source = "tenfold";
-    f.remedies.push_back(fmt::format(
-        "lower optim.lr to {} (--set optim.lr={}): a tenfold cut from {}, for want of evidence "
-        "(no sweep of this run's variant trained a lower learning rate without diverging)",
-        suggested, suggested, lr_str(lr)));
+    f.remedies.push_back(config_remedy(
+        r,
+        fmt::format("lower optim.lr to {} (--set optim.lr={}): a tenfold cut from {}, for want of "
+                    "evidence (no sweep of this run's variant trained a lower learning rate "
+                    "without diverging)",
+                    suggested, suggested, lr_str(lr)),
+        {{"optim.lr", suggested}}));
   }
-  if (r.has_config && r.cfg.optim.warmup_steps == 0)
-    f.remedies.push_back("a warmup: --set optim.warmup_steps=" +
-                         std::to_string(std::max(10L, static_cast<long>(r.cfg.train.steps) / 20)));
-  if (r.has_config && r.cfg.optim.grad_clip == 0)
-    f.remedies.push_back("gradient clipping: --set optim.grad_clip=1");
-  f.remedies.push_back(
-      "the findings below, when there are any, name the instability behind it; their remedies "
-      "let a higher learning rate train");
+  if (r.knows("optim.warmup_steps") && r.cfg.optim.warmup_steps == 0) {
+    const std::string w = std::to_string(std::max(10L, static_cast<long>(r.cfg.train.steps) / 20));
+    f.remedies.push_back(
+        config_remedy(r, "a warmup: --set optim.warmup_steps=" + w, {{"optim.warmup_steps", w}}));
+  }
+  if (r.knows("optim.grad_clip") && r.cfg.optim.grad_clip == 0)
+    f.remedies.push_back(config_remedy(r, "gradient clipping: --set optim.grad_clip=1",
+                                       {{"optim.grad_clip", "1"}}));
+  f.remedies.push_back(advice(
+      r, "the findings below, when there are any, name the instability behind it; their remedies "
+         "let a higher learning rate train"));
   f.confirm.push_back(
-      suggested.empty()
+      r.torch() ? std::string("rerun with the lower learning rate: the loss should end below "
+                              "where it started")
+      : suggested.empty()
           ? std::string("rerun with the lower learning rate: its end event's reason is \"done\"")
           : fmt::format("rerun with --set optim.lr={}: its end event's reason is \"done\" and "
                         "`normlab train` exits 0",
@@ -168,10 +185,14 @@ void check_diverged(const Run& r, std::vector<DoctorFinding>& out) {
   f.values = {{"step", v->step},
               {"reason", v->why},
               {"from_end_event", v->from_end_event},
-              {"lr", r.has_config ? json(lr) : json(nullptr)},
+              {"lr", r.knows("optim.lr") ? json(lr) : json(nullptr)},
               {"suggested_lr",
                suggested.empty() ? json(nullptr) : json(std::strtod(suggested.c_str(), nullptr))},
               {"lr_source", source}};
+  // The loss at the end against the loss it started from: diverged means not below it.
+  f.values["statistic"] = statistic("loss_end", r.final_loss ? *r.final_loss : NAN,
+                                    r.initial_loss ? *r.initial_loss : NAN, v->step);
+  if (!r.initial_loss) f.values["statistic"]["threshold"] = nullptr;
   out.push_back(std::move(f));
 }
 

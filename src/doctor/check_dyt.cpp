@@ -3,6 +3,7 @@
 // with statistics (RMSNorm, LayerNorm) cannot saturate: it is the remedy that always applies.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -106,17 +107,24 @@ void check_dyt(const Run& r, std::vector<DoctorFinding>& out) {
       "passes back less than a tenth of the gradient of its linear part, and it outputs nearly "
       "sign(x) times its gain, whatever x carries",
       g(T::kDytSaturated), T::kDytSaturatedRecords, first, last));
-  f.remedies.push_back(fmt::format(
-      "a norm with statistics at these sites: --set model.norm=rmsnorm (now {}): it divides each "
-      "row by its own RMS, so no input lies outside its working range; normlab's finding 13 "
-      "measures DyT and Derf against it",
-      to_string(m.norm)));
-  f.remedies.push_back(fmt::format(
-      "or larger initial weights (model.init_std = {} now): a DyT site passes a small input on "
-      "as alpha x instead of lifting it to unit scale as a norm does, so a stream that starts "
-      "small has to grow, and overshoots; in finding 13 DyT and Derf left the unigram plateau "
-      "only at init_std 0.2",
-      g(m.init_std)));
+  f.remedies.push_back(config_remedy(
+      r,
+      fmt::format("a norm with statistics at these sites: --set model.norm=rmsnorm (now {}): it "
+                  "divides each row by its own RMS, so no input lies outside its working range; "
+                  "normlab's finding 13 measures DyT and Derf against it",
+                  to_string(m.norm)),
+      {{"model.norm", "rmsnorm"}}));
+  // Finding 13's value; a run already at it or above has tried it (#49: never advised again).
+  const std::string std_to =
+      r.knows("model.init_std") && m.init_std >= 0.2 ? num_text(m.init_std) : "0.2";
+  f.remedies.push_back(config_remedy(
+      r,
+      fmt::format("or larger initial weights: --set model.init_std={} (now {}): a DyT site "
+                  "passes a small input on as alpha x instead of lifting it to unit scale as a "
+                  "norm does, so a stream that starts small has to grow, and overshoots; in "
+                  "finding 13 DyT and Derf left the unigram plateau only at init_std 0.2",
+                  std_to, r.knows("model.init_std") ? g(m.init_std) : "unknown"),
+      {{"model.init_std", std_to}}));
   const auto [key, a0] = alpha_key(m, sites.front());
   f.evidence.push_back(fmt::format(
       "not a remedy here: a different initial alpha ({} = {} now; alpha x must stay below about "
@@ -131,6 +139,10 @@ void check_dyt(const Run& r, std::vector<DoctorFinding>& out) {
   json jsites = json::object();
   for (const std::string& s : sites) jsites[s] = sat.contains(s) ? sat[s] : json(nullptr);
   f.values = {{"step", step}, {"sites", jsites}, {"threshold", T::kDytSaturated}};
+  double worst = 0;
+  for (const std::string& s : sites)
+    if (sat.contains(s) && sat[s].is_number()) worst = std::max(worst, sat[s].get<double>());
+  f.values["statistic"] = statistic("dyt_saturated", worst, T::kDytSaturated, first);
   out.push_back(std::move(f));
 }
 

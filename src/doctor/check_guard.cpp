@@ -50,23 +50,30 @@ void check_guard(const Run& r, std::vector<DoctorFinding>& out) {
                                      total_skipped, total_skipped == 1 ? "" : "s"));
     if (end_reason == "diverged")
       f.evidence.push_back("the run stopped as diverged: " + end_detail);
-    f.remedies.push_back(
-        "non-finite values come from one of the instabilities above when doctor "
-        "lists one (fix that first); otherwise lower the learning rate and check "
-        "the data around those steps");
-    if (r.cfg.train.spike_policy != SpikePolicy::rollback)
-      f.remedies.push_back(
-          "--set train.spike_policy=rollback goes back to the last checkpoint "
-          "instead of only skipping the update");
+    f.remedies.push_back(advice(r,
+                                "non-finite values come from one of the instabilities above when "
+                                "doctor lists one (fix that first); otherwise lower the learning "
+                                "rate and check the data around those steps"));
+    if (!r.torch())
+      f.remedies.push_back(config_remedy(r,
+                                         "--set train.spike_policy=rollback goes back to the last "
+                                         "checkpoint instead of only skipping the update",
+                                         {{"train.spike_policy", "rollback"}}));
     f.confirm.push_back(
-        "resume from the checkpoint before the first one with --set "
-        "train.log_interval=1 --set diag.interval=1 and watch which signal "
-        "(attn_max_logit, log_z_mean, resid_rms, grad_norm_block) grows first");
+        r.torch() ? std::string("rerun from a checkpoint saved before the first one with "
+                                "Probe(..., interval=1) and watch which signal (attn_max_logit, "
+                                "log_z_mean, resid_rms, grad_norm_block) grows first")
+                  : std::string("resume from the checkpoint before the first one with --set "
+                                "train.log_interval=1 --set diag.interval=1 and watch which "
+                                "signal (attn_max_logit, log_z_mean, resid_rms, grad_norm_block) "
+                                "grows first"));
     json l = json::array();
     for (long s : nonfinite) l.push_back(s);
     f.values = {{"nonfinite_steps", l},
                 {"skipped_nonfinite", nf_skipped},
                 {"skipped_total", total_skipped}};
+    f.values["statistic"] = statistic("nonfinite_count", static_cast<double>(nonfinite.size()), 1,
+                                      f.first_step);
     out.push_back(std::move(f));
   }
   if (!skipped_finite.empty() || !r.rollbacks.empty()) {
@@ -94,15 +101,18 @@ void check_guard(const Run& r, std::vector<DoctorFinding>& out) {
           "rollback at step {} to step {} (loss {}, gradient norm {})",
           r.rollbacks[i]->value(metric::step, 0L), r.rollbacks[i]->value(metric::to_step, 0L),
           g(num(*r.rollbacks[i], metric::loss)), g(num(*r.rollbacks[i], metric::grad_norm))));
-    f.remedies.push_back(r.rollbacks.empty()
-                             ? "a few skipped steps in a noisy small-batch run are normal; many, "
-                               "or in a row, point to the instabilities above"
-                             : "repeated rollbacks mean the run keeps reaching the same bad "
-                               "region: lower the learning rate or fix the instability listed");
+    f.remedies.push_back(advice(
+        r, r.rollbacks.empty() ? "a few skipped steps in a noisy small-batch run are normal; "
+                                 "many, or in a row, point to the instabilities above"
+                               : "repeated rollbacks mean the run keeps reaching the same bad "
+                                 "region: lower the learning rate or fix the instability listed"));
     f.confirm.push_back("the skipped and spike fields of the step lines show each event");
     f.values = {{"skipped_finite", skipped_finite.size()},
                 {"rollbacks", r.rollbacks.size()},
                 {"skipped_total", total_skipped}};
+    if (!r.rollbacks.empty())
+      f.values["statistic"] = statistic("rollbacks", static_cast<double>(r.rollbacks.size()), 1,
+                                        f.first_step);
     out.push_back(std::move(f));
   }
 }

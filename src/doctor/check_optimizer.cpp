@@ -38,11 +38,18 @@ long spike_after(const std::vector<long>& spikes, long s) {
   return 0;
 }
 
-std::string beta2_remedy(const Config& c) {
+Remedy beta2_remedy(const Run& r) {
+  const Config& c = r.cfg;
+  if (!r.knows("optim.beta2"))
+    return advice(r, "or a second moment that follows the gradient faster: a lower beta2 (the "
+                     "run's own is unknown)");
   const double lower = c.optim.beta2 > 0.95 ? 0.95 : 0.9;
-  return fmt::format(
-      "or a second moment that follows the gradient faster: --set optim.beta2={:g} (now {:g})",
-      lower, c.optim.beta2);
+  return config_remedy(
+      r,
+      fmt::format(
+          "or a second moment that follows the gradient faster: --set optim.beta2={:g} (now {:g})",
+          lower, c.optim.beta2),
+      {{"optim.beta2", num_text(lower)}});
 }
 
 }  // namespace
@@ -90,24 +97,27 @@ void check_optimizer(const Run& r, std::vector<DoctorFinding>& out) {
         "second moment, about 1 in steady training; first diagnostics step {}) at or above {} at "
         "or up to {} steps before a loss spike: {}",
         g(base), g(T::kSecondMoment), T::kSpikeLead, list));
-    f.evidence.push_back(fmt::format(
-        "Adam's update divides by sqrt(v_hat): a gradient its second moment has not seen moves "
-        "that tensor by up to (1 - beta1) / sqrt(1 - beta2) = {} times the learning rate per "
-        "element in one step (optim.beta1 = {:g}, optim.beta2 = {:g})",
-        g((1 - c.optim.beta1) / std::sqrt(1 - c.optim.beta2)), c.optim.beta1, c.optim.beta2));
-    if (c.optim.name != OptimizerKind::stable_adamw)
-      f.remedies.push_back(
-          "per-tensor update clipping: --set optim.name=stable_adamw (StableAdamW divides each "
-          "tensor's learning rate by max(1, RMS(g^2/v)), Wortsman et al. 2023b)");
-    f.remedies.push_back(beta2_remedy(c));
-    f.confirm.push_back(fmt::format(
-        "rerun with the remedy and --set diag.interval=1 over steps {}-{}: rms_g2v_max should "
-        "stay below {} and the loss should not spike",
-        f.first_step, f.last_step, g(T::kSecondMoment)));
+    if (r.knows("optim.beta1") && r.knows("optim.beta2"))
+      f.evidence.push_back(fmt::format(
+          "Adam's update divides by sqrt(v_hat): a gradient its second moment has not seen moves "
+          "that tensor by up to (1 - beta1) / sqrt(1 - beta2) = {} times the learning rate per "
+          "element in one step (optim.beta1 = {:g}, optim.beta2 = {:g})",
+          g((1 - c.optim.beta1) / std::sqrt(1 - c.optim.beta2)), c.optim.beta1, c.optim.beta2));
+    f.remedies.push_back(config_remedy(
+        r,
+        "per-tensor update clipping: --set optim.name=stable_adamw (StableAdamW divides each "
+        "tensor's learning rate by max(1, RMS(g^2/v)), Wortsman et al. 2023b)",
+        {{"optim.name", "stable_adamw"}}));
+    f.remedies.push_back(beta2_remedy(r));
+    f.confirm.push_back(phrase(
+        r, fmt::format("rerun with the remedy and --set diag.interval=1 over steps {}-{}: "
+                       "rms_g2v_max should stay below {} and the loss should not spike",
+                       f.first_step, f.last_step, g(T::kSecondMoment))));
     json l = json::array();
     for (const Hit& h : hits)
       l.push_back({{"step", h.step}, {"rms_g2v", h.value}, {"tensor", h.tensor}, {"loss_spike", h.spike}});
     f.values = {{"events", l}, {"first_rms_g2v", std::isfinite(base) ? json(base) : json(nullptr)}};
+    f.values["statistic"] = statistic("rms_g2v_max", w.value, T::kSecondMoment, f.first_step);
     out.push_back(std::move(f));
   }
 
@@ -156,23 +166,29 @@ void check_optimizer(const Run& r, std::vector<DoctorFinding>& out) {
         "update_rms at or above {}x the median of its earlier diagnostics values, at or up to {} "
         "steps before a loss spike: {}",
         g(T::kUpdateSpike), T::kSpikeLead, list));
-    if (c.optim.name != OptimizerKind::stable_adamw && c.optim.name != OptimizerKind::muon)
-      f.remedies.push_back(
-          "bound each tensor's update: --set optim.name=stable_adamw (per-tensor update "
-          "clipping), or --set optim.name=muon (an orthogonalised update has a fixed RMS)");
-    f.remedies.push_back(fmt::format("lower the learning rate: --set optim.lr={} (now {})",
-                                     g(c.optim.lr / 3), lr_text(c)));
-    if (c.optim.grad_clip <= 0)
-      f.remedies.push_back("clip the gradient: --set optim.grad_clip=1.0 (it is off)");
-    f.confirm.push_back(fmt::format(
-        "rerun with --set diag.interval=1 over steps {}-{}: update_rms should stay within {}x its "
-        "median",
-        f.first_step, f.last_step, g(T::kUpdateSpike)));
+    f.remedies.push_back(config_remedy(
+        r,
+        "bound each tensor's update: --set optim.name=stable_adamw (per-tensor update clipping)",
+        {{"optim.name", "stable_adamw"}}));
+    f.remedies.push_back(config_remedy(
+        r, "or --set optim.name=muon (an orthogonalised update has a fixed RMS)",
+        {{"optim.name", "muon"}}));
+    f.remedies.push_back(lower_lr(r, c.optim.lr / 3));
+    if (r.knows("optim.grad_clip") && c.optim.grad_clip <= 0)
+      f.remedies.push_back(config_remedy(
+          r, "clip the gradient: --set optim.grad_clip=1 (it is off)", {{"optim.grad_clip", "1"}}));
+    f.confirm.push_back(phrase(
+        r, fmt::format("rerun with --set diag.interval=1 over steps {}-{}: update_rms should stay "
+                       "within {}x its median",
+                       f.first_step, f.last_step, g(T::kUpdateSpike))));
     json l = json::array();
     for (const UpdateHit& h : ups)
       l.push_back({{"step", h.step}, {"group", h.group}, {"update_rms", h.value},
                    {"median_before", h.median}, {"loss_spike", h.spike}});
     f.values = {{"events", l}};
+    // The update's RMS against the median of its earlier values (a derived ratio).
+    f.values["statistic"] =
+        statistic("update_rms_ratio", w.value / w.median, T::kUpdateSpike, f.first_step);
     out.push_back(std::move(f));
   }
 }

@@ -61,24 +61,38 @@ void check_output_logits(const Run& r, std::vector<DoctorFinding>& out) {
     f.evidence.push_back(fmt::format("largest output logit (before any final cap) {} at step {}{}",
                                      g(maxlog), maxlog_step, factor(maxlog, maxlog0)));
   const Config& c = r.cfg;
-  if (c.train.z_loss <= 0)
-    f.remedies.push_back(
-        "z-loss: --set train.z_loss=1e-4 (penalizes log^2 Z so the logits keep "
-        "their offset; PaLM, Wortsman et al. 2023; normlab's finding 5 (\"z-loss "
-        "0 vs 1e-4\"): it stopped log Z's drift)");
-  else
-    f.remedies.push_back(
-        fmt::format("z-loss is on (train.z_loss = {}): raise it or lower the "
-                    "learning rate (optim.lr = {})",
-                    g(c.train.z_loss), lr_text(c)));
-  if (c.model.final_softcap <= 0)
-    f.remedies.push_back(
-        "or a final soft-cap: --set model.final_softcap=30 (Gemma 2; bounds the "
-        "output logits)");
-  if (c.optim.weight_decay <= 0)
-    f.remedies.push_back(
-        "weight decay is off (optim.weight_decay = 0): Wortsman et al. 2023 find "
-        "output-logit divergence when it is; --set optim.weight_decay=0.1");
+  // z-loss at 1e-4 (PaLM's), or the run's own coefficient when it has one (then it is tried).
+  const std::string z =
+      r.knows("train.z_loss") && c.train.z_loss > 0 ? num_text(c.train.z_loss) : "1e-4";
+  f.remedies.push_back(config_remedy(
+      r,
+      fmt::format("z-loss: --set train.z_loss={} (penalizes log^2 Z so the logits keep their "
+                  "offset; PaLM, Wortsman et al. 2023; normlab's finding 5 (\"z-loss 0 vs "
+                  "1e-4\"): it stopped log Z's drift)",
+                  z),
+      {{"train.z_loss", z}}));
+  if (r.knows("train.z_loss") && c.train.z_loss > 0)
+    f.remedies.push_back(config_remedy(
+        r,
+        fmt::format("a stronger z-loss: --set train.z_loss={} (now {})",
+                    fmt::format("{:.3g}", c.train.z_loss * 10), g(c.train.z_loss)),
+        {{"train.z_loss", fmt::format("{:.3g}", c.train.z_loss * 10)}}));
+  f.remedies.push_back(lower_lr(r, c.optim.lr / 3));
+  const std::string cap = r.knows("model.final_softcap") && c.model.final_softcap > 0
+                              ? num_text(c.model.final_softcap)
+                              : "30";
+  f.remedies.push_back(config_remedy(
+      r,
+      fmt::format("or a final soft-cap: --set model.final_softcap={} (Gemma 2's 30; bounds the "
+                  "output logits)",
+                  cap),
+      {{"model.final_softcap", cap}}));
+  if (r.knows("optim.weight_decay") && c.optim.weight_decay <= 0)
+    f.remedies.push_back(config_remedy(
+        r,
+        "weight decay is off (optim.weight_decay = 0): Wortsman et al. 2023 find output-logit "
+        "divergence when it is; --set optim.weight_decay=0.1",
+        {{"optim.weight_decay", "0.1"}}));
   f.confirm.push_back(fmt::format(
       "rerun with the remedy: log_z_mean (every step line) should stay within {} nats of its "
       "step-1 value, and max_logit_raw (diagnostics) below {}",
@@ -89,6 +103,9 @@ void check_output_logits(const Run& r, std::vector<DoctorFinding>& out) {
               {"step", drift_step},
               {"max_logit_raw", maxlog >= 0 ? json(maxlog) : json(nullptr)},
               {"max_logit_raw_step", maxlog_step}};
+  f.values["statistic"] = held >= T::kLogZDriftSteps
+                              ? statistic("log_z_drift", drift, T::kLogZDrift, first)
+                              : statistic("max_logit_raw", maxlog, T::kOutputLogit, first);
   out.push_back(std::move(f));
 }
 

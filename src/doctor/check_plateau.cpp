@@ -52,45 +52,72 @@ void check_plateau(const Run& r, std::vector<DoctorFinding>& out) {
   const std::string f2 = "finding 2 (\"Depth without warmup\")",
                     f3 = "finding 3 (\"Learning-rate "
                          "sweep with and without warmup\")";
-  switch (c.model.placement) {
+  const bool knows_placement = r.knows("model.placement");
+  switch (knows_placement ? c.model.placement : Placement::mix) {
     case Placement::post:
     case Placement::deepnorm:
-      f.remedies.push_back(fmt::format(
-          "change the placement: --set model.placement=pre (or peri). normlab's {}: Post-Norm and "
-          "DeepNorm ended on the unigram plateau (val 2.989) at every depth from 6 to 48 layers at "
-          "lr 2e-3 without warmup, while Pre-Norm learned (2.24 at 6 layers); {}: Post-Norm stayed "
-          "there at all 7 learning rates from 3e-4 to 0.3, with warmup 50 or without",
-          f2, f3));
+      f.remedies.push_back(config_remedy(
+          r,
+          fmt::format("change the placement: --set model.placement=pre (or peri). normlab's {}: "
+                      "Post-Norm and DeepNorm ended on the unigram plateau (val 2.989) at every "
+                      "depth from 6 to 48 layers at lr 2e-3 without warmup, while Pre-Norm "
+                      "learned (2.24 at 6 layers); {}: Post-Norm stayed there at all 7 learning "
+                      "rates from 3e-4 to 0.3, with warmup 50 or without",
+                      f2, f3),
+          {{"model.placement", "pre"}}));
       break;
     case Placement::pre:
-      f.remedies.push_back(fmt::format(
-          "the learning rate and warmup: normlab's {}: Pre-Norm learned best at lr 3e-3 with "
-          "warmup 50 (val 2.158; 2.81 at 3e-4, 2.77 at 0.3); now optim.lr = {}, warmup {}. Its {}: "
-          "deep Pre-Norm (48 layers) ended on the plateau too, so fewer layers help",
-          f3, lr_text(c), c.optim.warmup_steps, f2));
-      f.remedies.push_back(
-          "or Peri-Norm (--set model.placement=peri), whose best lr in finding 3 "
-          "was high (0.095) and whose sensitivity was the lowest");
+      f.remedies.push_back(config_remedy(
+          r,
+          fmt::format("the learning rate and warmup: normlab's {}: Pre-Norm learned best at lr "
+                      "3e-3 with warmup 50 (val 2.158; 2.81 at 3e-4, 2.77 at 0.3): --set "
+                      "optim.lr=0.003 --set optim.warmup_steps=50; now optim.lr = {}, warmup {}. "
+                      "Its {}: deep Pre-Norm (48 layers) ended on the plateau too, so fewer "
+                      "layers help",
+                      f3, lr_text(r),
+                      r.knows("optim.warmup_steps") ? std::to_string(c.optim.warmup_steps)
+                                                    : "unknown",
+                      f2),
+          {{"optim.lr", "0.003"}, {"optim.warmup_steps", "50"}}));
+      f.remedies.push_back(config_remedy(
+          r,
+          "or Peri-Norm (--set model.placement=peri), whose best lr in finding 3 was high (0.095) "
+          "and whose sensitivity was the lowest",
+          {{"model.placement", "peri"}}));
       break;
     case Placement::peri:
-      f.remedies.push_back(fmt::format(
-          "the learning rate: normlab's {}: Peri-Norm's best lr was 0.095 (val 2.36-2.41, with "
-          "warmup or not); now optim.lr = {}. Its {}: Peri-Norm ended on the plateau from 12 "
-          "layers at lr 2e-3, so fewer layers or Pre-Norm help at depth",
-          f3, lr_text(c), f2));
+      f.remedies.push_back(config_remedy(
+          r,
+          fmt::format("the learning rate: normlab's {}: Peri-Norm's best lr was 0.095 (val "
+                      "2.36-2.41, with warmup or not): --set optim.lr=0.095; now optim.lr = {}. "
+                      "Its {}: Peri-Norm ended on the plateau from 12 layers at lr 2e-3, so fewer "
+                      "layers or Pre-Norm help at depth",
+                      f3, lr_text(r), f2),
+          {{"optim.lr", "0.095"}}));
       break;
     default:
-      f.remedies.push_back(fmt::format(
-          "the placement and learning rate: normlab's {} and {}: Pre-Norm (lr 3e-3, warmup) and "
-          "Peri-Norm (lr ~0.1) learned where Post-Norm stayed on the plateau",
-          f2, f3));
+      f.remedies.push_back(advice(
+          r, fmt::format("the placement and learning rate: normlab's {} and {}: Pre-Norm (lr "
+                         "3e-3, warmup) and Peri-Norm (lr ~0.1) learned where Post-Norm stayed "
+                         "on the plateau",
+                         f2, f3)));
   }
-  f.remedies.push_back("or simply more steps: a run this short may not have left the plateau yet");
-  f.confirm.push_back(fmt::format(
-      "normlab sweep --grid model.placement=pre,peri --grid optim.lr=3e-4:0.3:7log: a working "
-      "setting ends below {} nats",
-      g(*H - T::kPlateauBelow)));
+  f.remedies.push_back(
+      advice(r, "or simply more steps: a run this short may not have left the plateau yet"));
+  if (!r.torch())
+    f.confirm.push_back(fmt::format(
+        "normlab sweep --grid model.placement=pre,peri --grid optim.lr=3e-4:0.3:7log: a working "
+        "setting ends below {} nats",
+        g(*H - T::kPlateauBelow)));
+  else
+    f.confirm.push_back(fmt::format(
+        "rerun with the remedy: the train loss should end below {} nats (the unigram entropy less "
+        "{})",
+        g(*H - T::kPlateauBelow), g(T::kPlateauBelow)));
   f.values = {{"final_train_loss", *fin}, {"unigram_entropy", *H}, {"initial_loss", *init}};
+  // How far the final loss lies above the unigram entropy (within kPlateauAbove: on it).
+  f.values["statistic"] =
+      statistic("unigram_gap", *fin - *H, T::kPlateauAbove, f.first_step, "at_most");
   out.push_back(std::move(f));
 }
 

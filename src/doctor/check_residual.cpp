@@ -63,19 +63,21 @@ void check_residual(const Run& r, std::vector<DoctorFinding>& out) {
   f.evidence.push_back(
       fmt::format("at or above RMS {} from step {} to step {}", g(T::kResidRms), first, last));
   const Config& c = r.cfg;
-  if (c.model.placement != Placement::peri)
-    f.remedies.push_back(fmt::format(
-        "Peri-Norm: --set model.placement=peri (now {}): a norm on each sublayer's output before "
-        "the add bounds what every block adds to the stream (Kim et al. 2025, \"Peri-LN\"), where "
-        "Pre-Norm lets it grow with depth and learning rate",
-        to_string(c.model.placement)));
-  f.remedies.push_back(fmt::format("lower the learning rate (optim.lr = {} now)", lr_text(c)));
+  f.remedies.push_back(config_remedy(
+      r,
+      fmt::format("Peri-Norm: --set model.placement=peri (now {}): a norm on each sublayer's "
+                  "output before the add bounds what every block adds to the stream (Kim et al. "
+                  "2025, \"Peri-LN\"), where Pre-Norm lets it grow with depth and learning rate",
+                  r.knows("model.placement") ? to_string(c.model.placement) : "unknown"),
+      {{"model.placement", "peri"}}));
+  f.remedies.push_back(lower_lr(r, c.optim.lr / 3));
   f.confirm.push_back(
       fmt::format("rerun with the remedy and diagnostics on: resid_rms should stay "
                   "below {} at every boundary; resid_max / resid_rms shows whether "
                   "a few massive activations carry it",
                   g(T::kResidRms)));
   f.values = {{"max_resid_rms", peak}, {"step", peak_step}, {"boundary", peak_k}, {"resid_rms", v}};
+  f.values["statistic"] = statistic("resid_rms", peak, T::kResidRms, first);
   out.push_back(std::move(f));
 }
 

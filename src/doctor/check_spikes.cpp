@@ -120,29 +120,45 @@ void check_spikes(const Run& r, std::vector<DoctorFinding>& out) {
     const auto div = std::find_if(out.begin(), out.end(),
                                   [](const DoctorFinding& d) { return d.kind == "diverged"; });
     if (div != out.end() && div->values.value("suggested_lr", json()).is_number())
-      f.remedies.push_back(fmt::format(
-          "lower the learning rate: --set optim.lr={:g} (now {}; as the divergence finding says)",
-          div->values["suggested_lr"].get<double>(), lr_text(c)));
+      f.remedies.push_back(lower_lr(r, div->values["suggested_lr"].get<double>(),
+                                    "; as the divergence finding says"));
     else
-      f.remedies.push_back(fmt::format("lower the learning rate: --set optim.lr={} (now {})",
-                                       g(c.optim.lr / 3), lr_text(c)));
-    if (c.optim.warmup_steps < std::max(1, c.train.steps / 20))
-      f.remedies.push_back(fmt::format(
-          "longer warmup: --set optim.warmup_steps={} (now {}; about 5-10% of train.steps)",
-          std::max(10, c.train.steps / 10), c.optim.warmup_steps));
-    if (c.model.placement == Placement::post || c.model.placement == Placement::deepnorm)
-      f.remedies.push_back(fmt::format(
-          "{}-Norm without warmup is the classic unstable case (Xiong et al. 2020): switch to "
-          "Pre-Norm or Peri-Norm (--set model.placement=pre or peri), which normalize before the "
-          "sublayer and keep gradients well-scaled at the start",
-          c.model.placement == Placement::post ? "Post" : "DeepNorm's Post"));
-    if (c.train.spike_policy == SpikePolicy::off)
-      f.remedies.push_back(
-          "meanwhile, let the guards contain them: --set train.spike_policy=skip "
-          "(or rollback)");
+      f.remedies.push_back(lower_lr(r, c.optim.lr / 3));
+    if (!r.knows("optim.warmup_steps")) {
+      const std::string w = std::to_string(std::max(10, c.train.steps / 10));
+      f.remedies.push_back(config_remedy(
+          r,
+          fmt::format("a warmup, if it has none: --set optim.warmup_steps={} (about 5-10% of the "
+                      "steps; the run's own warmup is unknown)",
+                      w),
+          {{"optim.warmup_steps", w}}));
+    } else if (c.optim.warmup_steps < std::max(1, c.train.steps / 20)) {
+      const std::string w = std::to_string(std::max(10, c.train.steps / 10));
+      f.remedies.push_back(config_remedy(
+          r,
+          fmt::format("longer warmup: --set optim.warmup_steps={} (now {}; about 5-10% of "
+                      "train.steps)",
+                      w, c.optim.warmup_steps),
+          {{"optim.warmup_steps", w}}));
+    }
+    if (r.knows("model.placement") &&
+        (c.model.placement == Placement::post || c.model.placement == Placement::deepnorm))
+      f.remedies.push_back(config_remedy(
+          r,
+          fmt::format("{}-Norm without warmup is the classic unstable case (Xiong et al. 2020): "
+                      "switch to Pre-Norm or Peri-Norm (--set model.placement=pre or peri), "
+                      "which normalize before the sublayer and keep gradients well-scaled at the "
+                      "start",
+                      c.model.placement == Placement::post ? "Post" : "DeepNorm's Post"),
+          {{"model.placement", "pre"}}));
+    if (!r.torch() && r.knows("train.spike_policy") && c.train.spike_policy == SpikePolicy::off)
+      f.remedies.push_back(config_remedy(
+          r, "meanwhile, let the guards contain them: --set train.spike_policy=skip (or rollback)",
+          {{"train.spike_policy", "skip"}}));
     f.confirm.push_back(fmt::format(
-        "rerun with --set train.log_interval=1 --set diag.interval=1 over steps {}-{}: with the "
-        "remedy no loss should rise {} nats above the running minimum",
+        "rerun with {} over steps {}-{}: with the remedy no loss should rise {} nats above the "
+        "running minimum",
+        r.torch() ? "Probe(..., interval=1)" : "--set train.log_interval=1 --set diag.interval=1",
         f.first_step, f.last_step, g(T::kSpikeNats)));
     json list_j = json::array();
     for (const auto& sp : spikes)
@@ -151,6 +167,9 @@ void check_spikes(const Run& r, std::vector<DoctorFinding>& out) {
                         {"lowest_before", sp.before},
                         {"grad_norm", std::isfinite(sp.grad) ? json(sp.grad) : json(nullptr)}});
     f.values = {{"spikes", list_j}, {"gradient_spikes_with", n_with}};
+    // The number of logged losses that spiked (>= 1 names the problem).
+    f.values["statistic"] =
+        statistic("spike_count", static_cast<double>(spikes.size()), 1, f.first_step, "at_least");
     out.push_back(std::move(f));
   }
   if (!grad_only.empty()) {
@@ -172,12 +191,12 @@ void check_spikes(const Run& r, std::vector<DoctorFinding>& out) {
             ? fmt::format("clipped to optim.grad_clip = {}; the loss did not spike",
                           g(c.optim.grad_clip))
             : std::string("gradient clipping is off (optim.grad_clip = 0)"));
-    f.remedies.push_back(
-        "none needed while the loss does not spike; repeated ones at one layer "
-        "are an early sign of the instabilities above");
-    f.confirm.push_back(
-        "diag.interval = 1 around those steps shows which blocks' gradient norms "
-        "(grad_norm_block) jump");
+    f.remedies.push_back(advice(r,
+                                "none needed while the loss does not spike; repeated ones at one "
+                                "layer are an early sign of the instabilities above"));
+    f.confirm.push_back(std::string(r.torch() ? "Probe(..., interval=1)" : "diag.interval = 1") +
+                        " around those steps shows which blocks' gradient norms "
+                        "(grad_norm_block) jump");
     json l = json::array();
     for (const auto& [s, fac] : grad_only) l.push_back({{"step", s}, {"factor", fac}});
     f.values = {{"spikes", l}};

@@ -33,22 +33,50 @@ using json = nlohmann::json;
 
 namespace doctor_detail {
 
+namespace {
+bool dyt_like(NormKind n) { return n == NormKind::dyt || n == NormKind::derf; }
+bool dyt_like(QKNormKind n) { return n == QKNormKind::dyt || n == QKNormKind::derf; }
+bool found(const std::vector<DoctorFinding>& out, const char* kind) {
+  return std::any_of(out.begin(), out.end(),
+                     [&](const DoctorFinding& f) { return f.kind == kind; });
+}
+}  // namespace
+
 // Every check, in the order of its findings in the report (problems first, then notes, each group
-// in this order). A new condition is one check_<name>.cpp and one row here.
+// in this order), with the metrics.jsonl fields it needs on at least `min_records` step lines and
+// whether it applies to the run at all (given the findings of the checks before it). A new
+// condition is one check_<name>.cpp and one row here.
 struct Check {
   const char* name;
   CheckFn run;
+  std::vector<std::string> needs;
+  long min_records;
+  bool (*applies)(const Run& r, const std::vector<DoctorFinding>& before);
 };
 const Check kChecks[] = {
-    {"divergence", check_diverged},
-    {"attention-logit growth", check_attention},
-    {"output-logit divergence", check_output_logits},
-    {"loss and gradient-norm spikes", check_spikes},
-    {"optimizer: second moment and update spikes", check_optimizer},
-    {"residual-stream growth", check_residual},
-    {"DyT / Derf saturation", check_dyt},
-    {"unigram plateau", check_plateau},
-    {"guard events", check_guard},
+    {"divergence", check_diverged, {metric::loss}, 1, nullptr},
+    {"attention-logit growth", check_attention, {metric::attn_max_logit}, 1, nullptr},
+    {"output-logit divergence", check_output_logits, {metric::log_z_mean}, 2, nullptr},
+    {"loss and gradient-norm spikes", check_spikes, {metric::loss}, 2, nullptr},
+    // It explains loss spikes: with none, there is nothing for it to look at.
+    {"optimizer: second moment and update spikes",
+     check_optimizer,
+     {metric::rms_g2v_max, metric::update_rms},
+     1,
+     [](const Run&, const std::vector<DoctorFinding>& before) {
+       return found(before, "loss_spikes");
+     }},
+    // nGPT's stream is normalised by construction.
+    {"residual-stream growth", check_residual, {metric::resid_rms}, 1,
+     [](const Run& r, const std::vector<DoctorFinding>&) {
+       return r.cfg.model.placement != Placement::ngpt;
+     }},
+    {"DyT / Derf saturation", check_dyt, {metric::dyt_saturated}, T::kDytSaturatedRecords,
+     [](const Run& r, const std::vector<DoctorFinding>&) {
+       return dyt_like(r.cfg.model.norm) || dyt_like(r.cfg.model.qk_norm);
+     }},
+    {"unigram plateau", check_plateau, {metric::loss}, 1, nullptr},
+    {"guard events", check_guard, {metric::loss}, 1, nullptr},
 };
 
 }  // namespace doctor_detail
@@ -63,8 +91,30 @@ bool Diagnosis::finished() const {
   return end_reason.empty() && has_config && steps >= config.train.steps;
 }
 
+bool Diagnosis::evidence_lost() const {
+  return std::any_of(not_checked.begin(), not_checked.end(),
+                     [](const NotChecked& n) { return n.evidence_lost; });
+}
+
+namespace {
+// "attention-logit growth, residual-stream growth (REASON)": the checks not performed, with the
+// first one's reason (the others usually share it; docs and --json give each).
+std::string not_checked_text(const std::vector<NotChecked>& v, bool lost_only) {
+  std::string names, reason;
+  for (const NotChecked& n : v) {
+    if (lost_only && !n.evidence_lost) continue;
+    names += (names.empty() ? "" : ", ") + n.check;
+    if (reason.empty()) reason = n.reason;
+  }
+  return fmt::format("{} ({})", names, reason);
+}
+}  // namespace
+
 std::string Diagnosis::verdict() const {
   std::string s;
+  if (checked.empty() && problems() == 0)
+    return fmt::format("not judged: no check could be performed: {}",
+                       not_checked_text(not_checked, false));
   if (!finished()) {
     const std::string planned = has_config ? fmt::format(" of {}", config.train.steps) : "";
     s = end_reason == "interrupted"
@@ -76,17 +126,25 @@ std::string Diagnosis::verdict() const {
     s += fmt::format(": judged on {} steps: ", steps);
     if (problems() == 0) {
       s += "no instability found so far";
-      if (diag_records == 0) s += " (diagnostics off, some signals unchecked)";
+      if (evidence_lost())
+        s += "; not judged on " + not_checked_text(not_checked, true);
+      else if (!not_checked.empty())
+        s += " (some checks not performed: see \"not checked\")";
       return s;
     }
+  } else if (problems() == 0 && evidence_lost()) {
+    return fmt::format("not judged: no instability found by the {} check{} performed, but the "
+                       "evidence of others was lost: {}",
+                       checked.size(), checked.size() == 1 ? "" : "s",
+                       not_checked_text(not_checked, true));
   } else if (healthy()) {
     s += "healthy (no instability found";
     const long notes = static_cast<long>(findings.size());
     if (notes) s += fmt::format("; {} note{}", notes, notes == 1 ? "" : "s");
-    if (diag_records == 0)
+    if (!not_checked.empty())
+      s += "; not checked: " + not_checked_text(not_checked, false);
+    else if (diag_records == 0)
       s += "; diagnostics off, some signals unchecked";
-    else if (!unigram_entropy)
-      s += "; unigram plateau unchecked";
     return s + ")";
   }
   std::string kinds;
@@ -111,6 +169,7 @@ Diagnosis diagnose_records(const std::vector<json>& records, const Config& cfg, 
     if (!j.is_object()) continue;
     const std::string ev = j.value(metric::event, "");
     if (ev == "rollback") r.rollbacks.push_back(&j);
+    if (ev == "missing") r.missing.push_back(&j);  // other event kinds are ignored
     if (j.contains(metric::event) || !j.contains(metric::step)) continue;
     r.steps.push_back(&j);
     if (j.contains(metric::attn_max_logit) || j.contains(metric::resid_rms)) r.diag.push_back(&j);
@@ -138,27 +197,46 @@ Diagnosis diagnose_records(const std::vector<json>& records, const Config& cfg, 
   r.end_step = d.steps;
   r.run_dir = run_dir;
 
-  for (const auto& check : doctor_detail::kChecks) check.run(r, d.findings);
+  for (const auto& check : doctor_detail::kChecks) {
+    if (check.applies && !check.applies(r, d.findings)) continue;
+    const std::size_t before = d.findings.size();
+    check.run(r, d.findings);
+    // What it found stands on the evidence there was; finding nothing counts only when the
+    // evidence was all there.
+    auto lack =
+        d.findings.size() > before
+            ? std::nullopt
+            : doctor_detail::missing_evidence(r, check.name, check.needs, check.min_records);
+    if (!lack && check.run == doctor_detail::check_plateau && !unigram_entropy)
+      lack = NotChecked{check.name,
+                        {metric::loss},
+                        has_config ? "the unigram entropy of the training tokens is unknown: the "
+                                     "training data could not be read"
+                                   : "no config.toml to find the training data",
+                        false};
+    if (lack)
+      d.not_checked.push_back(std::move(*lack));
+    else
+      d.checked.push_back(check.name);
+  }
+  doctor_detail::settle_remedies(r, d.findings);
   // Problems first, in the table's order; notes after.
   std::stable_partition(d.findings.begin(), d.findings.end(),
                         [](const DoctorFinding& f) { return f.severity == "problem"; });
 
+  // Signals within checks that were performed (whole checks are in not_checked).
   if (r.diag.empty()) {
     const long every = std::max(1L, std::max<long>(cfg.train.log_interval, d.steps / 100));
-    d.unchecked = {"attention-logit growth (attn_max_logit, attn_entropy)",
-                   "the largest output logit (max_logit_raw; log Z drift was checked from the "
+    d.unchecked = {"the largest output logit (max_logit_raw; log Z drift was checked from the "
                    "step lines)",
-                   "residual-stream growth (resid_rms, resid_max)",
                    "which layers' gradients spike first (grad_norm_block)"};
-    d.enable = fmt::format("diag.interval = {} (--set diag.interval={} --set diag.per_head=true)",
-                           every, every);
+    d.enable = r.torch() ? fmt::format("Probe(..., interval={}, per_head=True)", every)
+                         : fmt::format("diag.interval = {} (--set diag.interval={} --set "
+                                       "diag.per_head=true)",
+                                       every, every);
   } else if (!d.per_head) {
     d.unchecked = {"which attention head (attn_max_logit_head)"};
-    d.enable = "diag.per_head = true";
-  }
-  if (!unigram_entropy) {
-    d.unchecked.push_back(has_config ? "the unigram plateau (the training data could not be read)"
-                                     : "the unigram plateau (no config.toml to find the data)");
+    d.enable = r.torch() ? "Probe(..., per_head=True)" : "diag.per_head = true";
   }
   return d;
 }
@@ -250,17 +328,34 @@ nlohmann::json to_json(const Diagnosis& d) {
     return v && std::isfinite(*v) ? json(*v) : json(nullptr);
   };
   json findings = json::array();
-  for (const auto& f : d.findings)
+  for (const auto& f : d.findings) {
+    json remedies = json::array();
+    for (const Remedy& m : f.remedies) {
+      json set = json::object();
+      for (const auto& [key, value] : m.set) set[key] = value;
+      remedies.push_back({{"text", m.text}, {"set", set}, {"tried", m.tried}});
+    }
     findings.push_back({{"kind", f.kind},
                         {"severity", f.severity},
                         {"title", f.title},
                         {"first_step", f.first_step},
                         {"last_step", f.last_step},
                         {"evidence", f.evidence},
-                        {"remedies", f.remedies},
+                        {"remedies", remedies},
                         {"confirm", f.confirm},
                         {"values", f.values}});
+  }
+  json not_checked = json::array();
+  for (const NotChecked& n : d.not_checked)
+    not_checked.push_back({{"check", n.check},
+                           {"needs", n.needs},
+                           {"reason", n.reason},
+                           {"evidence_lost", n.evidence_lost}});
   const Config& c = d.config;
+  // A key in source.unknown is null: its value is normlab's default, not the run's.
+  const auto known = [&c](const char* key, const auto& v) {
+    return c.source.knows(key) ? json(v) : json(nullptr);
+  };
   return {{"run_dir", d.run_dir},
           {"verdict", d.verdict()},
           {"healthy", d.healthy()},
@@ -270,20 +365,30 @@ nlohmann::json to_json(const Diagnosis& d) {
           {"planned_steps", d.has_config ? json(c.train.steps) : json(nullptr)},
           {"end_reason", d.end_reason},
           {"end_detail", d.end_detail},
-          {"config", d.has_config ? json{{"placement", to_string(c.model.placement)},
-                                         {"n_layer", c.model.n_layer},
-                                         {"d_model", c.model.d_model},
-                                         {"qk_norm", to_string(c.model.qk_norm)},
-                                         {"lr", c.optim.lr},
-                                         {"warmup_steps", c.optim.warmup_steps},
-                                         {"weight_decay", c.optim.weight_decay},
-                                         {"z_loss", c.train.z_loss}}
+          {"config", d.has_config ? json{{"placement", known("model.placement",
+                                                            to_string(c.model.placement))},
+                                         {"n_layer", known("model.n_layer", c.model.n_layer)},
+                                         {"d_model", known("model.d_model", c.model.d_model)},
+                                         {"qk_norm", known("model.qk_norm",
+                                                          to_string(c.model.qk_norm))},
+                                         {"lr", known("optim.lr", c.optim.lr)},
+                                         {"warmup_steps",
+                                          known("optim.warmup_steps", c.optim.warmup_steps)},
+                                         {"weight_decay",
+                                          known("optim.weight_decay", c.optim.weight_decay)},
+                                         {"z_loss", known("train.z_loss", c.train.z_loss)}}
                                   : json(nullptr)},
           {"initial_loss", opt(d.initial_loss)},
           {"final_train_loss", opt(d.final_loss)},
           {"unigram_entropy", opt(d.unigram_entropy)},
           {"diagnostics", {{"records", d.diag_records}, {"per_head", d.per_head}}},
+          {"source", d.has_config ? json{{"kind", to_string(c.source.kind)},
+                                         {"trainer", c.source.trainer},
+                                         {"unknown", c.source.unknown}}
+                                  : json(nullptr)},
           {"findings", findings},
+          {"checked", d.checked},
+          {"not_checked", not_checked},
           {"unchecked", d.unchecked},
           {"enable", d.enable}};
 }

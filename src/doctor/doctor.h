@@ -58,6 +58,18 @@ struct DoctorThresholds {
   static constexpr long kMinJudgedSteps = 10;
 };
 
+// One remedy of a finding, as data (`doctor --confirm` applies and tests it).
+struct Remedy {
+  std::string text;  // as shown to the user, phrased for the run's origin (source.kind)
+  // The config changes that apply it, as (dotted key, value text) pairs that normlab's --set
+  // accepts, e.g. {{"optim.lr", "0.0015"}} or {{"model.qk_norm", "rmsnorm"}}. Empty: not
+  // expressible as config changes (confirm cannot test it).
+  std::vector<std::pair<std::string, std::string>> set;
+  // Already in the run's config (every `set` value equals the config's): doctor does not advise
+  // it again; `text` then says what the run shows with it.
+  bool tried = false;
+};
+
 // One thing doctor found.
 struct DoctorFinding {
   // Stable identifiers: diverged, attention_logit_growth, output_logit_divergence, loss_spikes,
@@ -68,8 +80,23 @@ struct DoctorFinding {
   std::string severity;
   std::string title;                   // one line, with the headline numbers
   long first_step = 0, last_step = 0;  // the step range of the evidence (0: none)
-  std::vector<std::string> evidence, remedies, confirm;
-  nlohmann::json values = nlohmann::json::object();  // the numbers behind the evidence
+  std::vector<std::string> evidence;
+  std::vector<Remedy> remedies;
+  std::vector<std::string> confirm;
+  // The numbers behind the evidence. A problem finding has "statistic": {"name", "value",
+  // "threshold", "onset_step", "bad_when"}: the measure that made doctor name it (a metrics.jsonl
+  // field or a derived name, docs/doctor.md), which `doctor --confirm` measures again.
+  nlohmann::json values = nlohmann::json::object();
+};
+
+// A check doctor could not perform: the evidence it needs is not in the run's records.
+struct NotChecked {
+  std::string check;               // its name ("attention-logit growth")
+  std::vector<std::string> needs;  // the metrics.jsonl fields it needs
+  std::string reason;              // a `missing` event's reason, else what is absent
+  // The evidence was lost (a `missing` event names it, or records hold it as null), rather than
+  // never asked for (diagnostics off, data unreadable): such a run is "not judged", never healthy.
+  bool evidence_lost = false;
 };
 
 struct Diagnosis {
@@ -84,6 +111,10 @@ struct Diagnosis {
   long diag_records = 0;                           // step lines with the diagnostics fields
   bool per_head = false;                           // ... with attn_max_logit_head
   std::vector<DoctorFinding> findings;
+  // The checks performed (their evidence was there, or they found something), and those that
+  // could not be, with why.
+  std::vector<std::string> checked;
+  std::vector<NotChecked> not_checked;
   // Signals that could not be checked (no diagnostics, no config...), and the setting that would
   // enable them ("diag.interval = 10"); empty when everything was checked.
   std::vector<std::string> unchecked;
@@ -93,10 +124,16 @@ struct Diagnosis {
   // The run reached its end: an end event "done" or "diverged" (or, for a run written before end
   // events, its last step line at train.steps).
   bool finished() const;
-  // No problem found in a finished run; an unfinished one is never given a clean bill.
-  bool healthy() const { return problems() == 0 && finished(); }
-  // One line: "healthy (no instability found)" or the problems' kinds; for an unfinished run
-  // first "interrupted at step 55 of 150: judged on 55 steps" (or "... : not judged (...)").
+  // Whether some check could not be performed because its evidence was lost.
+  bool evidence_lost() const;
+  // No problem found in a finished run on which at least one check was performed and none lost
+  // its evidence; an unfinished one is never given a clean bill.
+  bool healthy() const {
+    return problems() == 0 && finished() && !checked.empty() && !evidence_lost();
+  }
+  // One line: "healthy (no instability found)", the problems' kinds, or "not judged: ..." (no
+  // check performed, or evidence lost); for an unfinished run first "interrupted at step 55 of
+  // 150: judged on 55 steps" (or "... : not judged (...)").
   std::string verdict() const;
 };
 

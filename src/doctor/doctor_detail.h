@@ -9,9 +9,12 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "doctor/doctor.h"
+#include "normlab/config.h"
 
 namespace normlab::doctor_detail {
 
@@ -74,9 +77,49 @@ struct Run {
   std::optional<double> final_val_loss = {};
   long end_step = 0;
   std::string run_dir = {};
+  // The `missing` event lines (docs/metrics.md): statistics the writer could not measure.
+  std::vector<const json*> missing = {};
+
+  // A PyTorch run written by normlab.torch (source.kind = "torch"): remedies in its words.
+  bool torch() const { return cfg.source.kind == SourceKind::torch; }
+  // Whether the config holds the run's own value of `key`: there is a config.toml and the key is
+  // not in source.unknown. No check or remedy rests on a key it does not know.
+  bool knows(std::string_view key) const { return has_config && cfg.source.knows(key); }
 };
 
-inline std::string lr_text(const Config& c) { return g(c.optim.lr); }
+// optim.lr as messages show it; "unknown" when the run's config does not know it.
+inline std::string lr_text(const Run& r) {
+  return r.knows("optim.lr") ? g(r.cfg.optim.lr) : "unknown";
+}
+
+// ---- Remedies (remedy.cpp) ----
+using Sets = std::vector<std::pair<std::string, std::string>>;
+// A remedy that is the config changes `set`: `text` says it for a normlab run (with its --set
+// options; phrase() rewrites them for a PyTorch run). Tried when the run's config already holds
+// every value (and knows every key).
+Remedy config_remedy(const Run& r, const std::string& text, Sets set);
+// A remedy in words only (not a config change).
+Remedy advice(const Run& r, const std::string& text);
+// "lower the learning rate to lr / factor": a config remedy when the run's lr is known, words only
+// when it is not. `why` follows the value.
+Remedy lower_lr(const Run& r, double to, const std::string& why = {});
+// `text` for the run's origin: for a PyTorch run every `--set key=value` becomes what to change
+// in its own code (one row per key in remedy.cpp), `diag.*` the Probe's arguments.
+std::string phrase(const Run& r, const std::string& text);
+// A number as --set takes it, exactly (the shortest text that reads back to it): "0.2", "1e-05".
+inline std::string num_text(double v) { return fmt::format("{}", v); }
+// values["statistic"] of a problem finding (doctor.h).
+json statistic(const std::string& name, double value, double threshold, long onset_step,
+               const char* bad_when = "at_least");
+// After the checks: each tried remedy says what the run shows with it, and a problem whose every
+// config remedy was tried says that none applies.
+void settle_remedies(const Run& r, std::vector<DoctorFinding>& findings);
+
+// The first of `needs` (metrics.jsonl fields) with fewer than `min_records` step lines holding a
+// number, or named by a `missing` event: the check's "not checked" entry (evidence.cpp).
+std::optional<NotChecked> missing_evidence(const Run& r, const std::string& check,
+                                           const std::vector<std::string>& needs,
+                                           long min_records);
 
 // A check appends what it found (zero, one or more findings) to `out`.
 using CheckFn = void (*)(const Run& r, std::vector<DoctorFinding>& out);

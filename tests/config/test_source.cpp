@@ -9,10 +9,10 @@
 #include "normlab/config_file.h"
 #include "normlab/errors.h"
 
-namespace normlab {
+namespace normlab::source_config_test {
 namespace {
 
-Config torch_run() {
+Config torch_source_run() {
   Config c;
   c.source.kind = SourceKind::torch;
   c.source.trainer = "transformers.Trainer";
@@ -22,7 +22,7 @@ Config torch_run() {
   return c;
 }
 
-std::string problems_of(const std::string& toml, const std::vector<std::string>& sets = {}) {
+std::string source_problems(const std::string& toml, const std::vector<std::string>& sets = {}) {
   try {
     parse_config(toml, "cfg.toml", sets);
   } catch (const ConfigError& e) {
@@ -40,7 +40,7 @@ TEST(SourceConfig, DefaultIsNotWrittenAndReadsBackEqual) {
 }
 
 TEST(SourceConfig, RoundTripsThroughTomlAndJson) {
-  const Config c = torch_run();
+  const Config c = torch_source_run();
   const std::string toml = dump_config_toml(c);
   EXPECT_NE(toml.find("[source]\nkind = \"torch\""), std::string::npos) << toml;
   EXPECT_NE(toml.find("unknown = [\"optim.schedule\", \"optim.warmup_steps\", "
@@ -65,7 +65,7 @@ TEST(SourceConfig, OverridesTakeAnArrayOrCommaWords) {
 }
 
 TEST(SourceConfig, EveryBadEntryIsNamed) {
-  const std::string m = problems_of(
+  const std::string m = source_problems(
       "[source]\nkind = \"jax\"\nunknown = [\"optim.lrr\", \"source.kind\", \"model.n_layer\"]\n"
       "world_size = 0\n");
   EXPECT_NE(m.find("source.kind: unknown value \"jax\" (allowed: normlab, torch)"),
@@ -77,13 +77,13 @@ TEST(SourceConfig, EveryBadEntryIsNamed) {
   EXPECT_NE(m.find("'source.kind' cannot be unknown"), std::string::npos) << m;
   EXPECT_NE(m.find("source.world_size = 0 must be > 0"), std::string::npos) << m;
   EXPECT_EQ(m.find("model.n_layer"), std::string::npos) << m;  // a valid key is accepted
-  const std::string t = problems_of("[source]\nunknown = [1, 2]\n");
+  const std::string t = source_problems("[source]\nunknown = [1, 2]\n");
   EXPECT_NE(t.find("source.unknown: expected an array of strings, got an array"),
             std::string::npos)
       << t;
-  const std::string s = problems_of("", {"source.unknown=optim"});
+  const std::string s = source_problems("", {"source.unknown=optim"});
   EXPECT_NE(s.find("source.unknown: unknown key 'optim'"), std::string::npos) << s;
 }
 
 }  // namespace
-}  // namespace normlab
+}  // namespace normlab::source_config_test

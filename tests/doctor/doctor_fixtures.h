@@ -19,4 +19,19 @@ inline bool any_contains(const std::vector<std::string>& v, const std::string& s
                      [&](const std::string& x) { return x.find(s) != std::string::npos; });
 }
 
+// Whether an advised (not tried) remedy's text contains `s`.
+inline bool any_contains(const std::vector<Remedy>& v, const std::string& s) {
+  return std::any_of(v.begin(), v.end(), [&](const Remedy& m) {
+    return !m.tried && m.text.find(s) != std::string::npos;
+  });
+}
+
+// The remedy that sets `key`, or none.
+inline const Remedy* remedy_setting(const DoctorFinding& f, const std::string& key) {
+  for (const Remedy& m : f.remedies)
+    for (const auto& kv : m.set)
+      if (kv.first == key) return &m;
+  return nullptr;
+}
+
 }  // namespace normlab::doctor_test

@@ -125,6 +125,7 @@ TEST(Doctor, HealthyRunHasNoFalseAlarm) {
   ASSERT_TRUE(d.final_loss);
   EXPECT_LT(*d.final_loss, *d.unigram_entropy - DoctorThresholds::kPlateauBelow);
   EXPECT_TRUE(d.unchecked.empty());
+  EXPECT_TRUE(d.not_checked.empty()) << d.not_checked.front().check;
   EXPECT_EQ(d.verdict().rfind("healthy", 0), 0u) << d.verdict();
 }
 
@@ -145,8 +146,14 @@ TEST(Doctor, DiagnosticsOffListsWhatWasNotChecked) {
   c.diag.interval = 0;
   const Diagnosis d = train_and_diagnose(c, "nodiag");
   EXPECT_EQ(d.diag_records, 0);
-  EXPECT_TRUE(any_contains(d.unchecked, "attention-logit growth"));
-  EXPECT_TRUE(any_contains(d.unchecked, "residual-stream growth"));
+  std::vector<std::string> not_checked;
+  for (const NotChecked& n : d.not_checked) {
+    not_checked.push_back(n.check + ": " + n.reason);
+    EXPECT_FALSE(n.evidence_lost) << n.check;  // never asked for, not lost
+  }
+  EXPECT_TRUE(any_contains(not_checked, "attention-logit growth: no record has attn_max_logit"));
+  EXPECT_TRUE(any_contains(not_checked, "residual-stream growth: no record has resid_rms"));
+  EXPECT_TRUE(any_contains(d.unchecked, "max_logit_raw"));
   EXPECT_NE(d.enable.find("diag.interval"), std::string::npos);
   EXPECT_EQ(find(d, "attention_logit_growth"), nullptr);
 }

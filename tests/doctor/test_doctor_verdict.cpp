@@ -50,16 +50,25 @@ TEST(DoctorVerdict, ADivergedRunLeadsWithDivergedAndATenfoldLearningRateCut) {
   EXPECT_EQ(f.severity, "problem");
   EXPECT_EQ(f.first_step, res.stop_step);
   ASSERT_FALSE(f.remedies.empty());
-  EXPECT_EQ(f.remedies.front().rfind("lower optim.lr to 0.3 (--set optim.lr=0.3): a tenfold cut", 0),
-            0u) << f.remedies.front();
+  EXPECT_EQ(f.remedies.front().text.rfind(
+                "lower optim.lr to 0.3 (--set optim.lr=0.3): a tenfold cut", 0),
+            0u)
+      << f.remedies.front().text;
+  // As data: the change doctor --confirm applies.
+  EXPECT_EQ(f.remedies.front().set,
+            (std::vector<std::pair<std::string, std::string>>{{"optim.lr", "0.3"}}));
+  EXPECT_FALSE(f.remedies.front().tried);
+  EXPECT_EQ(f.values["statistic"]["name"], "loss_end");
   EXPECT_EQ(f.values["lr_source"], "tenfold");
   // The loss-spike finding that follows names the same learning rate, not one of its own.
   bool spikes = false;
   for (const auto& s : d.findings)
     if (s.kind == "loss_spikes") {
       spikes = true;
-      EXPECT_EQ(s.remedies.front().rfind("lower the learning rate: --set optim.lr=0.3 (now 3;", 0),
-                0u) << s.remedies.front();
+      EXPECT_EQ(s.remedies.front().text.rfind(
+                    "lower the learning rate: --set optim.lr=0.3 (now 3;", 0),
+                0u)
+          << s.remedies.front().text;
     }
   EXPECT_TRUE(spikes) << d.verdict();
   EXPECT_FALSE(d.healthy());
@@ -124,16 +133,17 @@ TEST(DoctorVerdict, TheLearningRateComesFromTheSweepOfTheRunsVariant) {
   ASSERT_FALSE(d.findings.empty());
   const DoctorFinding& f = d.findings.front();
   EXPECT_EQ(f.kind, "diverged");
-  EXPECT_EQ(f.remedies.front().rfind("lower optim.lr to 0.01 (--set optim.lr=0.01): the largest "
+  EXPECT_EQ(f.remedies.front().text.rfind(
+                "lower optim.lr to 0.01 (--set optim.lr=0.01): the largest "
                                      "learning rate that did not diverge", 0),
-            0u) << f.remedies.front();
-  EXPECT_NE(f.remedies.front().find("placement-pre_lr-0.01"), std::string::npos);
+            0u) << f.remedies.front().text;
+  EXPECT_NE(f.remedies.front().text.find("placement-pre_lr-0.01"), std::string::npos);
   EXPECT_EQ(f.values["lr_source"], "sweep");
   EXPECT_DOUBLE_EQ(f.values["suggested_lr"].get<double>(), 0.01);
   // Outside the sweep (no run directory): a tenfold cut.
   const Diagnosis alone = diagnose_records(records, c, true, std::nullopt);
-  EXPECT_EQ(alone.findings.front().remedies.front().rfind("lower optim.lr to 0.03", 0), 0u)
-      << alone.findings.front().remedies.front();
+  EXPECT_EQ(alone.findings.front().remedies.front().text.rfind("lower optim.lr to 0.03", 0), 0u)
+      << alone.findings.front().remedies.front().text;
   fs::remove_all(sweep);
 }
 

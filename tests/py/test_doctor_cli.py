@@ -48,8 +48,82 @@ def test_json_shape(failing_run):
     for f in d["findings"]:
         assert set(f) == {"kind", "severity", "title", "first_step", "last_step", "evidence",
                           "remedies", "confirm", "values"}
-        assert f["severity"] in ("problem", "note")
-        assert f["evidence"] and f["remedies"] and f["confirm"]
+        for m in f["remedies"]:
+            assert set(m) == {"text", "set", "tried"} and isinstance(m["set"], dict)
+    attn = next(f for f in d["findings"] if f["kind"] == "attention_logit_growth")
+    assert {"model.qk_norm": "rmsnorm"} in [m["set"] for m in attn["remedies"]]
+    st = attn["values"]["statistic"]
+    assert st["name"] == "attn_max_logit" and st["threshold"] == 200 and st["value"] >= 200
+    assert d["checked"] and isinstance(d["not_checked"], list)
+
+
+def _as_probed_run(src, dst):
+    """A copy of a real normlab run as a compiled probed run would have written it: a torch
+    [source], forward statistics null from step 5 on and the probe's `missing` event."""
+    import shutil
+    shutil.copytree(src, dst)
+    reason = ("forward statistics missing from step 5 on: the model was compiled after the probe "
+              "attached (torch.compile)")
+    fields = ["attn_max_logit", "attn_entropy", "attn_max_logit_head", "resid_rms", "resid_max",
+              "log_z_mean", "max_logit_raw"]
+    out = []
+    for line in (dst / "metrics.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        if r.get("step") == 5 and "event" not in r:
+            out.append(json.dumps({"event": "missing", "step": 5, "fields": fields,
+                                   "reason": reason}))
+        if "event" not in r and r.get("step", 0) >= 5:
+            for k in fields:
+                if k in r:
+                    r[k] = None
+        out.append(json.dumps(r))
+    (dst / "metrics.jsonl").write_text("\n".join(out) + "\n")
+    cfg = (dst / "config.toml").read_text()
+    (dst / "config.toml").write_text(cfg + '\n[source]\nkind = "torch"\ntrainer = "loop"\n'
+                                     'unknown = ["optim.warmup_steps"]\n')
+    return reason
+
+
+def test_statistics_lost_from_step_5_are_not_checked_and_not_judged(tmp_path):
+    run = tmp_path / "healthy"
+    normlab("train", "--out", run, *TINY, "--set", "train.steps=20", "--set", "optim.lr=3e-3",
+            "--set", "diag.interval=1", check=0)
+    reason = _as_probed_run(run, tmp_path / "probed")
+    p = normlab("doctor", tmp_path / "probed", check=0)
+    assert "source: a PyTorch run (loop; unknown, so not relied on: optim.warmup_steps)" in p.stdout
+    assert "not checked:" in p.stdout, p.stdout
+    assert f"  - attention-logit growth (needs attn_max_logit): {reason}" in p.stdout, p.stdout
+    verdict = p.stdout.rstrip().splitlines()[-1]
+    assert verdict.startswith("verdict: not judged: ") and "healthy" not in verdict, verdict
+    d = json.loads(normlab("doctor", tmp_path / "probed", "--json", check=0).stdout)
+    assert d["healthy"] is False
+    assert d["config"]["warmup_steps"] is None and d["config"]["lr"] == 3e-3
+    assert d["source"] == {"kind": "torch", "trainer": "loop", "unknown": ["optim.warmup_steps"]}
+    lost = {n["check"]: n for n in d["not_checked"]}
+    assert set(lost) >= {"attention-logit growth", "residual-stream growth",
+                         "output-logit divergence"}, d["not_checked"]
+    assert all(n["reason"] == reason and n["evidence_lost"] for n in lost.values())
+    # The run it came from, with every statistic: judged (no evidence lost).
+    d0 = json.loads(normlab("doctor", run, "--json", check=0).stdout)
+    assert not d0["not_checked"] and not d0["verdict"].startswith("not judged"), d0["verdict"]
+
+
+def test_a_remedy_the_run_has_is_not_advised_again(tmp_path):
+    # The failing run with Gemma 2's attention soft-cap already on: the logits before the cap
+    # still grow, and doctor advises QK-Norm, not the soft-cap again.
+    run = tmp_path / "capped"
+    normlab("train", "--out", run, *TINY, *FAILING, "--set", "model.attn_softcap=50",
+            "--set", "diag.interval=5", check=0)
+    d = json.loads(normlab("doctor", run, "--json", check=0).stdout)
+    attn = next(f for f in d["findings"] if f["kind"] == "attention_logit_growth")
+    cap = [m for m in attn["remedies"] if "model.attn_softcap" in m["set"]]
+    assert len(cap) == 1 and cap[0]["tried"] and cap[0]["set"] == {"model.attn_softcap": "50"}
+    assert "the run already has it" in cap[0]["text"], cap[0]
+    assert any(m["set"] == {"model.qk_norm": "rmsnorm"} and not m["tried"]
+               for m in attn["remedies"])
+    text = normlab("doctor", run, check=0).stdout
+    assert "--set model.attn_softcap" not in text, text
+    assert "already tried: model.attn_softcap = 50: the run already has it" in text, text
 
 
 def test_diagnostics_off_lists_the_unchecked_signals(tmp_path):

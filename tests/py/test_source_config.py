@@ -1,8 +1,8 @@
 """config.toml's [source] table from Python: normlab.Config.set("source.unknown", [...]) goes
 through the C++ key table (the probe writes it this way), reads back equal from the TOML text,
 and a bad entry is refused by name."""
-import normlab
 import pytest
+from normlab_py import normlab
 
 
 def test_source_keys_set_from_python_round_trip():

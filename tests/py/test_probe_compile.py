@@ -155,8 +155,6 @@ def test_hooks_the_graph_skips_are_recorded_missing(skipped_run):
     assert all(not x["nonfinite"] for x in lines if "event" not in x)
 
 
-@pytest.mark.xfail(strict=True, reason="doctor's 'not checked' / 'not judged' (contract 2) is "
-                   "on branch doctor: remove this marker when it is merged")
 def test_doctor_does_not_call_a_run_without_forward_statistics_healthy(skipped_run):
     out = skipped_run[0]
     d = json.loads(normlab_cli("doctor", out, "--json", check=0).stdout)

@@ -133,7 +133,7 @@ def test_doctor_and_report_read_a_probed_run(tmp_path):
     assert d["finished"] and d["steps"] == 12 and d["diagnostics"]["records"] == 4
     assert d["diagnostics"]["per_head"]
     # the data was the PyTorch run's own: the plateau check says it could not read it
-    assert any("unigram plateau" in u for u in d["unchecked"]), d["unchecked"]
+    assert any(c["check"] == "unigram plateau" for c in d["not_checked"]), d["not_checked"]
     assert d["config"]["placement"] == "pre"
     text = normlab_cli("doctor", run, check=0).stdout
     assert "12" in text

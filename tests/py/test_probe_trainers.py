@@ -159,3 +159,10 @@ def test_docs_show_the_trainer_example():
     assert m and m.group(1) == (ROOT / "examples" / "probe_trainer.py").read_text()
     code = [x for x in m.group(1).splitlines() if x.strip()]
     assert len(code) <= 32, f"the example has {len(code)} non-blank lines"
+
+
+def test_doctor_reads_the_trainer_run_as_documented(trainer_run):
+    from normlab_cli import normlab as normlab_cli
+    out = normlab_cli("doctor", trainer_run[0], check=0).stdout.splitlines()
+    assert out[1] == "source: a PyTorch run (transformers.Trainer)", out
+    assert [x for x in out if x.startswith("verdict: ")][0].startswith("verdict: healthy"), out

@@ -86,3 +86,9 @@ def test_distributed_equals_single_process(runs, mode):
     assert cfg["train.batch_size"] == 2  # per process, as normlab's
     one = normlab.Config(runs / "single")
     assert (one["source.world_size"], one["source.sharding"]) == (1, "none")
+
+
+def test_doctor_reads_where_the_ddp_run_came_from(runs):
+    from normlab_cli import normlab as normlab_cli
+    out = normlab_cli("doctor", runs / "ddp", check=0).stdout.splitlines()
+    assert out[1].startswith("source: a PyTorch run (loop, 2 processes, ddp"), out

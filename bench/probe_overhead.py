@@ -7,6 +7,10 @@ that both arms see the same load on a shared machine.
 
     OMP_NUM_THREADS=2 PYTHONPATH=build/python .venv/bin/python bench/probe_overhead.py
     STEPS=50 WARMUP=5 DEVICE=cuda python bench/probe_overhead.py
+    MODE=compile ... bench/probe_overhead.py      # both arms torch.compile'd (inductor), the
+                                                  # probe attached before compiling
+    MODE=ddp OMP_NUM_THREADS=1 .venv/bin/torchrun --nproc-per-node 2 bench/probe_overhead.py
+                                                  # both arms DDP (gloo on CPU), B rows per process
 
 Timed: steps WARMUP+1 .. WARMUP+STEPS (STEPS/25 of them probed), each synchronised on the device
 before its clock reads. Prints one JSON object: seconds per step of both arms, the overhead
@@ -27,6 +31,7 @@ STEPS = int(os.environ.get("STEPS", 50))
 WARMUP = int(os.environ.get("WARMUP", 5))
 INTERVAL = int(os.environ.get("INTERVAL", 25))
 DEVICE = os.environ.get("DEVICE", "cpu")
+MODE = os.environ.get("MODE", "eager")  # eager | compile | ddp
 V, C, L, H, Fd, T, B = 256, 384, 6, 6, 1536, 256, 8
 
 
@@ -85,15 +90,26 @@ def main() -> None:
 
     dev = torch.device(DEVICE)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-    g = torch.Generator().manual_seed(1)
+    rank = 0
+    if MODE == "ddp":
+        torch.distributed.init_process_group("gloo")
+        rank = torch.distributed.get_rank()
+    g = torch.Generator().manual_seed(1 + rank)  # each process its own rows
     data = torch.randint(0, V, (WARMUP + STEPS, B, T + 1), generator=g).to(dev)
     arms = {"plain": build(dev), "probe": build(dev)}
     with tempfile.TemporaryDirectory() as tmp:
-        probe = normlab.torch.Probe(*arms["probe"], out=f"{tmp}/run", interval=INTERVAL)
+        calls = {name: torch.nn.parallel.DistributedDataParallel(model) if MODE == "ddp" else
+                 model for name, (model, _) in arms.items()}
+        # the probe on what the loop calls (DDP: the wrapper), before compiling
+        probe = normlab.torch.Probe(calls["probe"], arms["probe"][1], out=f"{tmp}/run",
+                                    interval=INTERVAL)
+        if MODE == "compile":
+            calls = {name: torch.compile(model) for name, model in calls.items()}
         times: dict[str, list[float]] = {"plain": [], "probe": []}
 
         def step(name: str, s: int) -> None:
-            model, opt = arms[name]
+            _, opt = arms[name]
+            model = calls[name]
             sync()
             t0 = time.perf_counter()
             loss = model(data[s, :, :-1], data[s, :, 1:])
@@ -110,13 +126,17 @@ def main() -> None:
             for name in (("plain", "probe") if s % 2 == 0 else ("probe", "plain")):
                 step(name, s)
         probe.close()
+    if MODE == "ddp":
+        torch.distributed.destroy_process_group()
+        if rank != 0:
+            return
     t = {k: v[WARMUP:] for k, v in times.items()}
     probed = [i for i in range(WARMUP + 1, WARMUP + STEPS + 1) if i == 1 or i % INTERVAL == 0]
     pairs = list(zip(t["plain"], t["probe"], range(WARMUP + 1, WARMUP + STEPS + 1)))
     unprobed = [b / a - 1 for a, b, i in pairs if i not in probed]
     extra = [b - a for a, b, i in pairs if i in probed]
     print(json.dumps({
-        "config": "a", "device": DEVICE, "torch_threads": torch.get_num_threads(),
+        "config": "a", "mode": MODE, "device": DEVICE, "torch_threads": torch.get_num_threads(),
         "steps": STEPS, "interval": INTERVAL, "probed_steps": len(probed),
         "plain_s_per_step": statistics.mean(t["plain"]),
         "probe_s_per_step": statistics.mean(t["probe"]),

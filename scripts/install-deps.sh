@@ -28,7 +28,7 @@ if [ "${NORMLAB_SKIP_PYTHON:-0}" != "1" ]; then
     echo "[install] creating .venv"
     "$PY" -m venv .venv
   fi
-  if ! .venv/bin/python -c "import torch, safetensors, pytest, numpy, transformers, tokenizers, sentencepiece, tiktoken, nanobind, scikit_build_core, tqdm, optimi, adam_atan2_pytorch, tensorboard, yaml, mup, x_transformers, nGPT_pytorch, admin_torch" 2>/dev/null; then
+  if ! .venv/bin/python -c "import torch, safetensors, pytest, numpy, transformers, tokenizers, sentencepiece, tiktoken, nanobind, scikit_build_core, tqdm, optimi, adam_atan2_pytorch, tensorboard, yaml, mup, x_transformers, nGPT_pytorch, admin_torch, accelerate, lightning" 2>/dev/null; then
     echo "[install] pip install -r requirements-test.txt (PyTorch 2.13 CPU build)"
     .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements-test.txt
     # μP's reference without its unpinned torch/torchvision requirement (requirements-test.txt)

@@ -73,8 +73,9 @@ class RunWriter:
     def step_line(self, rec: dict[str, Any]) -> dict[str, Any]:
         """Completes a step record with the guard's flags and writes it."""
         loss, gn = rec["loss"], rec["grad_norm"]
-        finite = math.isfinite(loss) and math.isfinite(gn)
-        rec["spike"] = self.spikes.observe(loss, gn)
+        # an unknown gradient norm (None: written as null) is not a non-finite step
+        finite = math.isfinite(loss) and (gn is None or math.isfinite(gn))
+        rec["spike"] = gn is not None and self.spikes.observe(loss, gn)
         rec["nonfinite"] = not finite
         rec["skipped"] = False
         rec["skipped_total"] = 0

@@ -3,6 +3,7 @@ data.path_from_run, relative to its run directory, so that eval, train --resume 
 from another directory, and from a run moved together with its data; when the data is in neither
 place the error says where the run was trained and how to point at the data (--data), and the
 printed fix runs."""
+import json
 import random
 import shutil
 import tomllib
@@ -40,7 +41,10 @@ def test_a_run_finds_its_data_from_anywhere(tmp_path):
     normlab("eval", "--checkpoint", run, cwd=elsewhere, check=0)
     normlab("train", "--resume", run, "--set", "train.steps=4", cwd=elsewhere, check=0)
     doc = normlab("doctor", run, "--json", cwd=elsewhere, check=0)
-    assert "unigram plateau" not in doc.stdout, doc.stdout
+    rep = json.loads(doc.stdout)
+    assert "unigram plateau" in rep["checked"], doc.stdout
+    assert not any("unigram plateau" in json.dumps(e) for e in rep["not_checked"]), doc.stdout
+    assert rep["unigram_entropy"] is not None, doc.stdout
     # The run moved together with its data: found from the run directory.
     moved = tmp_path / "moved"
     shutil.move(home, moved)

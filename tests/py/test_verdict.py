@@ -39,7 +39,8 @@ def test_train_ends_diverged_says_why_and_exits_5(tmp_path):
     d = json.loads(normlab("doctor", run, "--json", check=0).stdout)
     first = d["findings"][0]
     assert first["kind"] == "diverged" and first["severity"] == "problem", d["findings"]
-    assert first["remedies"][0].startswith("lower optim.lr to 0.3 (--set optim.lr=0.3): a tenfold cut"), first
+    assert first["remedies"][0]["text"].startswith("lower optim.lr to 0.3 (--set optim.lr=0.3): a tenfold cut"), first
+    assert first["remedies"][0]["set"] == {"optim.lr": "0.3"}, first
     assert d["healthy"] is False and d["verdict"].split(": ", 1)[1].startswith("diverged"), d["verdict"]
     text = normlab("doctor", run, check=0).stdout
     problems = [l for l in text.splitlines() if l.startswith("PROBLEM ")]
@@ -75,7 +76,7 @@ def test_doctor_takes_the_learning_rate_from_the_sweep(tmp_path):
     d = json.loads(normlab("doctor", out / "lr-3", "--json", check=0).stdout)
     first = d["findings"][0]
     assert first["kind"] == "diverged"
-    assert first["remedies"][0].startswith(
+    assert first["remedies"][0]["text"].startswith(
         "lower optim.lr to 0.01 (--set optim.lr=0.01): the largest learning rate that did not "
         "diverge among this sweep's runs of the same variant (lr-1e-2"), first["remedies"]
 

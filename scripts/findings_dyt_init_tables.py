@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The table of finding 13's initial-scale arms (docs/findings.md) from the sweep
-scripts/findings_dyt_init.sh wrote under OUT_DIR/norm_free/dyt_init: per arm (model.init_std,
+"""The table of finding 13's initial-scale arms (docs/findings.md) from the sweeps
+scripts/findings_dyt_init.sh wrote under OUT_DIR/norm_free/dyt_init (ab, c, d): per arm (model.init_std,
 model.embed_init_std), the final val loss over the seeds (mean ± std, each seed), and at the last
 diagnostics record the saturated fraction of each DyT site (`dyt_saturated`, mean over seeds), the
 number of sites saturated fully (>= 0.99) and not at all (<= 0.01) per seed, and the residual
@@ -36,14 +36,16 @@ def ms(xs, nd=3):
 
 
 def main():
-    s = json.loads((ROOT / "sweep.json").read_text())
     arms = {}
-    for r in s["runs"]:
-        o = r["overrides"]
-        key = (o["model.init_std"], o["model.embed_init_std"])
+    fixed = {"ab": {}, "c": {"model.init_std": "0.02"}, "d": {"model.init_std": "0.2"}}
+    runs = [(name, r) for name in fixed if (ROOT / name / "sweep.json").exists()
+            for r in json.loads((ROOT / name / "sweep.json").read_text())["runs"]]
+    for name, r in runs:
+        o = {**fixed[name], **r["overrides"]}
+        key = (o["model.init_std"], o.get("model.embed_init_std", o["model.init_std"]))
         v = r.get("final_val_loss")
         ok = r.get("status") == "done" and v is not None and math.isfinite(v)
-        arms.setdefault(key, []).append((v if ok else None, last_diag(ROOT / r["dir"])))
+        arms.setdefault(key, []).append((v if ok else None, last_diag(ROOT / name / r["dir"])))
     sites = None
     print("| arm | init_std | embed_init_std | final val loss (mean ± std) | per seed | "
           "sites fully / not saturated per seed | max resid RMS (mean) |")

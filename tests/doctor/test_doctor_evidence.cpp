@@ -145,11 +145,12 @@ TEST(DoctorEvidence, DytIsAdvisedTheInitStdWithTheEmbeddingOnceAndRmsNormAfter) 
     const std::string at = std::to_string(k.init) + " " + std::to_string(k.emb);
     EXPECT_EQ(f->remedies[0].set, k.set) << at;
     EXPECT_EQ(f->remedies[0].tried, k.tried) << at << ": " << f->remedies[0].text;
-    if (!k.tried)
+    if (!k.tried) {
       EXPECT_NE(f->remedies[0].text.find("--set model.init_std=0.2 --set model.embed_init_std=0.2 "
                                          + std::string(k.now)),
                 std::string::npos)
           << f->remedies[0].text;
+    }
     EXPECT_EQ(any_contains(f->remedies, "--set model.init_std"), !k.tried) << at;
     EXPECT_EQ(f->remedies[1].set, (Sets{{"model.norm", "rmsnorm"}}));
     EXPECT_FALSE(f->remedies[1].tried);

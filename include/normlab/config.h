@@ -188,6 +188,9 @@ struct ModelConfig {
   double embed_scale = 1.0;        // token embeddings multiplied by this (Gemma: sqrt(d_model))
   InitKind init = InitKind::gpt2;
   double init_std = 0.02;
+  // Std of the embedding-like matrices (token and learned position embeddings, an untied
+  // normal-init head; with tied embeddings the head too); 0 = init_std.
+  double embed_init_std = 0.0;
   AdminOmega admin_omega = AdminOmega::profile;  // with init = admin
   // HybridNorm* (placement = hybrid): block 0 is Pre-Norm with the QKV norms (the paper's variant
   // for the first block).

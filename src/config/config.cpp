@@ -385,6 +385,7 @@ std::vector<std::string> validation_errors(const Config& c) {
   k.greater_than(KEY(model.embed_scale), 0.0);
   k.valid_enum(KEY(model.init));
   k.greater_than(KEY(model.init_std), 0.0);
+  k.at_least(KEY(model.embed_init_std), 0.0);
   k.at_least(KEY(model.n_kv_head), 0);
   k.at_least(KEY(model.head_dim), 0);
   if (m.n_head > 0 && m.n_kv_head > 0 && m.n_head % m.n_kv_head != 0)

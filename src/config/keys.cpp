@@ -286,6 +286,7 @@ const std::vector<KeySpec>& key_table() {
       NL_KEY(model, embed_scale, model_fn),
       NL_KEY(model, init, model_fn),
       NL_KEY(model, init_std, model_fn),
+      NL_KEY(model, embed_init_std, model_fn),
       NL_KEY(model, admin_omega, model_fn),
       NL_KEY(model, hybrid_first_pre, shapes),
       NL_KEY(model, parametrization, model_fn),

@@ -36,6 +36,8 @@ constexpr TorchWords kTorchWords[] = {
     {"model.norm", "layernorm", "use torch.nn.LayerNorm at these sites"},
     {"model.init_std", "", "initialize the weights with std {v} (`torch.nn.init.normal_(w, "
                            "std={v})`)"},
+    {"model.embed_init_std", "", "initialize the token embedding (and the output head) with std "
+                                 "{v} (`torch.nn.init.normal_(emb.weight, std={v})`)"},
     {"optim.warmup_steps", "", "warm the learning rate up linearly over the first {v} steps (a "
                                "LambdaLR, or transformers' get_*_schedule_with_warmup)"},
     {"optim.grad_clip", "", "clip the gradient norm to {v}: "

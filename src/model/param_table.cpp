@@ -101,11 +101,11 @@ class TableBuilder {
     if (t.shift) ns.shift = vec(name + ".shift", 1, 0.0, ParamGroup::norm, l, sub, false);
     return ns;
   }
-  // An embedding-like (rows, C) matrix drawn from normal(init_std).
+  // An embedding-like (rows, C) matrix drawn from normal(embed_init_std), 0 = init_std.
   long embedding(std::string name, std::int64_t rows, ParamGroup grp) {
     ParamSpec s = spec(std::move(name), {rows, cfg_.d_model}, grp, -1, -1);
     s.init = ParamInit::normal;
-    s.init_scale = cfg_.init_std;
+    s.init_scale = cfg_.embed_init_std > 0 ? cfg_.embed_init_std : cfg_.init_std;
     s.decay = true;
     return table_.add(std::move(s));
   }

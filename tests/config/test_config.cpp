@@ -46,6 +46,19 @@ TEST(ConfigValidation, ResidualScaleRefusedWithDeepNorm) {
   EXPECT_EQ(validation_errors(c).size(), 2u);
 }
 
+// model.embed_init_std: 0 (init_std) and positive values pass, a negative one is refused by name.
+TEST(ConfigValidation, EmbedInitStdIsNotNegative) {
+  Config c;
+  for (const double v : {0.0, 0.2}) {
+    c.model.embed_init_std = v;
+    EXPECT_TRUE(validation_errors(c).empty()) << v;
+  }
+  c.model.embed_init_std = -0.1;
+  const auto e = validation_errors(c);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NE(e[0].find("model.embed_init_std"), std::string::npos) << e[0];
+}
+
 // nGPT (model.placement = ngpt) refuses by name what does not compose with it, each on its own,
 // and model.norm = l2 is refused at every other placement.
 TEST(ConfigValidation, NgptRefusesByName) {

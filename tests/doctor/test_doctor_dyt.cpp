@@ -56,7 +56,7 @@ TEST(DoctorDyt, AGrowingResidualStreamSaturatesTheDytSites) {
     EXPECT_GE(v.get<double>(), DoctorThresholds::kDytSaturated) << site;
   EXPECT_TRUE(any_contains(f->evidence, "alpha"));
   EXPECT_TRUE(any_contains(f->remedies, "model.norm=rmsnorm"));
-  EXPECT_TRUE(any_contains(f->remedies, "model.init_std"));
+  EXPECT_TRUE(any_contains(f->remedies, "--set model.init_std=0.2 --set model.embed_init_std=0.2"));
   EXPECT_TRUE(any_contains(f->evidence, "model.dyt_alpha_"));
 }
 

@@ -21,6 +21,7 @@ using doctor_test::any_contains;
 using doctor_test::find;
 using doctor_test::remedy_setting;
 using json = nlohmann::json;
+using Sets = std::vector<std::pair<std::string, std::string>>;
 
 // 40 logged steps of a healthy run with every statistic doctor reads, then `edit`.
 std::vector<json> records(const std::function<void(long, json&)>& edit = {}) {
@@ -109,32 +110,53 @@ TEST(DoctorEvidence, ARemedyTheRunHasIsTriedNotAdvisedAgain) {
   EXPECT_TRUE(any_contains(f->remedies, "lower the learning rate"));
 }
 
-// #49: a DyT run that stalled saturated with init_std already 0.2 is not advised init_std 0.2.
-TEST(DoctorEvidence, DytWithInitStdAlreadyRaisedIsNotAdvisedItAgain) {
+// #49, #50: a DyT run stalled saturated is advised finding 13's recipe that keeps DyT first, with
+// its values (every weight at std 0.2, the embedding included), RMSNorm second; a run that has
+// both (the embedding through embed_init_std, or init_std when it is 0) is not advised it again,
+// and one with only the blocks or only the embedding at 0.2 is.
+TEST(DoctorEvidence, DytIsAdvisedTheInitStdWithTheEmbeddingOnceAndRmsNormAfter) {
   Config c = config();
   c.model.norm = NormKind::dyt;
-  c.model.init_std = 0.2;
   const auto recs = records([](long s, json& r) {
     if (s % 5 == 0)
       r[metric::dyt_saturated] = {{"blocks.1.mlp.norm_in", s >= 20 ? 0.8 : 0.1},
                                   {"final_norm", 0.05}};
   });
-  const Diagnosis d = diagnose(recs, c);
-  const DoctorFinding* f = find(d, "dyt_saturation");
-  ASSERT_NE(f, nullptr) << d.verdict();
-  const Remedy* init = remedy_setting(*f, "model.init_std");
-  ASSERT_NE(init, nullptr);
-  EXPECT_TRUE(init->tried) << init->text;
-  EXPECT_FALSE(any_contains(f->remedies, "model.init_std"));
-  EXPECT_TRUE(any_contains(f->remedies, "--set model.norm=rmsnorm"));
-  EXPECT_EQ(f->values["statistic"]["name"], "dyt_saturated");
-  EXPECT_EQ(f->values["statistic"]["onset_step"], 20);
-  // At the default init_std the same remedy is advised, with its value.
-  c.model.init_std = 0.02;
-  const Diagnosis d2 = diagnose(recs, c);
-  const DoctorFinding* g = find(d2, "dyt_saturation");
-  ASSERT_NE(g, nullptr);
-  EXPECT_TRUE(any_contains(g->remedies, "--set model.init_std=0.2 (now 0.02)"));
+  struct Case {
+    double init, emb;
+    bool tried;
+    Sets set;
+    const char* now;
+  };
+  const Sets recipe{{"model.init_std", "0.2"}, {"model.embed_init_std", "0.2"}};
+  for (const Case& k : {Case{0.02, 0.0, false, recipe, "(now 0.02 and 0.02)"},
+                        Case{0.2, 0.02, false, recipe, "(now 0.2 and 0.02)"},
+                        Case{0.02, 0.2, false, recipe, "(now 0.02 and 0.2)"},
+                        Case{0.2, 0.0, true, {{"model.init_std", "0.2"},
+                                              {"model.embed_init_std", "0"}}, ""},
+                        Case{0.3, 0.2, true, {{"model.init_std", "0.3"},
+                                              {"model.embed_init_std", "0.2"}}, ""}}) {
+    c.model.init_std = k.init;
+    c.model.embed_init_std = k.emb;
+    const Diagnosis d = diagnose(recs, c);
+    const DoctorFinding* f = find(d, "dyt_saturation");
+    ASSERT_NE(f, nullptr) << d.verdict();
+    ASSERT_GE(f->remedies.size(), 2u);
+    const std::string at = std::to_string(k.init) + " " + std::to_string(k.emb);
+    EXPECT_EQ(f->remedies[0].set, k.set) << at;
+    EXPECT_EQ(f->remedies[0].tried, k.tried) << at << ": " << f->remedies[0].text;
+    if (!k.tried) {
+      EXPECT_NE(f->remedies[0].text.find("--set model.init_std=0.2 --set model.embed_init_std=0.2 "
+                                         + std::string(k.now)),
+                std::string::npos)
+          << f->remedies[0].text;
+    }
+    EXPECT_EQ(any_contains(f->remedies, "--set model.init_std"), !k.tried) << at;
+    EXPECT_EQ(f->remedies[1].set, (Sets{{"model.norm", "rmsnorm"}}));
+    EXPECT_FALSE(f->remedies[1].tried);
+    EXPECT_EQ(f->values["statistic"]["name"], "dyt_saturated");
+    EXPECT_EQ(f->values["statistic"]["onset_step"], 20);
+  }
 }
 
 // #48: forward statistics null from step 5 on, with the probe's `missing` event.

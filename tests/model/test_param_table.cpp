@@ -60,6 +60,34 @@ TEST(ParamTable, DeepNormScalesValueRowsInTheInitRule) {
   EXPECT_NEAR(v / qk, beta, 0.05 * beta);
 }
 
+TEST(ParamTable, EmbedInitStdSetsTheEmbeddingsAndHeadOnly) {
+  // model.embed_init_std: the token (and learned position) embedding and an untied head drawn with
+  // their own std, the blocks keep init_std; 0 (the default) is init_std.
+  ModelConfig m = small(Placement::pre);
+  m.pos = PosKind::learned;
+  m.tie_embeddings = false;
+  for (const double e : {0.0, 0.2}) {
+    m.embed_init_std = e;
+    const ParamLayout pl = build_param_table(m, build_plan(m));
+    const double want = e > 0 ? e : m.init_std;
+    for (const char* name : {"tok_emb.weight", "pos_emb.weight", "lm_head.weight"})
+      EXPECT_EQ(pl.table.find(name)->init_scale, want) << name << " at " << e;
+    EXPECT_EQ(pl.table.find("blocks.0.attn.wqkv.weight")->init_scale, m.init_std);
+  }
+  // Tied: the head is the token embedding, drawn at embed_init_std.
+  m.tie_embeddings = true;
+  m.pos = PosKind::rope;
+  m.embed_init_std = 0.2;
+  Transformer<float> model(m, 1, 1);
+  model.init_params(3);
+  const ParamSpec* tok = model.table().find("tok_emb.weight");
+  EXPECT_EQ(model.table().find("lm_head.weight"), nullptr);
+  EXPECT_NEAR(rms(model.params().data() + tok->offset, m.vocab_size * m.d_model), 0.2, 0.02);
+  const ParamSpec* w = model.table().find("blocks.1.mlp.w_in.weight");
+  EXPECT_NEAR(rms(model.params().data() + w->offset, m.d_ff * m.d_model), m.init_std,
+              0.1 * m.init_std);
+}
+
 TEST(ParamTable, OtherPlacementsScaleNoRows) {
   for (Placement p : {Placement::post, Placement::pre, Placement::peri, Placement::reordered,
                       Placement::mix}) {

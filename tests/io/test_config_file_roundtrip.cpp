@@ -80,6 +80,7 @@ Config every_key_changed() {
   m.embed_scale = std::sqrt(96.0);  // not exactly representable in short decimal
   m.init = InitKind::xavier;
   m.init_std = 0.1 + 0.2;  // 0.30000000000000004: the dump must keep every bit
+  m.embed_init_std = 0.05;
   m.admin_omega = AdminOmega::logn;  // valid (a warning) with init = xavier
   m.hybrid_first_pre = true;         // valid (a warning) with placement = peri
   m.parametrization = Parametrization::mup;

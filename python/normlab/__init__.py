@@ -134,7 +134,7 @@ def train(cfg: Config | Mapping[str, Any] | PathLike | None, out: PathLike,
 # -- the lab ----------------------------------------------------------------------------------
 
 def doctor(run: "Run | PathLike", *, confirm: bool = False, seeds: int = 3, jobs: int = 1,
-           max_steps: int = 0, dry_run: bool = False) -> dict[str, Any]:
+           max_steps: int = 0, dry_run: bool = False, command: str = "") -> dict[str, Any]:
     """As ``normlab doctor RUN_DIR --json``: the diagnosis of a run (docs/doctor.md) from its
     metrics.jsonl and config.toml, as a dict: each instability found with its evidence, its
     remedies (``{"text", "set", "tried"}``: the config changes, and whether the run already has
@@ -146,7 +146,12 @@ def doctor(run: "Run | PathLike", *, confirm: bool = False, seeds: int = 3, jobs
     time, the window capped at ``max_steps`` when > 0), and adds a "confirmation" per problem
     (start step, window, arms, the statistic per arm and seed, verdicts; docs/doctor.md,
     "Confirming a remedy"). ``dry_run=True`` returns the plan alone without training. A rerun
-    resumes the arms."""
+    resumes the arms.
+
+    ``command`` (``--command``, for a probed PyTorch run): each arm is trained by running this
+    template through ``/bin/sh`` (``sweep --command``'s placeholders ``{KEY}`` and ``{out}``, plus
+    ``{seed}`` and ``{resume_from}``; the output goes to the arm's command.log); a remedy the
+    template cannot express is "cannot confirm"."""
     path = run.path if isinstance(run, Run) else run
     _need(path, f"{path} does not exist (expected a run directory)")
     if not confirm and not dry_run:
@@ -155,13 +160,24 @@ def doctor(run: "Run | PathLike", *, confirm: bool = False, seeds: int = 3, jobs
         if isinstance(v, bool) or not isinstance(v, int) or v < low:
             raise ConfigError(f"{name} = {v!r} must be an integer >= {low}",
                               [f"{name} = {v!r} must be an integer >= {low}"])
-    args = (str(path), seeds, jobs, max_steps)
+    if not isinstance(command, str):
+        raise ConfigError(f"command = {command!r} must be a string",
+                          [f"command = {command!r} must be a string"])
+    args = (str(path), seeds, jobs, max_steps, command)
     if dry_run:
         return _json.loads(_core.confirm_stage(args[0], "plan", *args[1:]))
     by_job: dict[str, list[tuple[str, Config]]] = {}
-    for out, name, requested in _json.loads(_core.confirm_stage(args[0], "prepare", *args[1:])):
-        if not _core.sweep_point_finished(str(_Path(out) / name)):
+    lines: list[tuple[str, str]] = []
+    for out, name, requested, line in _json.loads(
+            _core.confirm_stage(args[0], "prepare", *args[1:])):
+        if _core.sweep_point_finished(str(_Path(out) / name)):
+            continue
+        if command:
+            lines.append((str(_Path(out) / name), line))
+        else:
             by_job.setdefault(out, []).append((name, Config(requested)))
+    if lines:
+        _run_commands(lines, jobs)
     for out, todo in by_job.items():
         if jobs <= 1:
             for name, c in todo:
@@ -169,6 +185,26 @@ def doctor(run: "Run | PathLike", *, confirm: bool = False, seeds: int = 3, jobs
         else:
             _run_workers(todo, _Path(out), jobs, None)
     return _json.loads(_core.confirm_stage(args[0], "finish", *args[1:]))
+
+
+def _run_commands(lines: list[tuple[str, str]], jobs: int) -> None:
+    """Runs each (arm directory, command line) through /bin/sh, ``jobs`` at a time, its output in
+    the directory's command.log, and judges the run it wrote as ``sweep --command`` does."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(item: tuple[str, str]) -> str:
+        d, line = item
+        _Path(d).mkdir(parents=True, exist_ok=True)
+        log = _Path(d) / "command.log"
+        with open(log, "wb") as f:
+            rc = _subprocess.run(["/bin/sh", "-c", line], stdout=f,
+                                 stderr=_subprocess.STDOUT).returncode
+        note = (f"the command exited with status {rc} (output: {log})" if rc >= 0 else
+                f"the command was killed by signal {-rc} (output: {log})")
+        return _core.judge_external_point(d, rc if rc >= 0 else 128 - rc, note)
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
+        list(ex.map(one, lines))
 
 
 def gradflow(cfg: Config | Mapping[str, Any] | PathLike | None = None, *,

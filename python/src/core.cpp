@@ -475,8 +475,9 @@ NB_MODULE(_core, m) {
   });
   // doctor(confirm=True): the plan (dry run), the arms to train (prepared on disk: (job dir, run
   // name, requested config file)), and the verdicts once they are trained (lab/confirm_session.h).
+  // With a command template (an external trainer's arms), each arm also carries its command line.
   m.def("confirm_stage", [](const std::string& run_dir, const std::string& stage, int seeds,
-                            int jobs, long max_steps) {
+                            int jobs, long max_steps, const std::string& command) {
     nb::gil_scoped_release nogil;
     const Diagnosis d = diagnose_run(run_dir);
     const nlohmann::json diag = to_json(d);
@@ -484,6 +485,7 @@ NB_MODULE(_core, m) {
     o.seeds = seeds;
     o.jobs = jobs;
     o.max_steps = max_steps;
+    o.command = command;
     std::vector<ConfirmJob> js = confirm_jobs(run_dir, diag, d.config, o);
     if (stage == "plan") return attach_confirmations(diag, js, nullptr).dump();
     if (stage == "finish") {
@@ -498,10 +500,17 @@ NB_MODULE(_core, m) {
         std::filesystem::create_directories(dir);
         std::ofstream(dir / "requested.toml") << dump_config_toml(j.arms.configs[i]);
         arms.push_back(nlohmann::json::array(
-            {j.out, j.arms.points[i].name, (dir / "requested.toml").string()}));
+            {j.out, j.arms.points[i].name, (dir / "requested.toml").string(),
+             command.empty() ? std::string()
+                             : external_command(command, j.arms.points[i], dir.string())}));
       }
     return arms.dump();
-  }, "run_dir"_a, "stage"_a, "seeds"_a, "jobs"_a, "max_steps"_a);
+  }, "run_dir"_a, "stage"_a, "seeds"_a, "jobs"_a, "max_steps"_a, "command"_a = "");
+  // An external command's arm after its process ended (sweep --command's judgement).
+  m.def("judge_external_point", [](const std::string& dir, int exit_code, const std::string& note) {
+    nb::gil_scoped_release nogil;
+    return judge_external_point(dir, exit_code, note);
+  });
   m.def("gradflow", &gradflow);
   m.def("coordcheck", &coordcheck);
   m.def("sweep_points", [](const std::vector<std::string>& specs) {

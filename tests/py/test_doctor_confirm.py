@@ -190,11 +190,19 @@ def test_command_on_a_probed_run(tmp_path, monkeypatch):
     subprocess.run([sys.executable, str(script), "--lr", "0.05", "--out", str(run)], check=True)
     cmd = (f"{sys.executable} {script} --lr {{optim.lr}} --z-loss {{train.z_loss}} "
            f"--steps {{train.stop_at}} --seed {{seed}} --out {{out}}")
+    # Python trains the arms (normlab.doctor(command=)); the CLI then finds them all finished and
+    # must judge them exactly as Python did.
+    import normlab as nl
     t0 = time.monotonic()
+    py = nl.doctor(run, confirm=True, command=cmd, jobs=2, seeds=1)
+    wall = time.monotonic() - t0
+    logs = {f: f.stat().st_mtime_ns for f in (run / "confirm").glob("*_command/*/command.log")}
+    assert logs, "Python's arms wrote no command.log"
     p = normlab("doctor", run, "--confirm", "--command", cmd, "-j", "2", "--seeds", "1", "--json",
                 check=0, timeout=600)
-    wall = time.monotonic() - t0
-    c = confirmation(json.loads(p.stdout), "output_logit_divergence")
+    assert {f: f.stat().st_mtime_ns for f in logs} == logs, "the CLI ran an arm again"
+    assert json.loads(p.stdout) == py
+    c = confirmation(py, "output_logit_divergence")
     assert c["replay_bitwise"], c["replay_check"]
     z = verdict(c, "z-loss")
     assert z["verdict"] in ("confirmed", "not confirmed", "inconclusive",

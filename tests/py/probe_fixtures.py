@@ -265,6 +265,8 @@ def unstable_trainer_run(case: str, out, steps: int | None = None):
     sets, kind, _ = UNSTABLE[case]
     total, lr, warm = sets["train.steps"], sets["optim.lr"], sets["optim.warmup_steps"]
     steps = steps or total
+    if kind not in ("pre", "post"):
+        raise ValueError(f"unstable_trainer_run: no Trainer form of the {kind!r} model")
     src = unstable_model(kind, sets.get("model.n_layer", 2))
     model = (TrainerGPT(n_layer=len(src.transformer.h), C=32, H=2, vocab=256, seq=32)
              if kind == "pre" else

@@ -1,10 +1,13 @@
 """Tiny PyTorch models and training loops for the normlab.torch.Probe tests: Hugging Face models
 built from configs with random weights (nothing is downloaded), a nanoGPT-style GPT, a model
 around nn.TransformerEncoder, batches from a fixed random Markov chain, and normlab's learning-rate
-schedule (src/train/schedule.cpp) for loops that must match normlab's trainer."""
+schedule (src/train/schedule.cpp) for loops that must match normlab's trainer. Also the runs made
+unstable on purpose that doctor must diagnose (UNSTABLE; test_probe_doctor.py,
+test_probe_doctor_paths.py): byte-level models on the corpus normlab embeds."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import torch
 import transformers
@@ -150,3 +153,139 @@ def adamw_like_normlab(model: nn.Module, lr: float, weight_decay: float, betas=(
             (dec if p.dim() >= 2 else nodec).append(p)
     return torch.optim.AdamW([{"params": dec, "weight_decay": weight_decay},
                               {"params": nodec, "weight_decay": 0.0}], lr=lr, betas=betas, eps=eps)
+
+
+CORPUS = Path(__file__).resolve().parents[2] / "data" / "wordnet_glosses.txt"
+
+# condition -> (normlab --set overrides, the PyTorch model, the kind doctor must name or None)
+UNSTABLE = {
+    # Pre-Norm without QK-Norm at a high learning rate: attention logits grow.
+    "attention": ({"train.steps": 30, "optim.lr": 0.3, "optim.warmup_steps": 10,
+                   "diag.interval": 5}, "pre", "attention_logit_growth"),
+    # weight decay 0, no z-loss, lr 1: log Z drifts away.
+    "output_logits": ({"train.steps": 300, "optim.lr": 1.0, "optim.warmup_steps": 10,
+                       "optim.weight_decay": 0.0, "diag.interval": 10}, "pre",
+                      "output_logit_divergence"),
+    # 12 Post-Norm layers, no warmup: the loss spikes.
+    "post_deep": ({"train.steps": 150, "optim.lr": 0.1, "optim.warmup_steps": 0,
+                   "model.n_layer": 12, "model.placement": "post", "diag.interval": 10},
+                  "post", "loss_spikes"),
+    # Peri-Norm with QK-Norm (Gemma 3's layout) at a moderate learning rate: healthy.
+    "healthy": ({"train.steps": 150, "optim.lr": 0.1, "optim.warmup_steps": 10,
+                 "model.placement": "peri", "model.qk_norm": "rmsnorm", "diag.interval": 10},
+                "peri_qk", None),
+}
+
+
+def corpus_batches(steps: int, b: int, t: int, seed: int):
+    """Random windows of the corpus's training split (the first 95%, as data.val_fraction)."""
+    data = torch.frombuffer(bytearray(CORPUS.read_bytes()), dtype=torch.uint8).long()
+    n = int(len(data) * 0.95)
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        off = torch.randint(0, n - t - 1, (b,), generator=g)
+        w = torch.stack([data[o:o + t + 1] for o in off.tolist()])
+        yield w[:, :-1], w[:, 1:]
+
+
+def unstable_model(kind: str, n_layer: int) -> nn.Module:
+    """The PyTorch model of an UNSTABLE case: "pre" (nanoGPT-style), "post" (nn.TransformerEncoder,
+    Post-Norm), "peri_qk" (Gemma 3)."""
+    torch.manual_seed(0)
+    if kind == "pre":
+        return GPT(n_layer=n_layer, C=32, H=2, vocab=256, seq=32)
+    if kind == "post":
+        return EncoderLM(norm_first=False, n_layer=n_layer, C=32, H=2, vocab=256)
+    return hf_model("gemma3", vocab_size=256, hidden_size=32, intermediate_size=64,
+                    num_attention_heads=2, num_key_value_heads=2, head_dim=16,
+                    max_position_embeddings=32, sliding_window=32, query_pre_attn_scalar=16,
+                    final_logit_softcapping=None)
+
+
+def unstable_run(case: str, out, mode: str = "eager", rank: int = 0, world: int = 1,
+                 steps: int | None = None) -> None:
+    """The probed PyTorch run of UNSTABLE[case] into `out`: global batches of 4 windows of 32
+    bytes, normlab's schedule, AdamW, clipping at 1.0. mode "eager"; "compile" (the probe attached,
+    then the model compiled with the aot_eager backend); "ddp" (this process is `rank` of `world`
+    under DistributedDataParallel, taking its rows of each global batch). `steps` shortens the run
+    (the schedule keeps the case's length)."""
+    import normlab.torch as ntorch
+    sets, kind, _ = UNSTABLE[case]
+    total, lr, warm = sets["train.steps"], sets["optim.lr"], sets["optim.warmup_steps"]
+    model = unstable_model(kind, sets.get("model.n_layer", 2))
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95),
+                            weight_decay=sets.get("optim.weight_decay", 0.1))
+    target = torch.nn.parallel.DistributedDataParallel(model) if mode == "ddp" else model
+    cfg = {"data.path": str(CORPUS), "data.tokenizer": "bytes", "optim.grad_clip": 1.0}
+    b = 4 // world
+    rows = slice(rank * b, (rank + 1) * b)
+    with ntorch.Probe(target, opt, out=out, interval=sets["diag.interval"], per_head=True,
+                      config=cfg) as probe:
+        call = torch.compile(model, backend="aot_eager") if mode == "compile" else target
+        for s, (x, y) in enumerate(corpus_batches(steps or total, 4, 32, seed=7)):
+            x, y = x[rows], y[rows]
+            for g in opt.param_groups:
+                g["lr"] = normlab_lr(s, lr, warm, total)
+            if isinstance(model, (GPT, EncoderLM)):
+                loss = call(x, y)[1]
+            else:
+                logits = call(input_ids=x).logits
+                loss = F.cross_entropy(logits.reshape(-1, 256), y.reshape(-1))
+            loss.backward()
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            probe.step(loss, grad_norm=norm)
+
+
+class _HFStyle:
+    """forward(input_ids, labels) -> {"loss", "logits"}: the calling convention of
+    transformers.Trainer, mixed into GPT and EncoderLM (the probe still knows them by their base
+    class)."""
+
+    def forward(self, input_ids, labels=None):
+        logits, loss = super().forward(input_ids, labels)
+        return {"loss": loss, "logits": logits}
+
+
+class TrainerGPT(_HFStyle, GPT):
+    pass
+
+
+class TrainerEncoderLM(_HFStyle, EncoderLM):
+    pass
+
+
+def unstable_trainer_run(case: str, out, steps: int | None = None):
+    """UNSTABLE[case] through transformers.Trainer with normlab.torch.TrainerCallback: the same
+    model (in Trainer's calling convention, the same initial weights), the same batches in the
+    same order (sequential sampling), the same AdamW and schedule (Trainer's `optimizers=`), clipped
+    by Trainer at 1.0. Returns the Trainer."""
+    import normlab.torch as ntorch
+    sets, kind, _ = UNSTABLE[case]
+    total, lr, warm = sets["train.steps"], sets["optim.lr"], sets["optim.warmup_steps"]
+    steps = steps or total
+    if kind not in ("pre", "post"):
+        raise ValueError(f"unstable_trainer_run: no Trainer form of the {kind!r} model")
+    src = unstable_model(kind, sets.get("model.n_layer", 2))
+    model = (TrainerGPT(n_layer=len(src.transformer.h), C=32, H=2, vocab=256, seq=32)
+             if kind == "pre" else
+             TrainerEncoderLM(norm_first=False, n_layer=len(src.encoder.layers), C=32, H=2,
+                              vocab=256))
+    model.load_state_dict(src.state_dict())
+    wd = sets.get("optim.weight_decay", 0.1)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=wd)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: normlab_lr(s, lr, warm, total) / lr)
+    data = [{"input_ids": x[i], "labels": y[i]}
+            for x, y in corpus_batches(steps, 4, 32, seed=7) for i in range(4)]
+    args = transformers.TrainingArguments(
+        str(out) + "-hf", max_steps=steps, per_device_train_batch_size=4, learning_rate=lr,
+        warmup_steps=warm, weight_decay=wd, adam_beta2=0.95, max_grad_norm=1.0,
+        lr_scheduler_type="cosine", logging_steps=1, train_sampling_strategy="sequential",
+        report_to=[], save_strategy="no", use_cpu=True, disable_tqdm=True)
+    cb = ntorch.TrainerCallback(out=out, interval=sets["diag.interval"], per_head=True,
+                                config={"data.path": str(CORPUS), "data.tokenizer": "bytes"})
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=data,
+                                   optimizers=(opt, sched), callbacks=[cb])
+    trainer.train()
+    return trainer

@@ -24,6 +24,7 @@
 #include <fmt/ranges.h>
 #include <toml++/toml.h>
 
+#include "config/source.h"
 #include "data/text_check.h"
 #include "normlab/config_file.h"
 #include "normlab/errors.h"
@@ -190,9 +191,11 @@ std::optional<std::string> convert(const Scalar& v, T& out) {
   }
 }
 
-template <class S, class T>
+// The key bound to field `field` of section `sec`, with its own checks (key_checks.h) after the
+// enum-membership check every enumeration key has.
+template <class S, class T, class... Checks>
 KeySpec make_key(std::string_view section, S Config::*sec, std::string_view name, T S::*field,
-                 std::string_view fixed_on_resume) {
+                 std::string_view fixed_on_resume, Checks... checks) {
   KeySpec k;
   k.section = section;
   k.name = name;
@@ -202,17 +205,26 @@ KeySpec make_key(std::string_view section, S Config::*sec, std::string_view name
   k.get = [sec, field](const Config& c) { return to_scalar((c.*sec).*field); };
   k.set = [sec, field](Config& c, const Scalar& v) { return convert(v, (c.*sec).*field); };
   k.fixed_on_resume = fixed_on_resume;
+  if constexpr (std::is_enum_v<T>)
+    k.checks.push_back([full = k.full, sec, field](const Config& c, Problems& out) {
+      check::valid_enum(full, (c.*sec).*field, out);
+    });
+  (k.checks.push_back([full = k.full, sec, field, checks](const Config& c, Problems& out) {
+    checks(full, (c.*sec).*field, c, out);
+  }),
+   ...);
   return k;
 }
 
 // ---- The table --------------------------------------------------------------------------------
 
-// NL_KEY(model, n_layer, shapes): key "model.n_layer" bound to Config::model.n_layer, which a
-// resumed run may not change because it changes the parameter shapes (the third argument: one of
-// the reasons below, or `resumable`).
-#define NL_KEY(section, field, on_resume) \
+// NL_KEY(model, n_layer, shapes, positive()): key "model.n_layer" bound to Config::model.n_layer,
+// which a resumed run may not change because it changes the parameter shapes (the third argument:
+// one of the reasons below, or `resumable`), and whose value must be > 0 (the checks that follow,
+// from key_checks.h; an enumeration key's membership check needs no mention).
+#define NL_KEY(section, field, on_resume, ...)                                     \
   make_key(#section, &Config::section, #field, &decltype(Config::section)::field, \
-           resume::on_resume)
+           resume::on_resume __VA_OPT__(, ) __VA_ARGS__)
 
 // Whether a resumed run (`train --resume RUN --set key=value`) may change a key. It may when the
 // change alters only how training goes on from the checkpoint: the length of the run, the
@@ -233,130 +245,165 @@ constexpr std::string_view objective = "the training objective";
 constexpr std::string_view data = "the training and validation data";
 }  // namespace resume
 
+// Checks of one key that need more than a bound.
+namespace {
+
+// model.n_head: > 0, or 0 when head_dim derives it (apply_implied_defaults; 0 remains only when
+// head_dim is unset or does not divide d_model, which the message says).
+void heads_or_derived(std::string_view key, int v, const Config& c, Problems& out) {
+  if (v == 0)
+    out.push_back(fmt::format("model.n_head = 0 must be > 0, unless model.head_dim divides "
+                              "model.d_model = {} (head_dim = {}): then 0 asks for d_model / "
+                              "head_dim heads",
+                              c.model.d_model, c.model.head_dim));
+  else
+    check::positive()(key, v, c, out);
+}
+
+bool under_ngpt(const Config& c) { return c.model.placement == Placement::ngpt; }
+
+// source.unknown: every entry a valid key outside [source] (source.cpp).
+void known_keys(std::string_view, const StringList&, const Config& c, Problems& out) {
+  for (auto& p : detail::source_unknown_errors(c.source)) out.push_back(std::move(p));
+}
+
+// TOML integers are signed 64-bit; a larger seed could not be written back to a config file.
+constexpr auto max_toml_integer =
+    static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+
+}  // namespace
+
 const std::vector<KeySpec>& key_table() {
+  using namespace check;
   static const std::vector<KeySpec> table = {
-      NL_KEY(model, vocab_size, shapes),
-      NL_KEY(model, n_layer, shapes),
-      NL_KEY(model, d_model, shapes),
-      NL_KEY(model, n_head, shapes),
-      NL_KEY(model, n_kv_head, shapes),
-      NL_KEY(model, head_dim, shapes),
-      NL_KEY(model, d_ff, shapes),
-      NL_KEY(model, d_ff_mult, shapes),
-      NL_KEY(model, seq_len, batches),
+      NL_KEY(model, vocab_size, shapes, positive()),
+      NL_KEY(model, n_layer, shapes, positive()),
+      NL_KEY(model, d_model, shapes, positive()),
+      NL_KEY(model, n_head, shapes, heads_or_derived),
+      NL_KEY(model, n_kv_head, shapes, non_negative()),
+      NL_KEY(model, head_dim, shapes, non_negative()),
+      NL_KEY(model, d_ff, shapes, positive()),
+      NL_KEY(model, d_ff_mult, shapes, non_negative()),
+      NL_KEY(model, seq_len, batches, positive()),
       NL_KEY(model, placement, model_fn),
-      NL_KEY(model, mix_ratio, model_fn),
+      NL_KEY(model, mix_ratio, model_fn, in_closed(0, 1)),
       NL_KEY(model, norm, model_fn),
-      NL_KEY(model, norm_eps, model_fn),
+      NL_KEY(model, norm_eps, model_fn, positive()),
       NL_KEY(model, norm_bias, shapes),
-      NL_KEY(model, norm_gain_offset, model_fn),
-      NL_KEY(model, dyt_alpha_attn, model_fn),
-      NL_KEY(model, dyt_alpha_mlp, model_fn),
-      NL_KEY(model, dyt_alpha_final, model_fn),
-      NL_KEY(model, dyt_alpha_qk, model_fn),
+      NL_KEY(model, norm_gain_offset, model_fn, is_finite()),
+      // DyT / Derf: a positive finite initial alpha (the papers' range; 0 would start every site
+      // at its bias).
+      NL_KEY(model, dyt_alpha_attn, model_fn, positive()),
+      NL_KEY(model, dyt_alpha_mlp, model_fn, positive()),
+      NL_KEY(model, dyt_alpha_final, model_fn, positive()),
+      NL_KEY(model, dyt_alpha_qk, model_fn, positive()),
       NL_KEY(model, residual_scale, shapes),
-      NL_KEY(model, layerscale_init, model_fn),
-      NL_KEY(model, skipinit_init, model_fn),
+      // The residual branch scale: any finite initial value (0 is ReZero's and x-transformers'
+      // LayerScale's).
+      NL_KEY(model, layerscale_init, model_fn, is_finite()),
+      NL_KEY(model, skipinit_init, model_fn, is_finite()),
       NL_KEY(model, attn_gate, shapes),
       NL_KEY(model, attn_sink, shapes),
       NL_KEY(model, sigma_reparam, shapes),
-      NL_KEY(model, ngpt_alpha_init, model_fn),
+      // nGPT's eigen learning rates start positive (only read under placement = ngpt).
+      NL_KEY(model, ngpt_alpha_init, model_fn, when(under_ngpt, positive())),
       NL_KEY(model, qk_norm, shapes),
       NL_KEY(model, qk_norm_scope, shapes),
       NL_KEY(model, qk_norm_position, model_fn),
       NL_KEY(model, pos, shapes),
-      NL_KEY(model, rope_theta, model_fn),
+      NL_KEY(model, rope_theta, model_fn, positive()),
       NL_KEY(model, rope_scaling, model_fn),
-      NL_KEY(model, rope_factor, model_fn),
-      NL_KEY(model, rope_low_freq_factor, model_fn),
-      NL_KEY(model, rope_high_freq_factor, model_fn),
-      NL_KEY(model, rope_original_seq_len, model_fn),
-      NL_KEY(model, sliding_window, model_fn),
+      NL_KEY(model, rope_factor, model_fn, positive()),
+      NL_KEY(model, rope_low_freq_factor, model_fn, positive()),
+      NL_KEY(model, rope_high_freq_factor, model_fn, positive()),
+      NL_KEY(model, rope_original_seq_len, model_fn, positive()),
+      NL_KEY(model, sliding_window, model_fn, non_negative()),
       NL_KEY(model, layer_pattern, model_fn),
-      NL_KEY(model, rope_local_theta, model_fn),
+      NL_KEY(model, rope_local_theta, model_fn, non_negative()),
       NL_KEY(model, mlp, shapes),
       NL_KEY(model, bias, shapes),
       NL_KEY(model, attn_qkv_bias, shapes),
       NL_KEY(model, attn_out_bias, shapes),
       NL_KEY(model, mlp_bias, shapes),
       NL_KEY(model, tie_embeddings, shapes),
-      NL_KEY(model, attn_softcap, model_fn),
-      NL_KEY(model, final_softcap, model_fn),
-      NL_KEY(model, attn_scale, model_fn),
-      NL_KEY(model, embed_scale, model_fn),
+      NL_KEY(model, attn_softcap, model_fn, non_negative()),
+      NL_KEY(model, final_softcap, model_fn, non_negative()),
+      NL_KEY(model, attn_scale, model_fn, non_negative()),
+      NL_KEY(model, embed_scale, model_fn, positive()),
       NL_KEY(model, init, model_fn),
-      NL_KEY(model, init_std, model_fn),
-      NL_KEY(model, embed_init_std, model_fn),
+      NL_KEY(model, init_std, model_fn, positive()),
+      NL_KEY(model, embed_init_std, model_fn, non_negative()),
       NL_KEY(model, admin_omega, model_fn),
       NL_KEY(model, hybrid_first_pre, shapes),
       NL_KEY(model, parametrization, model_fn),
-      NL_KEY(model, mup_base_width, model_fn),
-      NL_KEY(model, mup_base_d_ff, model_fn),
-      NL_KEY(model, mup_base_head_dim, model_fn),
-      NL_KEY(model, mup_output_mult, model_fn),
+      NL_KEY(model, mup_base_width, model_fn, non_negative()),
+      NL_KEY(model, mup_base_d_ff, model_fn, non_negative()),
+      NL_KEY(model, mup_base_head_dim, model_fn, non_negative()),
+      NL_KEY(model, mup_output_mult, model_fn, positive()),
 
       NL_KEY(optim, name, optimizer),
-      NL_KEY(optim, lr, resumable),
-      NL_KEY(optim, min_lr_ratio, resumable),
-      NL_KEY(optim, beta1, moments),
-      NL_KEY(optim, beta2, moments),
-      NL_KEY(optim, eps, resumable),
-      NL_KEY(optim, weight_decay, resumable),
+      NL_KEY(optim, lr, resumable, positive()),
+      NL_KEY(optim, min_lr_ratio, resumable, in_closed(0, 1)),
+      NL_KEY(optim, beta1, moments, in_half_open(0, 1)),
+      NL_KEY(optim, beta2, moments, in_half_open(0, 1)),
+      NL_KEY(optim, eps, resumable, positive()),
+      NL_KEY(optim, weight_decay, resumable, non_negative()),
       NL_KEY(optim, decay_embeddings, resumable),
-      NL_KEY(optim, grad_clip, resumable),
-      NL_KEY(optim, warmup_steps, resumable),
+      NL_KEY(optim, grad_clip, resumable, non_negative()),
+      NL_KEY(optim, warmup_steps, resumable, non_negative()),
       NL_KEY(optim, schedule, resumable),
-      NL_KEY(optim, adamw_lr, resumable),
-      NL_KEY(optim, momentum, moments),
+      NL_KEY(optim, adamw_lr, resumable, non_negative()),
+      NL_KEY(optim, momentum, moments, in_half_open(0, 1)),
       NL_KEY(optim, nesterov, resumable),
-      NL_KEY(optim, ns_steps, resumable),
+      NL_KEY(optim, ns_steps, resumable, positive(), less_than(100, "(as torch.optim.Muon)")),
       NL_KEY(optim, ns_a, resumable),
       NL_KEY(optim, ns_b, resumable),
       NL_KEY(optim, ns_c, resumable),
-      NL_KEY(optim, ns_eps, resumable),
+      NL_KEY(optim, ns_eps, resumable, positive()),
       NL_KEY(optim, adjust_lr, resumable),
-      NL_KEY(optim, atan2_a, resumable),
-      NL_KEY(optim, atan2_b, resumable),
-      NL_KEY(optim, qk_clip, resumable),
-      NL_KEY(optim, qk_clip_alpha, resumable),
+      NL_KEY(optim, atan2_a, resumable, positive()),
+      NL_KEY(optim, atan2_b, resumable, positive()),
+      NL_KEY(optim, qk_clip, resumable, non_negative()),
+      NL_KEY(optim, qk_clip_alpha, resumable, in_closed(0, 1)),
 
-      NL_KEY(train, seed, start),
-      NL_KEY(train, z_loss, objective),
-      NL_KEY(train, steps, resumable),
-      NL_KEY(train, batch_size, batches),
-      NL_KEY(train, grad_accum, batches),
-      NL_KEY(train, eval_interval, resumable),
-      NL_KEY(train, eval_batches, resumable),
-      NL_KEY(train, log_interval, resumable),
-      NL_KEY(train, checkpoint_interval, resumable),
-      NL_KEY(train, keep_checkpoints, resumable),
-      NL_KEY(train, threads, resumable),
+      NL_KEY(train, seed, start, at_most(max_toml_integer, "(the largest TOML integer)")),
+      NL_KEY(train, z_loss, objective, non_negative()),
+      // 0 would "finish" with no step, no end event, no checkpoint.
+      NL_KEY(train, steps, resumable, at_least(1)),
+      NL_KEY(train, batch_size, batches, positive()),
+      NL_KEY(train, grad_accum, batches, positive()),
+      NL_KEY(train, eval_interval, resumable, non_negative()),
+      NL_KEY(train, eval_batches, resumable, non_negative()),
+      NL_KEY(train, log_interval, resumable, non_negative()),
+      NL_KEY(train, checkpoint_interval, resumable, non_negative()),
+      NL_KEY(train, keep_checkpoints, resumable, at_least(1)),
+      NL_KEY(train, threads, resumable, non_negative()),
       NL_KEY(train, spike_policy, resumable),
-      NL_KEY(train, spike_window, resumable),
-      NL_KEY(train, spike_threshold, resumable),
-      NL_KEY(train, max_bad_steps, resumable),
+      NL_KEY(train, spike_window, resumable, greater_than(1)),
+      NL_KEY(train, spike_threshold, resumable, positive()),
+      NL_KEY(train, max_bad_steps, resumable, positive()),
       NL_KEY(train, matmul_precision, resumable),
       NL_KEY(train, init_from, start),
       NL_KEY(train, data_seed, resumable),
-      NL_KEY(train, stop_at, resumable),
+      NL_KEY(train, stop_at, resumable, non_negative()),
 
       NL_KEY(data, path, data),
       NL_KEY(data, path_from_run, data),
-      NL_KEY(data, val_fraction, data),
+      NL_KEY(data, val_fraction, data, in_half_open(0, 1)),
       NL_KEY(data, tokenizer, data),
 
-      NL_KEY(diag, interval, resumable),
+      NL_KEY(diag, interval, resumable, non_negative()),
       NL_KEY(diag, per_head, resumable),
 
       NL_KEY(dist, deterministic, resumable),
-      NL_KEY(dist, bucket_size, resumable),
+      NL_KEY(dist, bucket_size, resumable, positive()),
 
       // Where the run came from: it describes the run, so a resume (which only normlab runs
       // have) may restate it.
       NL_KEY(source, kind, resumable),
       NL_KEY(source, trainer, resumable),
-      NL_KEY(source, unknown, resumable),
-      NL_KEY(source, world_size, resumable),
+      NL_KEY(source, unknown, resumable, known_keys),
+      NL_KEY(source, world_size, resumable, positive()),
       NL_KEY(source, sharding, resumable),
   };
   return table;
@@ -380,6 +427,12 @@ const KeySpec* find_key(std::string_view section, std::string_view name) {
   for (const auto& k : key_table())
     if (k.section == section && k.name == name) return &k;
   return nullptr;
+}
+
+void check_keys(const Config& c, std::string_view section, Problems& out) {
+  for (const auto& k : key_table())
+    if (section.empty() || k.section == section)
+      for (const auto& check : k.checks) check(c, out);
 }
 
 // ---- Suggestions ------------------------------------------------------------------------------

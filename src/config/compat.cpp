@@ -81,7 +81,9 @@ std::vector<Rule> make_rules() {
     r.push_back(ngpt_refuses(std::move(keys), bad, what, why));
   };
   ngpt({"model.norm"},
-       [](const Config& c) { return c.model.norm == NormKind::dyt || c.model.norm == NormKind::derf; },
+       [](const Config& c) {
+         return c.model.norm == NormKind::dyt || c.model.norm == NormKind::derf;
+       },
        [](const Config& c) { return quoted("model.norm", c.model.norm); },
        "nGPT has no norm with parameters; every site is the unit-sphere projection");
   ngpt({"model.qk_norm"}, [](const Config& c) { return c.model.qk_norm != QKNormKind::none; },

@@ -1,6 +1,6 @@
 // The checks a single key owns (private to src/config): its range, positivity, finiteness, enum
 // membership; each key's row in the key table (keys.cpp) lists its own, so that a key's type,
-// range have one home. Rules that span several keys stay in validation_errors
+// resume rule and range have one home. Rules that span several keys stay in validation_errors
 // (config.cpp); refusals between options are rows of the compatibility table (compat.h).
 //
 // A check is a small callable `(key, value, config, problems)` that appends one message per

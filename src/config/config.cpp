@@ -256,7 +256,8 @@ std::vector<std::string> validation_errors(const Config& c) {
   // μP's base model only of a model that is otherwise valid (its widths divide).
   if (m.parametrization == Parametrization::mup && problems.empty()) {
     if (m.mup_base_width == 0) {
-      add("model.parametrization = \"mup\" needs model.mup_base_width: the d_model of the base "
+      problems.emplace_back(
+          "model.parametrization = \"mup\" needs model.mup_base_width: the d_model of the base "
           "model whose hyperparameters (optim.lr, model.init_std) are to carry over");
     } else {
       try {

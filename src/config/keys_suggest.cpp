@@ -33,7 +33,8 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
   auto row = [&](std::size_t i) { return rows.data() + (i % 3) * (m + 1); };
   for (std::size_t j = 0; j <= m; ++j) row(0)[j] = j;
   for (std::size_t i = 1; i <= n; ++i) {
-    std::size_t *cur = row(i), *prev = row(i - 1), *prev2 = row(i + 1);  // (i + 1) % 3 == (i - 2) % 3
+    // prev2 is row i - 2: (i + 1) % 3 == (i - 2) % 3.
+    std::size_t *cur = row(i), *prev = row(i - 1), *prev2 = row(i + 1);
     cur[0] = i;
     for (std::size_t j = 1; j <= m; ++j) {
       const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;

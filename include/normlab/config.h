@@ -212,6 +212,10 @@ struct ModelConfig {
   bool has_qkv_bias() const { return bias || attn_qkv_bias; }
   bool has_out_bias() const { return bias || attn_out_bias; }
   bool has_mlp_bias() const { return bias || mlp_bias; }
+  // How many blocks, from the first, are Post-Norm (the norm after the residual add): every one
+  // under placement = post, the first ceil(mix_ratio * n_layer) under mix (Mix-LN), none under
+  // the others. The block plan (model/plan.cpp) builds them so; validation asks it (Admin).
+  int post_norm_blocks() const;
   // Whether layer l is a sliding-window layer (layer_pattern; false when it is not valid).
   bool layer_sliding(int l) const;
   // RoPE of layer l: base and whether the scaling applies (sliding layers with rope_local_theta

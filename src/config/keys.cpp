@@ -1,8 +1,9 @@
 // The table of configuration keys and what every front end needs from it: each key bound to its
 // Config field once (its section and name are the stringified member names, so they cannot drift),
-// conversions between fields and neutral Scalars with type checks, the TOML text of a value, the
-// "did you mean" suggestions for unknown names; the table of other trainers' names (nanoGPT,
-// Hugging Face, OLMo) with the normlab key or what normlab does instead is keys_foreign.cpp.
+// conversions between fields and neutral Scalars with type checks, the TOML text of a value, each
+// key's own checks (key_checks.h); the "did you mean" suggestions for unknown names are
+// keys_suggest.cpp, the table of other trainers' names (nanoGPT, Hugging Face, OLMo) with the
+// normlab key or what normlab does instead keys_foreign.cpp.
 #include "config/keys.h"
 
 #include <algorithm>
@@ -24,6 +25,7 @@
 #include <fmt/ranges.h>
 #include <toml++/toml.h>
 
+#include "config/source.h"
 #include "data/text_check.h"
 #include "normlab/config_file.h"
 #include "normlab/errors.h"
@@ -190,9 +192,11 @@ std::optional<std::string> convert(const Scalar& v, T& out) {
   }
 }
 
-template <class S, class T>
+// The key bound to field `field` of section `sec`, with its own checks (key_checks.h) after the
+// enum-membership check every enumeration key has.
+template <class S, class T, class... Checks>
 KeySpec make_key(std::string_view section, S Config::*sec, std::string_view name, T S::*field,
-                 std::string_view fixed_on_resume) {
+                 std::string_view fixed_on_resume, Checks... checks) {
   KeySpec k;
   k.section = section;
   k.name = name;
@@ -202,17 +206,26 @@ KeySpec make_key(std::string_view section, S Config::*sec, std::string_view name
   k.get = [sec, field](const Config& c) { return to_scalar((c.*sec).*field); };
   k.set = [sec, field](Config& c, const Scalar& v) { return convert(v, (c.*sec).*field); };
   k.fixed_on_resume = fixed_on_resume;
+  if constexpr (std::is_enum_v<T>)
+    k.checks.push_back([full = k.full, sec, field](const Config& c, Problems& out) {
+      check::valid_enum(full, (c.*sec).*field, out);
+    });
+  (k.checks.push_back([full = k.full, sec, field, checks](const Config& c, Problems& out) {
+    checks(full, (c.*sec).*field, c, out);
+  }),
+   ...);
   return k;
 }
 
 // ---- The table --------------------------------------------------------------------------------
 
-// NL_KEY(model, n_layer, shapes): key "model.n_layer" bound to Config::model.n_layer, which a
-// resumed run may not change because it changes the parameter shapes (the third argument: one of
-// the reasons below, or `resumable`).
-#define NL_KEY(section, field, on_resume) \
+// NL_KEY(model, n_layer, shapes, positive()): key "model.n_layer" bound to Config::model.n_layer,
+// which a resumed run may not change because it changes the parameter shapes (the third argument:
+// one of the reasons below, or `resumable`), and whose value must be > 0 (the checks that follow,
+// from key_checks.h; an enumeration key's membership check needs no mention).
+#define NL_KEY(section, field, on_resume, ...)                                     \
   make_key(#section, &Config::section, #field, &decltype(Config::section)::field, \
-           resume::on_resume)
+           resume::on_resume __VA_OPT__(, ) __VA_ARGS__)
 
 // Whether a resumed run (`train --resume RUN --set key=value`) may change a key. It may when the
 // change alters only how training goes on from the checkpoint: the length of the run, the
@@ -233,130 +246,165 @@ constexpr std::string_view objective = "the training objective";
 constexpr std::string_view data = "the training and validation data";
 }  // namespace resume
 
+// Checks of one key that need more than a bound.
+namespace {
+
+// model.n_head: > 0, or 0 when head_dim derives it (apply_implied_defaults; 0 remains only when
+// head_dim is unset or does not divide d_model, which the message says).
+void heads_or_derived(std::string_view key, int v, const Config& c, Problems& out) {
+  if (v == 0)
+    out.push_back(fmt::format("model.n_head = 0 must be > 0, unless model.head_dim divides "
+                              "model.d_model = {} (head_dim = {}): then 0 asks for d_model / "
+                              "head_dim heads",
+                              c.model.d_model, c.model.head_dim));
+  else
+    check::positive()(key, v, c, out);
+}
+
+bool under_ngpt(const Config& c) { return c.model.placement == Placement::ngpt; }
+
+// source.unknown: every entry a valid key outside [source] (source.cpp).
+void known_keys(std::string_view, const StringList&, const Config& c, Problems& out) {
+  for (auto& p : detail::source_unknown_errors(c.source)) out.push_back(std::move(p));
+}
+
+// TOML integers are signed 64-bit; a larger seed could not be written back to a config file.
+constexpr auto max_toml_integer =
+    static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+
+}  // namespace
+
 const std::vector<KeySpec>& key_table() {
+  using namespace check;
   static const std::vector<KeySpec> table = {
-      NL_KEY(model, vocab_size, shapes),
-      NL_KEY(model, n_layer, shapes),
-      NL_KEY(model, d_model, shapes),
-      NL_KEY(model, n_head, shapes),
-      NL_KEY(model, n_kv_head, shapes),
-      NL_KEY(model, head_dim, shapes),
-      NL_KEY(model, d_ff, shapes),
-      NL_KEY(model, d_ff_mult, shapes),
-      NL_KEY(model, seq_len, batches),
+      NL_KEY(model, vocab_size, shapes, positive()),
+      NL_KEY(model, n_layer, shapes, positive()),
+      NL_KEY(model, d_model, shapes, positive()),
+      NL_KEY(model, n_head, shapes, heads_or_derived),
+      NL_KEY(model, n_kv_head, shapes, non_negative()),
+      NL_KEY(model, head_dim, shapes, non_negative()),
+      NL_KEY(model, d_ff, shapes, positive()),
+      NL_KEY(model, d_ff_mult, shapes, non_negative()),
+      NL_KEY(model, seq_len, batches, positive()),
       NL_KEY(model, placement, model_fn),
-      NL_KEY(model, mix_ratio, model_fn),
+      NL_KEY(model, mix_ratio, model_fn, in_closed(0, 1)),
       NL_KEY(model, norm, model_fn),
-      NL_KEY(model, norm_eps, model_fn),
+      NL_KEY(model, norm_eps, model_fn, positive()),
       NL_KEY(model, norm_bias, shapes),
-      NL_KEY(model, norm_gain_offset, model_fn),
-      NL_KEY(model, dyt_alpha_attn, model_fn),
-      NL_KEY(model, dyt_alpha_mlp, model_fn),
-      NL_KEY(model, dyt_alpha_final, model_fn),
-      NL_KEY(model, dyt_alpha_qk, model_fn),
+      NL_KEY(model, norm_gain_offset, model_fn, is_finite()),
+      // DyT / Derf: a positive finite initial alpha (the papers' range; 0 would start every site
+      // at its bias).
+      NL_KEY(model, dyt_alpha_attn, model_fn, positive()),
+      NL_KEY(model, dyt_alpha_mlp, model_fn, positive()),
+      NL_KEY(model, dyt_alpha_final, model_fn, positive()),
+      NL_KEY(model, dyt_alpha_qk, model_fn, positive()),
       NL_KEY(model, residual_scale, shapes),
-      NL_KEY(model, layerscale_init, model_fn),
-      NL_KEY(model, skipinit_init, model_fn),
+      // The residual branch scale: any finite initial value (0 is ReZero's and x-transformers'
+      // LayerScale's).
+      NL_KEY(model, layerscale_init, model_fn, is_finite()),
+      NL_KEY(model, skipinit_init, model_fn, is_finite()),
       NL_KEY(model, attn_gate, shapes),
       NL_KEY(model, attn_sink, shapes),
       NL_KEY(model, sigma_reparam, shapes),
-      NL_KEY(model, ngpt_alpha_init, model_fn),
+      // nGPT's eigen learning rates start positive (only read under placement = ngpt).
+      NL_KEY(model, ngpt_alpha_init, model_fn, when(under_ngpt, positive())),
       NL_KEY(model, qk_norm, shapes),
       NL_KEY(model, qk_norm_scope, shapes),
       NL_KEY(model, qk_norm_position, model_fn),
       NL_KEY(model, pos, shapes),
-      NL_KEY(model, rope_theta, model_fn),
+      NL_KEY(model, rope_theta, model_fn, positive()),
       NL_KEY(model, rope_scaling, model_fn),
-      NL_KEY(model, rope_factor, model_fn),
-      NL_KEY(model, rope_low_freq_factor, model_fn),
-      NL_KEY(model, rope_high_freq_factor, model_fn),
-      NL_KEY(model, rope_original_seq_len, model_fn),
-      NL_KEY(model, sliding_window, model_fn),
+      NL_KEY(model, rope_factor, model_fn, positive()),
+      NL_KEY(model, rope_low_freq_factor, model_fn, positive()),
+      NL_KEY(model, rope_high_freq_factor, model_fn, positive()),
+      NL_KEY(model, rope_original_seq_len, model_fn, positive()),
+      NL_KEY(model, sliding_window, model_fn, non_negative()),
       NL_KEY(model, layer_pattern, model_fn),
-      NL_KEY(model, rope_local_theta, model_fn),
+      NL_KEY(model, rope_local_theta, model_fn, non_negative()),
       NL_KEY(model, mlp, shapes),
       NL_KEY(model, bias, shapes),
       NL_KEY(model, attn_qkv_bias, shapes),
       NL_KEY(model, attn_out_bias, shapes),
       NL_KEY(model, mlp_bias, shapes),
       NL_KEY(model, tie_embeddings, shapes),
-      NL_KEY(model, attn_softcap, model_fn),
-      NL_KEY(model, final_softcap, model_fn),
-      NL_KEY(model, attn_scale, model_fn),
-      NL_KEY(model, embed_scale, model_fn),
+      NL_KEY(model, attn_softcap, model_fn, non_negative()),
+      NL_KEY(model, final_softcap, model_fn, non_negative()),
+      NL_KEY(model, attn_scale, model_fn, non_negative()),
+      NL_KEY(model, embed_scale, model_fn, positive()),
       NL_KEY(model, init, model_fn),
-      NL_KEY(model, init_std, model_fn),
-      NL_KEY(model, embed_init_std, model_fn),
+      NL_KEY(model, init_std, model_fn, positive()),
+      NL_KEY(model, embed_init_std, model_fn, non_negative()),
       NL_KEY(model, admin_omega, model_fn),
       NL_KEY(model, hybrid_first_pre, shapes),
       NL_KEY(model, parametrization, model_fn),
-      NL_KEY(model, mup_base_width, model_fn),
-      NL_KEY(model, mup_base_d_ff, model_fn),
-      NL_KEY(model, mup_base_head_dim, model_fn),
-      NL_KEY(model, mup_output_mult, model_fn),
+      NL_KEY(model, mup_base_width, model_fn, non_negative()),
+      NL_KEY(model, mup_base_d_ff, model_fn, non_negative()),
+      NL_KEY(model, mup_base_head_dim, model_fn, non_negative()),
+      NL_KEY(model, mup_output_mult, model_fn, positive()),
 
       NL_KEY(optim, name, optimizer),
-      NL_KEY(optim, lr, resumable),
-      NL_KEY(optim, min_lr_ratio, resumable),
-      NL_KEY(optim, beta1, moments),
-      NL_KEY(optim, beta2, moments),
-      NL_KEY(optim, eps, resumable),
-      NL_KEY(optim, weight_decay, resumable),
+      NL_KEY(optim, lr, resumable, positive()),
+      NL_KEY(optim, min_lr_ratio, resumable, in_closed(0, 1)),
+      NL_KEY(optim, beta1, moments, in_half_open(0, 1)),
+      NL_KEY(optim, beta2, moments, in_half_open(0, 1)),
+      NL_KEY(optim, eps, resumable, positive()),
+      NL_KEY(optim, weight_decay, resumable, non_negative()),
       NL_KEY(optim, decay_embeddings, resumable),
-      NL_KEY(optim, grad_clip, resumable),
-      NL_KEY(optim, warmup_steps, resumable),
+      NL_KEY(optim, grad_clip, resumable, non_negative()),
+      NL_KEY(optim, warmup_steps, resumable, non_negative()),
       NL_KEY(optim, schedule, resumable),
-      NL_KEY(optim, adamw_lr, resumable),
-      NL_KEY(optim, momentum, moments),
+      NL_KEY(optim, adamw_lr, resumable, non_negative()),
+      NL_KEY(optim, momentum, moments, in_half_open(0, 1)),
       NL_KEY(optim, nesterov, resumable),
-      NL_KEY(optim, ns_steps, resumable),
+      NL_KEY(optim, ns_steps, resumable, positive(), less_than(100, "(as torch.optim.Muon)")),
       NL_KEY(optim, ns_a, resumable),
       NL_KEY(optim, ns_b, resumable),
       NL_KEY(optim, ns_c, resumable),
-      NL_KEY(optim, ns_eps, resumable),
+      NL_KEY(optim, ns_eps, resumable, positive()),
       NL_KEY(optim, adjust_lr, resumable),
-      NL_KEY(optim, atan2_a, resumable),
-      NL_KEY(optim, atan2_b, resumable),
-      NL_KEY(optim, qk_clip, resumable),
-      NL_KEY(optim, qk_clip_alpha, resumable),
+      NL_KEY(optim, atan2_a, resumable, positive()),
+      NL_KEY(optim, atan2_b, resumable, positive()),
+      NL_KEY(optim, qk_clip, resumable, non_negative()),
+      NL_KEY(optim, qk_clip_alpha, resumable, in_closed(0, 1)),
 
-      NL_KEY(train, seed, start),
-      NL_KEY(train, z_loss, objective),
-      NL_KEY(train, steps, resumable),
-      NL_KEY(train, batch_size, batches),
-      NL_KEY(train, grad_accum, batches),
-      NL_KEY(train, eval_interval, resumable),
-      NL_KEY(train, eval_batches, resumable),
-      NL_KEY(train, log_interval, resumable),
-      NL_KEY(train, checkpoint_interval, resumable),
-      NL_KEY(train, keep_checkpoints, resumable),
-      NL_KEY(train, threads, resumable),
+      NL_KEY(train, seed, start, at_most(max_toml_integer, "(the largest TOML integer)")),
+      NL_KEY(train, z_loss, objective, non_negative()),
+      // 0 would "finish" with no step, no end event, no checkpoint.
+      NL_KEY(train, steps, resumable, at_least(1)),
+      NL_KEY(train, batch_size, batches, positive()),
+      NL_KEY(train, grad_accum, batches, positive()),
+      NL_KEY(train, eval_interval, resumable, non_negative()),
+      NL_KEY(train, eval_batches, resumable, non_negative()),
+      NL_KEY(train, log_interval, resumable, non_negative()),
+      NL_KEY(train, checkpoint_interval, resumable, non_negative()),
+      NL_KEY(train, keep_checkpoints, resumable, at_least(1)),
+      NL_KEY(train, threads, resumable, non_negative()),
       NL_KEY(train, spike_policy, resumable),
-      NL_KEY(train, spike_window, resumable),
-      NL_KEY(train, spike_threshold, resumable),
-      NL_KEY(train, max_bad_steps, resumable),
+      NL_KEY(train, spike_window, resumable, greater_than(1)),
+      NL_KEY(train, spike_threshold, resumable, positive()),
+      NL_KEY(train, max_bad_steps, resumable, positive()),
       NL_KEY(train, matmul_precision, resumable),
       NL_KEY(train, init_from, start),
       NL_KEY(train, data_seed, resumable),
-      NL_KEY(train, stop_at, resumable),
+      NL_KEY(train, stop_at, resumable, non_negative()),
 
       NL_KEY(data, path, data),
       NL_KEY(data, path_from_run, data),
-      NL_KEY(data, val_fraction, data),
+      NL_KEY(data, val_fraction, data, in_half_open(0, 1)),
       NL_KEY(data, tokenizer, data),
 
-      NL_KEY(diag, interval, resumable),
+      NL_KEY(diag, interval, resumable, non_negative()),
       NL_KEY(diag, per_head, resumable),
 
       NL_KEY(dist, deterministic, resumable),
-      NL_KEY(dist, bucket_size, resumable),
+      NL_KEY(dist, bucket_size, resumable, positive()),
 
       // Where the run came from: it describes the run, so a resume (which only normlab runs
       // have) may restate it.
       NL_KEY(source, kind, resumable),
       NL_KEY(source, trainer, resumable),
-      NL_KEY(source, unknown, resumable),
-      NL_KEY(source, world_size, resumable),
+      NL_KEY(source, unknown, resumable, known_keys),
+      NL_KEY(source, world_size, resumable, positive()),
       NL_KEY(source, sharding, resumable),
   };
   return table;
@@ -382,144 +430,10 @@ const KeySpec* find_key(std::string_view section, std::string_view name) {
   return nullptr;
 }
 
-// ---- Suggestions ------------------------------------------------------------------------------
-
-// Optimal string alignment distance: Levenshtein plus adjacent transpositions ("modle" -> "model").
-// Exact whenever it could pass close_enough() with either string as the query; when the lengths
-// alone differ by more than half the longer one, that difference (a lower bound, and too far for
-// a suggestion either way) is returned without the O(n m) table, so a 100 KB key from a hostile
-// file costs no more than a short one.
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  const std::size_t n = a.size(), m = b.size();
-  const std::size_t diff = n > m ? n - m : m - n;
-  if (diff > std::max<std::size_t>(2, std::max(n, m) / 2)) return diff;
-  // Three rolling rows of the (n + 1) x (m + 1) table: i - 2, i - 1, i.
-  std::vector<std::size_t> rows(3 * (m + 1));
-  auto row = [&](std::size_t i) { return rows.data() + (i % 3) * (m + 1); };
-  for (std::size_t j = 0; j <= m; ++j) row(0)[j] = j;
-  for (std::size_t i = 1; i <= n; ++i) {
-    std::size_t *cur = row(i), *prev = row(i - 1), *prev2 = row(i + 1);  // (i + 1) % 3 == (i - 2) % 3
-    cur[0] = i;
-    for (std::size_t j = 1; j <= m; ++j) {
-      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-        cur[j] = std::min(cur[j], prev2[j - 2] + 1);
-    }
-  }
-  return row(n)[m];
-}
-
-// A third of the name, at least two edits; one for names of up to three letters, of which two
-// edits would leave one ("eps" is not "pos").
-bool close_enough(std::size_t distance, std::string_view query) {
-  return distance <= (query.size() <= 3 ? 1 : std::max<std::size_t>(2, query.size() / 3));
-}
-
-std::string did_you_mean(const std::optional<std::string>& s) {
-  return s ? fmt::format(" (did you mean '{}'?)", *s) : std::string();
-}
-
-std::string did_you_mean(const std::vector<std::string>& keys) {
-  if (keys.empty()) return {};
-  std::string list = fmt::format("'{}'", keys[0]);
-  for (std::size_t i = 1; i < keys.size(); ++i)
-    list += fmt::format("{}'{}'", i + 1 == keys.size() ? " or " : ", ", keys[i]);
-  return fmt::format(" (did you mean {}?)", list);
-}
-
-namespace {
-
-// Whether `part` occurs in `whole` as whole words of a snake_case name ("warmup" in
-// "warmup_steps", "window" in "sliding_window", not "pos" in "position").
-bool contains_words(std::string_view whole, std::string_view part) {
-  for (std::size_t at = whole.find(part); at != std::string_view::npos;
-       at = whole.find(part, at + 1)) {
-    const std::size_t end = at + part.size();
-    if ((at == 0 || whole[at - 1] == '_') && (end == whole.size() || whole[end] == '_'))
-      return true;
-  }
-  return false;
-}
-
-// How near the unknown name comes to key name `key`, as (kind, distance), smaller being nearer;
-// nothing when it is not near at all. Kinds: 0 the same name, 1 a few edits away (close_enough),
-// 2 a prefix of the key's name (`warmup` -> `warmup_steps`), 3 whole words of the key's name or
-// the key's name among the words typed (`window` -> `sliding_window`, `adam_eps` -> `eps`). The
-// distance orders kinds 0 and 1 only: every prefix or word match is as near as any other.
-using Nearness = std::pair<int, std::size_t>;
-std::optional<Nearness> nearness(std::string_view key, std::string_view name) {
-  if (name == key) return Nearness{0, 0};
-  const std::size_t d = edit_distance(name, key);
-  if (close_enough(d, name)) return Nearness{1, d};
-  if (name.size() >= 2 && key.starts_with(name)) return Nearness{2, 0};
-  if ((name.size() >= 2 && contains_words(key, name)) ||
-      (key.size() >= 3 && contains_words(name, key)))
-    return Nearness{3, 0};
-  return std::nullopt;
-}
-
-}  // namespace
-
-// The nearest valid keys to `section.name`. The nearest ones of the same section (of every
-// section when none is given), up to three that tie (`optim.beta` -> beta1, beta2); a key of the
-// very same name in another section (`train.lr` -> `optim.lr`), before them unless they are a few
-// edits away (`model.eps` -> `optim.eps`, `model.norm_eps`); and only when neither exists, the
-// nearest ones of the other sections (`train.warmup` -> `optim.warmup_steps`).
-std::vector<std::string> nearest_keys(std::string_view section, std::string_view name) {
-  struct Best {
-    std::optional<Nearness> n;
-    std::vector<std::string> keys;
-    void offer(const Nearness& x, const std::string& key) {
-      if (!n || x < *n) n = x, keys = {key};
-      else if (x == *n && keys.size() < 3) keys.push_back(key);
-    }
-  } same, other;
-  std::vector<std::string> same_name;  // in another section
-  for (const auto& k : key_table()) {
-    const bool here = section.empty() || k.section == section;
-    std::optional<Nearness> n = nearness(k.name, name);
-    if (section.empty()) {  // "model_n_layer": against the full name too
-      const std::size_t d = edit_distance(name, k.full);
-      if (close_enough(d, name) && (!n || Nearness{1, d} < *n)) n = Nearness{1, d};
-    }
-    if (!n) continue;
-    if (!here && n->first == 0) same_name.push_back(k.full);
-    else (here ? same : other).offer(*n, k.full);
-  }
-  if (same_name.empty()) return !same.keys.empty() ? same.keys : other.keys;
-  std::vector<std::string> out = same.n && same.n->first <= 1 ? same.keys : same_name;
-  const auto& rest = same.n && same.n->first <= 1 ? same_name : same.keys;
-  out.insert(out.end(), rest.begin(), rest.end());
-  return out;
-}
-
-// ---- Unknown names (the table of other trainers' names is keys_foreign.cpp) ----------------
-
-std::string unknown_key_message(std::string_view section, std::string_view name) {
-  const std::string full =
-      section.empty() ? std::string(name) : fmt::format("{}.{}", section, name);
-  if (const ForeignKey* f = find_foreign_key(name)) {
-    if (f->normlab.empty()) return fmt::format("key '{}' is not supported: {}", full, f->note);
-    return fmt::format("unknown key '{}': normlab calls it '{}'{}", full, f->normlab,
-                       f->note.empty() ? std::string() : fmt::format(" ({})", f->note));
-  }
-  return fmt::format("unknown key '{}'{}", full, did_you_mean(nearest_keys(section, name)));
-}
-
-// The nearest section: a few edits away, else one that begins the name or that the name begins
-// (`[training]` -> train, `[optimizer]` -> optim, `[opt]` -> optim).
-std::optional<std::string> nearest_section(std::string_view name) {
-  std::optional<std::string> best;
-  std::size_t best_d = std::numeric_limits<std::size_t>::max();
-  for (const auto s : section_names()) {
-    const std::size_t d = edit_distance(name, s);
-    if (d < best_d) best_d = d, best = std::string(s);
-  }
-  if (close_enough(best_d, name)) return best;
-  for (const auto s : section_names())
-    if ((name.size() >= 3 && s.starts_with(name)) || name.starts_with(s)) return std::string(s);
-  return std::nullopt;
+void check_keys(const Config& c, std::string_view section, Problems& out) {
+  for (const auto& k : key_table())
+    if (section.empty() || k.section == section)
+      for (const auto& check : k.checks) check(c, out);
 }
 
 }  // namespace normlab::keytab

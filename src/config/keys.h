@@ -11,6 +11,7 @@
 #include <variant>
 #include <vector>
 
+#include "config/key_checks.h"
 #include "normlab/config.h"
 
 namespace normlab::keytab {
@@ -34,6 +35,9 @@ struct KeySpec {
   // Empty when a resumed run may change the key (`train --resume RUN --set key=value`); else what
   // a change would alter, for the refusal ("the parameter shapes"). See the table in keys.cpp.
   std::string_view fixed_on_resume;
+  // What the key's value must satisfy on its own (key_checks.h): its range, enum membership.
+  // validation_errors runs them in table order; rules over several keys live there.
+  std::vector<BoundCheck> checks;
 };
 
 // TOML text of a value ("2.0", "\"peri\"", "true").
@@ -46,6 +50,8 @@ const std::vector<KeySpec>& key_table();
 std::vector<std::string_view> section_names();
 bool is_section(std::string_view name);
 const KeySpec* find_key(std::string_view section, std::string_view name);
+// Runs the checks of every key of `section` (of every section when empty), in table order.
+void check_keys(const Config& c, std::string_view section, Problems& out);
 
 // Suggestions: optimal string alignment distance, whether it is close enough to suggest, and
 // " (did you mean 'x'?)" (or " (did you mean 'x' or 'y'?)") or nothing.

@@ -1,8 +1,9 @@
 // Shapes derived from the model section: the layer pattern (which layers use sliding-window
-// attention) and the μP base model (the narrow model a μP run's multipliers refer to). Split from
-// config.cpp, which validates; these derive.
+// attention), the Post-Norm blocks of a placement, and the μP base model (the narrow model a μP
+// run's multipliers refer to). Split from config.cpp, which validates; these derive.
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -61,6 +62,15 @@ bool ModelConfig::layer_sliding(int l) const {
   std::vector<bool> t;
   if (parse_layer_pattern(layer_pattern, n_layer, &t)) return false;
   return l >= 0 && l < static_cast<int>(t.size()) && t[l];
+}
+
+int ModelConfig::post_norm_blocks() const {
+  const int L = std::max(n_layer, 0);
+  if (placement == Placement::post) return L;
+  if (placement != Placement::mix || !(mix_ratio > 0)) return 0;  // NaN: none
+  if (mix_ratio >= 1) return L;
+  // Mix-LN (Li et al. 2024): the epsilon keeps 0.3 * 10 = 3.0000000000000004 at 3 blocks.
+  return static_cast<int>(std::ceil(mix_ratio * L - 1e-9));
 }
 
 namespace {

@@ -1,5 +1,6 @@
 // The [source] table's checks that need the key table (private to src/config): every entry of
-// source.unknown must name a config key. config.cpp's validation_errors() adds these.
+// source.unknown must name a config key. source.unknown's row in the key table (keys.cpp)
+// runs them.
 #pragma once
 #include <string>
 #include <vector>

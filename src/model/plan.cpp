@@ -78,10 +78,12 @@ ModelPlan build_plan(const ModelConfig& m) {
   const double alpha = m.placement == Placement::deepnorm ? std::pow(2.0 * L, 0.25) : 1.0;
   if (m.placement == Placement::deepnorm) plan.deepnorm_beta = std::pow(8.0 * L, -0.25);
   // Mix-LN (Li et al. 2024): post-norm for the first ceil(mix_ratio * L) blocks, pre-norm after.
-  const int n_post = m.placement == Placement::mix ? static_cast<int>(std::ceil(m.mix_ratio * L - 1e-9)) : 0;
+  // (ModelConfig::post_norm_blocks: the one rule for which blocks are Post-Norm, which validation
+  // asks too.)
+  const int n_post = m.post_norm_blocks();
   // Admin: every post-norm sublayer scales its shortcut (validation admits post and mix only).
   const bool admin = m.init == InitKind::admin;
-  const int n_admin = 2 * (m.placement == Placement::mix ? n_post : L);
+  const int n_admin = 2 * n_post;
   plan.admin_profile = admin && m.admin_omega == AdminOmega::profile;
   for (int l = 0; l < L; ++l) {
     BlockPlan b;

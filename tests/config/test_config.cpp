@@ -1,4 +1,5 @@
-// Validation of the typed config (src/config/config.cpp) for model.residual_scale: DeepNorm
+// Validation of the typed config (validation_errors, src/config/config.cpp; the refusals are rows
+// of src/config/compat.cpp, tests/config/test_compat.cpp) for model.residual_scale: DeepNorm
 // refuses every scale but none by name, every other placement takes each, and the init keys must
 // be finite; model.init = admin needs post-norm sublayers and no residual scale; placement = hybrid
 // refuses QK-Clip.

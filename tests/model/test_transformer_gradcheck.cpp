@@ -51,7 +51,7 @@ const Placement kPlacements[] = {Placement::post,     Placement::pre,
                                  Placement::deepnorm, Placement::mix,
                                  Placement::ngpt,     Placement::hybrid};
 
-// nGPT refuses what does not compose with it (src/config/config.cpp, ngpt_problems): its cases
+// nGPT refuses what does not compose with it (src/config/compat.cpp, the nGPT rows): its cases
 // keep the rest of the matrix (caps, z-loss, ties, head counts and explicit head sizes, attention
 // scale, windows, local RoPE, RoPE scaling) and take turns at the initial eigen learning rate.
 void restrict_to_ngpt(ModelConfig& m, int i) {
@@ -437,7 +437,7 @@ TEST(ModelGradCheck, EveryOptionValueAppearsWithEveryPlacement) {
     want["residual_scale"] = pl == Placement::deepnorm ? 1 : 4;
     want["sigma_reparam"] = 2;  // every placement allows it
     if (pl == Placement::ngpt) {
-      // One value where nGPT refuses the others (config.cpp); two initial alphas of its own.
+      // One value where nGPT refuses the others (compat.cpp); two initial alphas of its own.
       for (const char* one : {"norm", "qk", "pos", "mlp", "bias", "norm_gain_offset", "embed_scale",
                               "parametrization", "kv", "biases", "residual_scale", "sigma_reparam",
                               "attn_gate", "attn_sink"})

@@ -18,7 +18,8 @@ OptimizerRow row(OptimizerKind kind) {
           [](const ParamTable& t, const OptimConfig& c, const ModelConfig& m) {
             return std::unique_ptr<Optimizer<double>>(std::make_unique<O<double>>(t, c, m));
           },
-          [](const ParamTable& t) { return O<float>::state_elements(t); }};
+          [](const ParamTable& t) { return O<float>::state_elements(t); },
+          [](const ParamTable& t, const OptimConfig& c) { return O<float>::describe(t, c); }};
 }
 
 }  // namespace

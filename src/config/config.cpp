@@ -79,8 +79,9 @@ struct EnumTable<ScheduleKind> {
 };
 template <>
 struct EnumTable<OptimizerKind> {
-  static constexpr std::string_view names[] = {"adamw", "muon", "stable_adamw", "adam_atan2"};
-  static constexpr OptimizerKind last = OptimizerKind::adam_atan2;
+  static constexpr std::string_view names[] = {"adamw", "muon", "stable_adamw", "adam_atan2",
+                                               "adafactor"};
+  static constexpr OptimizerKind last = OptimizerKind::adafactor;
 };
 template <>
 struct EnumTable<MuonAdjustLr> {
@@ -475,6 +476,12 @@ std::vector<std::string> validation_errors(const Config& c) {
   k.valid_enum(KEY(optim.adjust_lr));
   k.greater_than(KEY(optim.atan2_a), 0.0);
   k.greater_than(KEY(optim.atan2_b), 0.0);
+  if (!(std::isfinite(c.optim.adafactor_beta2_decay) && c.optim.adafactor_beta2_decay <= 0.0))
+    k.add(fmt::format("optim.adafactor_beta2_decay = {} must be <= 0 (as torch.optim.Adafactor)",
+                      c.optim.adafactor_beta2_decay));
+  k.at_least(KEY(optim.adafactor_eps1), 0.0);
+  k.at_least(KEY(optim.adafactor_eps2), 0.0);
+  k.at_least(KEY(optim.adafactor_d), 1.0);
   k.at_least(KEY(optim.qk_clip), 0.0);
   k.in_range(KEY(optim.qk_clip_alpha), 0.0, 1.0, true);
 

@@ -317,6 +317,10 @@ const std::vector<KeySpec>& key_table() {
       NL_KEY(optim, adjust_lr, resumable),
       NL_KEY(optim, atan2_a, resumable),
       NL_KEY(optim, atan2_b, resumable),
+      NL_KEY(optim, adafactor_beta2_decay, moments),
+      NL_KEY(optim, adafactor_eps1, resumable),
+      NL_KEY(optim, adafactor_eps2, resumable),
+      NL_KEY(optim, adafactor_d, resumable),
       NL_KEY(optim, qk_clip, resumable),
       NL_KEY(optim, qk_clip_alpha, resumable),
 

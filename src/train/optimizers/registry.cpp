@@ -1,5 +1,6 @@
 #include "train/optimizers/registry.h"
 
+#include "train/optimizers/adafactor.h"
 #include "train/optimizers/adam_atan2.h"
 #include "train/optimizers/adamw.h"
 #include "train/optimizers/muon.h"
@@ -30,6 +31,7 @@ std::span<const OptimizerRow> optimizer_registry() {
       row<Muon>(OptimizerKind::muon),
       row<StableAdamW>(OptimizerKind::stable_adamw),
       row<AdamAtan2>(OptimizerKind::adam_atan2),
+      row<Adafactor>(OptimizerKind::adafactor),
   };
   return rows;
 }

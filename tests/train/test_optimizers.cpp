@@ -15,6 +15,7 @@
 #include "normlab/errors.h"
 #include "normlab/safetensors.h"
 #include "normlab/trainer.h"
+#include "tensor/rng.h"
 #include "train/checkpoint.h"
 #include "train/optimizer.h"
 #include "train/qk_clip.h"
@@ -308,6 +309,49 @@ TEST(Optimizers, AdafactorCheckpointHoldsItsFactorsByNameAndShape) {
   for (std::size_t k = 0; k < arenas.size(); ++k)
     EXPECT_TRUE(arenas[k]->data == saved[k + 1]) << arenas[k]->prefix;
   fs::remove_all(dir);
+}
+
+// Adafactor's second-moment ratio (the diagnostics' rms_g2v) is RMS(U), the statistic its update
+// is clipped by: each tensor's step has RMS alpha r / max(1, r / d), with alpha =
+// max(eps2, RMS(p)) min(lr, 1 / sqrt(t)) (no weight decay here).
+TEST(Optimizers, AdafactorRatioIsTheRmsItsUpdateIsClippedBy) {
+  const Config c = run_with(OptimizerKind::adafactor, 0, 1);
+  Transformer<float> model(c.model, 1, 8);
+  model.init_params(1);
+  OptimConfig oc = c.optim;
+  oc.weight_decay = 0;
+  oc.adafactor_d = 1.2;
+  const auto opt = make_optimizer<float>(model.table(), oc, c.model);
+  Rng rng(5);
+  const double lr = 1e-2;
+  int clipped = 0, unclipped = 0;
+  for (int t = 1; t <= 3; ++t) {
+    const std::vector<float> before(model.params().begin(), model.params().end());
+    for (float& g : model.grads()) g = static_cast<float>(0.1 * rng.normal());
+    if (t == 2)  // a gradient jump the running averages have not seen: RMS(U) well above d
+      for (float& g : model.grads()) g *= 10.f;
+    opt->update(model.params(), model.grads(), lr);
+    const std::vector<double> r = opt->second_moment_ratio(model.grads());
+    for (std::size_t k = 0; k < model.table().specs().size(); ++k) {
+      const ParamSpec& s = model.table().specs()[k];
+      if (!s.trained) continue;
+      double ssp = 0, ssd = 0;
+      for (long j = 0; j < s.numel; ++j) {
+        const double p0 = before[s.offset + j], d = model.params()[s.offset + j] - p0;
+        ssp += p0 * p0;
+        ssd += d * d;
+      }
+      const double n = static_cast<double>(s.numel);
+      const double alpha = std::max(oc.adafactor_eps2, std::sqrt(ssp / n)) *
+                           std::min(lr, 1.0 / std::sqrt(static_cast<double>(t)));
+      ASSERT_TRUE(std::isfinite(r[k])) << s.name;
+      ++(r[k] > oc.adafactor_d ? clipped : unclipped);
+      const double want = alpha * r[k] / std::max(1.0, r[k] / oc.adafactor_d);
+      EXPECT_NEAR(std::sqrt(ssd / n), want, 1e-3 * want) << s.name << " at step " << t;
+    }
+  }
+  EXPECT_GT(clipped, 0);  // both sides of the clipping threshold were checked
+  EXPECT_GT(unclipped, 0);
 }
 
 }  // namespace

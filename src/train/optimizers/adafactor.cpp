@@ -86,6 +86,46 @@ std::string Adafactor<T>::describe(const ParamTable& table, const OptimConfig& c
 }
 
 template <class T>
+std::vector<double> Adafactor<T>::second_moment_ratio(std::span<const T> grads) const {
+  const std::vector<ParamSpec>& specs = this->table_.specs();
+  std::vector<double> out(specs.size(), std::nan(""));
+  const double e1 = this->cfg_.adafactor_eps1 > 0 ? this->cfg_.adafactor_eps1
+                                                  : std::numeric_limits<T>::epsilon();
+  const double e1sq = e1 * e1;
+  for (std::size_t k = 0; k < var_.size(); ++k) {
+    const ParamSpec& s = var_.spec(k);
+    const T* g = grads.data() + s.offset;
+    const T* v = var_.at(k);
+    double sum = 0;
+    for (long j = 0; j < s.numel; ++j)
+      sum += static_cast<double>(g[j]) * g[j] / std::max(static_cast<double>(v[j]), e1sq);
+    out[static_cast<std::size_t>(&s - specs.data())] =
+        std::sqrt(sum / static_cast<double>(s.numel));
+  }
+  for (std::size_t k = 0; k < row_.size(); ++k) {
+    const ParamSpec& s = row_.spec(k);
+    const long B = s.shape.back(), A = s.shape[s.shape.size() - 2], nb = s.numel / (A * B);
+    const T* g = grads.data() + s.offset;
+    double sum = 0;
+    for (long q = 0; q < nb; ++q) {
+      const T* R = row_.at(k) + q * A;
+      const T* C = col_.at(k) + q * B;
+      double rsum = 0;
+      for (long i = 0; i < A; ++i) rsum += R[i];
+      const double den = std::max(rsum / static_cast<double>(A), e1);
+      for (long i = 0; i < A; ++i)
+        for (long j = 0; j < B; ++j) {
+          const double gij = g[(q * A + i) * B + j];
+          sum += gij * gij / std::max(static_cast<double>(R[i]) * C[j] / den, e1sq);
+        }
+    }
+    out[static_cast<std::size_t>(&s - specs.data())] =
+        std::sqrt(sum / static_cast<double>(s.numel));
+  }
+  return out;
+}
+
+template <class T>
 void Adafactor<T>::apply(std::span<T> params, std::span<T> grads, double lr, double grad_scale) {
   const OptimConfig& c = this->cfg_;
   const double t = static_cast<double>(this->t_);

@@ -33,6 +33,9 @@ class Adafactor final : public Optimizer<T> {
   static long state_elements(const ParamTable& table);
   // describe_optimizer's line (train/optimizer.h).
   static std::string describe(const ParamTable& table, const OptimConfig& cfg);
+  // RMS(g^2 / max(V, eps1^2)) per tensor, V the estimate of the last update (factored for a
+  // matrix): RMS(U), the value the update is clipped by when it exceeds d.
+  std::vector<double> second_moment_ratio(std::span<const T> grads) const override;
 
  protected:
   void apply(std::span<T> params, std::span<T> grads, double lr, double grad_scale) override;

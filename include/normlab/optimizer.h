@@ -1,8 +1,8 @@
 // An optimizer over a Model's parameters, on its own: the optimizer optim.name names (any of the
 // registry, src/train/optimizers/; with QK-Clip when optim.qk_clip > 0), stepped with gradients
-// the caller gives, its state readable by name. What a notebook needs to step normlab's optimizer against
-// another implementation (the Python binding's normlab.Optimizer); training itself goes through
-// the Trainer, which holds the same optimizer.
+// the caller gives, its state readable by name. What a notebook needs to step normlab's optimizer
+// against another implementation (the Python binding's normlab.Optimizer); training itself goes
+// through the Trainer, which holds the same optimizer.
 #pragma once
 #include <memory>
 #include <span>

@@ -247,8 +247,8 @@ std::string save_checkpoint(const std::string& run_dir, const Config& cfg,
     for (std::size_t i = 0; i < a->size(); ++i) {
       const StateEntry& e = a->entries[i];
       recs.push_back({e.name, DType::F32, e.shape,
-                      std::span<const std::uint8_t>(
-                          reinterpret_cast<const std::uint8_t*>(a->at(i)), sizeof(float) * e.numel)});
+                      std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(a->at(i)),
+                                                    sizeof(float) * e.numel)});
     }
   nlohmann::json sj = to_json(state);
   sj["optimizer"] = std::string(to_string(opt.kind()));

@@ -102,8 +102,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(std::pair{OptimizerKind::adamw, 0.0}, std::pair{OptimizerKind::muon, 0.0},
                       std::pair{OptimizerKind::stable_adamw, 0.0},
                       std::pair{OptimizerKind::adam_atan2, 0.0},
-                      std::pair{OptimizerKind::adafactor, 0.0},
-                      std::pair{OptimizerKind::muon, 0.5}, std::pair{OptimizerKind::adamw, 0.5}),
+                      std::pair{OptimizerKind::adafactor, 0.0}, std::pair{OptimizerKind::muon, 0.5},
+                      std::pair{OptimizerKind::adamw, 0.5}),
     [](const auto& info) {
       return std::string(to_string(info.param.first)) + (info.param.second > 0 ? "_qk_clip" : "");
     });

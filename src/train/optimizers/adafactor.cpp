@@ -78,19 +78,20 @@ std::string Adafactor<T>::describe(const ParamTable& table, const OptimConfig& c
   long mats = 0, others = 0;
   for (const ParamSpec& p : table.specs())
     if (p.trained) ++(factored(p) ? mats : others);
-  return fmt::format("optimizer adafactor: factored second moments on {} matrices, full on {} "
-                     "tensors (beta2_decay {:g}, eps1 {}, eps2 {:g}, d {:g})",
-                     mats, others, c.adafactor_beta2_decay,
-                     c.adafactor_eps1 > 0 ? fmt::format("{:g}", c.adafactor_eps1) : "machine",
-                     c.adafactor_eps2, c.adafactor_d);
+  return fmt::format(
+      "optimizer adafactor: factored second moments on {} matrices, full on {} "
+      "tensors (beta2_decay {:g}, eps1 {}, eps2 {:g}, d {:g})",
+      mats, others, c.adafactor_beta2_decay,
+      c.adafactor_eps1 > 0 ? fmt::format("{:g}", c.adafactor_eps1) : "machine", c.adafactor_eps2,
+      c.adafactor_d);
 }
 
 template <class T>
 std::vector<double> Adafactor<T>::second_moment_ratio(std::span<const T> grads) const {
   const std::vector<ParamSpec>& specs = this->table_.specs();
   std::vector<double> out(specs.size(), std::nan(""));
-  const double e1 = this->cfg_.adafactor_eps1 > 0 ? this->cfg_.adafactor_eps1
-                                                  : std::numeric_limits<T>::epsilon();
+  const double e1 =
+      this->cfg_.adafactor_eps1 > 0 ? this->cfg_.adafactor_eps1 : std::numeric_limits<T>::epsilon();
   const double e1sq = e1 * e1;
   for (std::size_t k = 0; k < var_.size(); ++k) {
     const ParamSpec& s = var_.spec(k);
@@ -197,8 +198,10 @@ void Adafactor<T>::apply(std::span<T> params, std::span<T> grads, double lr, dou
         for (long j = 0; j < B; ++j) {
           const T v = Rq[i] * Cq[j] / den[q];
           const T u = T(1) / std::sqrt(std::max(v, e1sq)) * gi[j];
-          if (pass == 0) acc += static_cast<double>(u) * u;
-          else pi[j] = std::fma(step, u, pi[j] * decay);
+          if (pass == 0)
+            acc += static_cast<double>(u) * u;
+          else
+            pi[j] = std::fma(step, u, pi[j] * decay);
         }
       }
       return acc;

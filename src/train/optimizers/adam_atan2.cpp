@@ -59,9 +59,10 @@ void AdamAtan2<T>::apply(std::span<T> params, std::span<T> grads, double lr, dou
 
 template <class T>
 std::string AdamAtan2<T>::describe(const ParamTable&, const OptimConfig& c) {
-  return fmt::format("optimizer adam_atan2: a atan2(m, b sqrt(v)) with a = {:g}, b = {:g} (no "
-                     "epsilon; beta2 {:g})",
-                     c.atan2_a, c.atan2_b, c.beta2);
+  return fmt::format(
+      "optimizer adam_atan2: a atan2(m, b sqrt(v)) with a = {:g}, b = {:g} (no "
+      "epsilon; beta2 {:g})",
+      c.atan2_a, c.atan2_b, c.beta2);
 }
 
 template class AdamAtan2<float>;

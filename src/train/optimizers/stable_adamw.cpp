@@ -70,9 +70,10 @@ void StableAdamW<T>::apply(std::span<T> params, std::span<T> grads, double lr, d
 
 template <class T>
 std::string StableAdamW<T>::describe(const ParamTable&, const OptimConfig& c) {
-  return fmt::format("optimizer stable_adamw: AdamW with per-tensor update clipping (beta2 {:g}, "
-                     "eps {:g})",
-                     c.beta2, c.eps);
+  return fmt::format(
+      "optimizer stable_adamw: AdamW with per-tensor update clipping (beta2 {:g}, "
+      "eps {:g})",
+      c.beta2, c.eps);
 }
 
 template class StableAdamW<float>;

@@ -58,8 +58,9 @@ enum class ScheduleKind { cosine, linear, constant };
 // adamw (PyTorch's AdamW); muon (torch.optim.Muon on the hidden matrices, each of q, k, v and the
 // gate and up halves of a gated MLP its own matrix, with AdamW for embeddings, head, norm gains
 // and biases); stable_adamw (AdamW with per-tensor update clipping, Wortsman et al. 2023b, as
-// optimi.StableAdamW); adam_atan2 (Everett et al. 2024: a * atan2(m, b sqrt(v)), no epsilon).
-enum class OptimizerKind { adamw, muon, stable_adamw, adam_atan2 };
+// optimi.StableAdamW); adam_atan2 (Everett et al. 2024: a * atan2(m, b sqrt(v)), no epsilon);
+// adafactor (torch.optim.Adafactor: factored second moments, relative step, update clipping).
+enum class OptimizerKind { adamw, muon, stable_adamw, adam_atan2, adafactor };
 // Muon's learning-rate scale per matrix of shape (A, B) = (out, in): original (Keller Jordan:
 // sqrt(max(1, A / B))) or match_rms_adamw (Moonlight: 0.2 sqrt(max(A, B))).
 enum class MuonAdjustLr { original, match_rms_adamw };
@@ -253,6 +254,12 @@ struct OptimConfig {
   MuonAdjustLr adjust_lr = MuonAdjustLr::original;
   // Adam-atan2 (adam-atan2-pytorch's defaults): update a * atan2(m_hat, b * sqrt(v_hat)).
   double atan2_a = 1.27, atan2_b = 1.0;
+  // Adafactor (torch.optim.Adafactor's defaults; train/optimizers/adafactor.h): 1 - beta2_t =
+  // t^beta2_decay; eps1 bounds the second moment from below (0: the machine epsilon, torch's
+  // None); eps2 the parameter scale of the relative step; d the update clipping threshold.
+  double adafactor_beta2_decay = -0.8;
+  double adafactor_eps1 = 0.0, adafactor_eps2 = 1e-3;
+  double adafactor_d = 1.0;
   // QK-Clip (Kimi K2), with any optimizer: after each step, every head whose largest |pre-softmax
   // logit| in that step exceeded qk_clip has its query and key projections scaled by
   // (qk_clip / S)^alpha and (qk_clip / S)^(1 - alpha). 0 = off. train/qk_clip.h states the rules

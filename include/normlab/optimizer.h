@@ -1,8 +1,8 @@
-// An optimizer over a Model's parameters, on its own: the optimizer optim.name names (AdamW, Muon,
-// StableAdamW, Adam-atan2, with QK-Clip when optim.qk_clip > 0), stepped with gradients the caller
-// gives, its state readable by name. What a notebook needs to step normlab's optimizer against
-// another implementation (the Python binding's normlab.Optimizer); training itself goes through
-// the Trainer, which holds the same optimizer.
+// An optimizer over a Model's parameters, on its own: the optimizer optim.name names (any of the
+// registry, src/train/optimizers/; with QK-Clip when optim.qk_clip > 0), stepped with gradients
+// the caller gives, its state readable by name. What a notebook needs to step normlab's optimizer
+// against another implementation (the Python binding's normlab.Optimizer); training itself goes
+// through the Trainer, which holds the same optimizer.
 #pragma once
 #include <memory>
 #include <span>
@@ -29,8 +29,10 @@ class ModelOptimizer {
   // clip factor). attn_max_logit_head: (n_layer * n_head) the step's largest |attention logit|
   // per layer and query head, required with QK-Clip (InputError when missing or mis-sized).
   void step(double lr, double grad_scale = 1.0, std::span<const double> attn_max_logit_head = {});
-  // Every state tensor ("adam.m.blocks.0.attn.wqkv.weight", "muon.momentum.*", ...), with the
-  // shape of its parameter; views into the optimizer's memory, valid as long as it.
+  // Every state tensor ("adam.m.blocks.0.attn.wqkv.weight", "muon.momentum.*", ...), under the
+  // name and with the shape the optimizer gives it (its parameter's for the Adam family and Muon;
+  // Adafactor's row and column factors of a matrix are vectors); decayed and group are its
+  // parameter's; views into the optimizer's memory, valid as long as it.
   std::vector<ParameterView> state();
   long steps_taken() const;
   std::string name() const;  // optim.name

@@ -1,6 +1,7 @@
-"""normlab.Optimizer: normlab's optimizer (optim.name: adamw, muon, stable_adamw, adam_atan2, with
-QK-Clip when optim.qk_clip > 0) over a Model's parameters, stepped on its own, so that a notebook
-can step it beside another implementation; docs/python.md."""
+"""normlab.Optimizer: normlab's optimizer (whichever optim.name names: docs/cli.md, "Optimizers";
+with QK-Clip when optim.qk_clip > 0) over a Model's parameters, stepped on its own, so that a
+notebook can step it beside another implementation; its state by name, each tensor with the shape
+the optimizer gives it; docs/python.md."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING as _TYPE_CHECKING

@@ -80,8 +80,9 @@ struct EnumTable<ScheduleKind> {
 };
 template <>
 struct EnumTable<OptimizerKind> {
-  static constexpr std::string_view names[] = {"adamw", "muon", "stable_adamw", "adam_atan2"};
-  static constexpr OptimizerKind last = OptimizerKind::adam_atan2;
+  static constexpr std::string_view names[] = {"adamw", "muon", "stable_adamw", "adam_atan2",
+                                               "adafactor"};
+  static constexpr OptimizerKind last = OptimizerKind::adafactor;
 };
 template <>
 struct EnumTable<MuonAdjustLr> {

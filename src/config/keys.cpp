@@ -364,6 +364,10 @@ const std::vector<KeySpec>& key_table() {
       NL_KEY(optim, adjust_lr, resumable),
       NL_KEY(optim, atan2_a, resumable, positive()),
       NL_KEY(optim, atan2_b, resumable, positive()),
+      NL_KEY(optim, adafactor_beta2_decay, moments, at_most(0.0, "(as torch.optim.Adafactor)")),
+      NL_KEY(optim, adafactor_eps1, resumable, non_negative()),
+      NL_KEY(optim, adafactor_eps2, resumable, non_negative()),
+      NL_KEY(optim, adafactor_d, resumable, at_least(1.0)),
       NL_KEY(optim, qk_clip, resumable, non_negative()),
       NL_KEY(optim, qk_clip_alpha, resumable, in_closed(0, 1)),
 

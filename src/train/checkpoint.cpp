@@ -240,14 +240,15 @@ std::string save_checkpoint(const std::string& run_dir, const Config& cfg,
       {"step", std::to_string(state.step)}};
   save_weights(tmp_dir / "model.safetensors", model.table(), model.params().data(), meta);
 
-  // The optimizer's state by name (train/optimizer.h: StateArena), whichever optimizer it is.
+  // The optimizer's state by name (train/optimizer.h: StateArena), whichever optimizer it is:
+  // each entry under its own name and shape.
   std::vector<TensorToWrite> recs;
   for (const StateArena<float>* a : opt.state())
-    for (std::size_t i = 0; i < a->specs.size(); ++i) {
-      const ParamSpec& s = *a->specs[i];
-      recs.push_back({a->prefix + s.name, DType::F32, s.shape,
-                      std::span<const std::uint8_t>(
-                          reinterpret_cast<const std::uint8_t*>(a->at(i)), sizeof(float) * s.numel)});
+    for (std::size_t i = 0; i < a->size(); ++i) {
+      const StateEntry& e = a->entries[i];
+      recs.push_back({e.name, DType::F32, e.shape,
+                      std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(a->at(i)),
+                                                    sizeof(float) * e.numel)});
     }
   nlohmann::json sj = to_json(state);
   sj["optimizer"] = std::string(to_string(opt.kind()));
@@ -469,11 +470,8 @@ void load_checkpoint(const std::string& ckpt_dir, Transformer<float>& model, Opt
             ckpt_dir, saved_by, to_string(opt->kind())));
       for (const StateArena<float>* a : std::as_const(*opt).state()) {
         std::vector<float> buf(a->data.size(), 0.f);
-        for (std::size_t i = 0; i < a->specs.size(); ++i) {
-          const ParamSpec& s = *a->specs[i];
-          sfile.read_f32(a->prefix + s.name, std::span<float>(buf.data() + a->offsets[i], s.numel),
-                         s.shape);
-        }
+        for (const StateEntry& e : a->entries)
+          sfile.read_f32(e.name, std::span<float>(buf.data() + e.offset, e.numel), e.shape);
         staged.push_back(std::move(buf));
       }
     }

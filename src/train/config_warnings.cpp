@@ -42,6 +42,13 @@ std::vector<std::string> config_warnings(const Config& c, int cores) {
     unused("atan2_a", o.atan2_a != d.atan2_a, "adam_atan2");
     unused("atan2_b", o.atan2_b != d.atan2_b, "adam_atan2");
   }
+  if (o.name != OptimizerKind::adafactor) {
+    unused("adafactor_beta2_decay", o.adafactor_beta2_decay != d.adafactor_beta2_decay,
+           "adafactor");
+    unused("adafactor_eps1", o.adafactor_eps1 != d.adafactor_eps1, "adafactor");
+    unused("adafactor_eps2", o.adafactor_eps2 != d.adafactor_eps2, "adafactor");
+    unused("adafactor_d", o.adafactor_d != d.adafactor_d, "adafactor");
+  }
   if (o.qk_clip <= 0 && o.qk_clip_alpha != d.qk_clip_alpha)
     out.push_back(fmt::format("optim.qk_clip_alpha has no effect while optim.qk_clip = 0 (QK-Clip "
                               "is off)"));

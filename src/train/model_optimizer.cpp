@@ -43,12 +43,13 @@ void ModelOptimizer::step(double lr, double grad_scale, std::span<const double> 
 std::vector<ParameterView> ModelOptimizer::state() {
   std::vector<ParameterView> out;
   for (StateArena<float>* a : impl_->opt->state())
-    for (std::size_t i = 0; i < a->specs.size(); ++i) {
-      const ParamSpec& s = *a->specs[i];
+    for (std::size_t i = 0; i < a->size(); ++i) {
+      const StateEntry& e = a->entries[i];
+      const ParamSpec& s = *e.param;
       ParameterView v;
-      v.name = a->prefix + s.name;
-      v.shape = s.shape;
-      v.values = {a->at(i), static_cast<std::size_t>(s.numel)};
+      v.name = e.name;
+      v.shape = e.shape;
+      v.values = {a->at(i), static_cast<std::size_t>(e.numel)};
       v.decayed = impl_->opt->decayed(s);
       v.group = std::string(to_string(s.group));
       out.push_back(std::move(v));

@@ -14,15 +14,21 @@
 namespace normlab {
 
 namespace {
-// Lays out the covered parameters as ParamTable::add does (16-element aligned); returns the size.
-long layout(const ParamTable& table, const std::function<bool(const ParamSpec&)>& covers,
-            std::vector<const ParamSpec*>* specs, std::vector<long>* offsets) {
+// Lays out the covered parameters' entries as ParamTable::add lays out parameters (table order,
+// 16-element aligned), each of its own shape (`shape`, the parameter's when empty); returns the
+// size.
+long layout(const std::string& prefix, const ParamTable& table,
+            const std::function<bool(const ParamSpec&)>& covers, const StateShape& shape,
+            std::vector<StateEntry>* entries) {
   long total = 0;
   for (const ParamSpec& s : table.specs()) {
     if (!s.trained || !covers(s)) continue;  // buffers (ParamSpec::trained) have no state
     const long off = (total + 15) / 16 * 16;
-    if (specs) specs->push_back(&s), offsets->push_back(off);
-    total = off + s.numel;
+    std::vector<std::int64_t> dims = shape ? shape(s) : s.shape;
+    long n = 1;
+    for (const std::int64_t d : dims) n *= static_cast<long>(d);
+    if (entries) entries->push_back({&s, prefix + s.name, std::move(dims), n, off});
+    total = off + n;
   }
   return total;
 }
@@ -30,15 +36,17 @@ long layout(const ParamTable& table, const std::function<bool(const ParamSpec&)>
 
 template <class T>
 StateArena<T>::StateArena(std::string name, const ParamTable& table,
-                          const std::function<bool(const ParamSpec&)>& covers)
+                          const std::function<bool(const ParamSpec&)>& covers,
+                          const StateShape& shape)
     : prefix(std::move(name)) {
-  data.assign(layout(table, covers, &specs, &offsets), T(0));
+  data.assign(layout(prefix, table, covers, shape, &entries), T(0));
 }
 
 template <class T>
 long StateArena<T>::elements(const ParamTable& table,
-                             const std::function<bool(const ParamSpec&)>& covers) {
-  return layout(table, covers, nullptr, nullptr);
+                             const std::function<bool(const ParamSpec&)>& covers,
+                             const StateShape& shape) {
+  return layout({}, table, covers, shape, nullptr);
 }
 
 template <class T>
@@ -87,8 +95,10 @@ void second_moment_rms(const ParamTable& table, const StateArena<T>& v, double b
                        std::span<const T> grads, std::vector<double>& out) {
   out.resize(table.specs().size(), std::nan(""));
   const double e2 = eps * eps;
-  for (std::size_t i = 0; i < v.specs.size(); ++i) {
-    const ParamSpec& s = *v.specs[i];
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const ParamSpec& s = v.spec(i);
+    NL_CHECK(v.entries[i].numel == s.numel, "second_moment_rms: {} is not parameter-shaped",
+             v.entries[i].name);
     const T* g = grads.data() + s.offset;
     const T* vi = v.at(i);
     double sum = 0;
@@ -150,39 +160,8 @@ long optimizer_state_elements(const ParamTable& table, const OptimConfig& cfg) {
 
 std::string describe_optimizer(const ParamTable& table, const OptimConfig& c) {
   std::string s;
-  switch (c.name) {
-    case OptimizerKind::adamw:
-      // Plain AdamW goes unsaid (the default) unless QK-Clip or a constraint is added below.
-      if (c.qk_clip > 0) s = fmt::format("optimizer adamw (beta2 {:g}, eps {:g})", c.beta2, c.eps);
-      break;
-    case OptimizerKind::muon: {
-      long mats = 0, blocks = 0, others = 0;
-      for (const ParamSpec& p : table.specs()) {
-        if (!p.hidden_matrix()) {
-          ++others;
-          continue;
-        }
-        ++mats;
-        blocks += p.row_blocks.empty() ? 1 : static_cast<long>(p.row_blocks.size());
-      }
-      s = fmt::format(
-          "optimizer muon: Muon (momentum {:g}{}, {} Newton-Schulz steps, adjust_lr {}) on {} "
-          "matrices ({} with q, k, v and gate/up apart); AdamW on {} tensors at lr {:g}",
-          c.momentum, c.nesterov ? ", Nesterov" : "", c.ns_steps, to_string(c.adjust_lr),
-          mats, blocks, others, c.adamw_lr > 0 ? c.adamw_lr : c.lr);
-      break;
-    }
-    case OptimizerKind::stable_adamw:
-      s = fmt::format("optimizer stable_adamw: AdamW with per-tensor update clipping (beta2 {:g}, "
-                      "eps {:g})",
-                      c.beta2, c.eps);
-      break;
-    case OptimizerKind::adam_atan2:
-      s = fmt::format("optimizer adam_atan2: a atan2(m, b sqrt(v)) with a = {:g}, b = {:g} (no "
-                      "epsilon; beta2 {:g})",
-                      c.atan2_a, c.atan2_b, c.beta2);
-      break;
-  }
+  for (const OptimizerRow& r : optimizer_registry())
+    if (r.kind == c.name) s = r.describe(table, c);
   if (c.qk_clip > 0)
     s += fmt::format(" | QK-Clip at {:g} (alpha {:g})", c.qk_clip, c.qk_clip_alpha);
   // The table's constraints, restored after every step whichever optimizer took it (nGPT).

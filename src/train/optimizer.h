@@ -1,13 +1,14 @@
 // The optimizer interface over the parameter table. Each optimizer (src/train/optimizers/, one file
-// each: AdamW, Muon, StableAdamW, Adam-atan2) implements `apply` and declares its state as named
-// arenas (StateArena), so that the trainer, checkpoints, resume, rollback, MPI and the Python
-// binding handle any of them without knowing which it is. QK-Clip (train/qk_clip.h) runs after
-// any optimizer's step, from here.
+// each, one row of registry.cpp) implements `apply` and declares its state as named arenas
+// (StateArena) whose entries carry their own names and shapes, so that the trainer, checkpoints,
+// resume, rollback, MPI and the Python binding handle any of them without knowing which it is.
+// QK-Clip (train/qk_clip.h) runs after any optimizer's step, from here.
 //
 // Gradient clipping is decided by the step that computes the gradient norm (train/step.h:
 // StepResult::clip_scale, from clip_scale below); the optimizer receives that factor and applies
 // it as it reads the gradients (they are left scaled, as in-place clipping leaves them).
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <span>
@@ -31,22 +32,40 @@ double gradient_norm(const ParamTable& table, std::span<const T> grads);
 // min(1, grad_clip / (grad_norm + 1e-6)); 1 when grad_clip <= 0 (off).
 double clip_scale(double grad_clip, double grad_norm);
 
-// One state tensor per covered trained parameter (never a buffer, ParamSpec::trained), all in one arena laid out as the parameter table lays
-// out its own (table order, every tensor 16-element aligned), saved in checkpoints as
-// prefix + parameter name ("adam.m.blocks.0.attn.wqkv.weight"). An arena covering every
-// parameter has the table's offsets.
+// One tensor of an optimizer's state: the parameter it belongs to, its name in checkpoints and in
+// the Python binding, and its own shape (the parameter's unless its arena says otherwise:
+// Adafactor's row and column factors of a matrix are vectors). Checkpoints, resume, rollback and
+// normlab.Optimizer read a state tensor through these fields only.
+struct StateEntry {
+  const ParamSpec* param;           // the covered parameter
+  std::string name;                 // prefix + parameter name: "adam.m.blocks.0.attn.wqkv.weight"
+  std::vector<std::int64_t> shape;  // the entry's own shape
+  long numel;                       // product of shape
+  long offset;                      // into the arena's data, 16-element aligned
+};
+
+// The shape of the entry an arena keeps for a covered parameter; an empty function keeps the
+// parameter's own shape.
+using StateShape = std::function<std::vector<std::int64_t>(const ParamSpec&)>;
+
+// One state tensor per covered trained parameter (never a buffer, ParamSpec::trained), all in one
+// arena, in table order, every tensor 16-element aligned, saved in checkpoints under its entry's
+// name and shape. An arena of parameter-shaped entries covering every parameter has the table's
+// offsets.
 template <class T>
 struct StateArena {
   StateArena(std::string prefix, const ParamTable& table,
-             const std::function<bool(const ParamSpec&)>& covers);
+             const std::function<bool(const ParamSpec&)>& covers, const StateShape& shape = {});
   std::string prefix;
-  std::vector<const ParamSpec*> specs;  // the covered parameters, in table order
-  std::vector<long> offsets;            // of each into data
+  std::vector<StateEntry> entries;  // the covered parameters' tensors, in table order
   std::vector<T> data;
-  T* at(std::size_t i) { return data.data() + offsets[i]; }
-  const T* at(std::size_t i) const { return data.data() + offsets[i]; }
+  std::size_t size() const { return entries.size(); }
+  const ParamSpec& spec(std::size_t i) const { return *entries[i].param; }
+  T* at(std::size_t i) { return data.data() + entries[i].offset; }
+  const T* at(std::size_t i) const { return data.data() + entries[i].offset; }
   // The size of such an arena, without allocating it.
-  static long elements(const ParamTable& table, const std::function<bool(const ParamSpec&)>& covers);
+  static long elements(const ParamTable& table, const std::function<bool(const ParamSpec&)>& covers,
+                       const StateShape& shape = {});
 };
 
 // What the step measured that an optimizer step may use.
@@ -72,7 +91,8 @@ class Optimizer {
   // step whichever optimizer took it).
   void update(std::span<T> params, std::span<T> grads, double lr, double grad_scale = 1.0,
               const StepSignals& signals = {});
-  // The state by name (checkpoints, Python), in a fixed order. Arenas live as long as the
+  // The state by name (checkpoints, Python), in a fixed order: whatever names and shapes its
+  // entries have, nothing outside the optimizer needs to know them. Arenas live as long as the
   // optimizer; their sizes never change.
   virtual std::vector<StateArena<T>*> state() = 0;
   std::vector<const StateArena<T>*> state() const;

@@ -110,6 +110,10 @@ Config every_key_changed() {
   o.adjust_lr = MuonAdjustLr::match_rms_adamw;
   o.atan2_a = 1.0;
   o.atan2_b = 2.0;
+  o.adafactor_beta2_decay = -0.5;
+  o.adafactor_eps1 = 1e-30;
+  o.adafactor_eps2 = 1e-2;
+  o.adafactor_d = 1.5;
   o.qk_clip = 100.0;
   o.qk_clip_alpha = 0.25;
   o.schedule = ScheduleKind::linear;

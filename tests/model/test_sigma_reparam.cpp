@@ -65,7 +65,7 @@ TEST(SigmaReparam, TableDeclaresGammaUAndVPerBlockWeight) {
     oc.name = k;
     const auto opt = make_optimizer<float>(lay.table, oc, m);
     for (const StateArena<float>* a : std::as_const(*opt).state())
-      for (const ParamSpec* s : a->specs) EXPECT_TRUE(s->trained) << a->prefix << s->name;
+      for (const StateEntry& e : a->entries) EXPECT_TRUE(e.param->trained) << e.name;
   }
 }
 

@@ -72,10 +72,12 @@ def test_two_ranks_match_one_rank_full_batch(tmp_path):
 
 
 # AdamW; Muon (Newton-Schulz on the reduced gradient); Muon with QK-Clip at a threshold the
-# heads exceed, whose attention maxima are reduced over the ranks' micro-batches (#36).
+# heads exceed, whose attention maxima are reduced over the ranks' micro-batches (#36); Adafactor,
+# whose factored state is not parameter-shaped (#51: each rank steps its own copy of it).
 @pytest.mark.parametrize("optim", [[], ["--set", "optim.name=muon"],
-                                   ["--set", "optim.name=muon", "--set", "optim.qk_clip=0.01"]],
-                         ids=["adamw", "muon", "muon_qk_clip"])
+                                   ["--set", "optim.name=muon", "--set", "optim.qk_clip=0.01"],
+                                   ["--set", "optim.name=adafactor"]],
+                         ids=["adamw", "muon", "muon_qk_clip", "adafactor"])
 def test_deterministic_mode_is_bitwise(tmp_path, optim):
     import json
     one, two, again = tmp_path / "one", tmp_path / "two", tmp_path / "again"

@@ -1,6 +1,7 @@
 """Step-for-step parity of normlab's optimizers (normlab.Optimizer, #36) with their references
 from PyPI: torch.optim.Muon (both adjust_lr rules, Nesterov on and off, float32 and bf16),
-optimi.StableAdamW (torch-optimi), adam_atan2_pytorch.AdamAtan2, torch.optim.AdamW, and QK-Clip
+optimi.StableAdamW (torch-optimi), adam_atan2_pytorch.AdamAtan2, torch.optim.AdamW,
+torch.optim.Adafactor (its state too, factored rows and columns by name and shape), and QK-Clip
 against an oracle written here from Kimi K2's formula and the rules stated in
 src/train/qk_clip.h. Both sides get the same gradients at every step; the comparison is on the
 update (param_after - param_before) of every tensor: its difference beyond one unit in the last
@@ -184,6 +185,15 @@ MUON_CASES = [
      "weight_decay": 0.3, "decay_embeddings": False},
 ]
 
+# Adafactor: its own keys at their defaults, then every one away from it. eps1 = 0.05 is above the
+# mean of the row averages of g^2 (about 0.01 here), so it bounds the factored estimate; d = 1.5
+# lets through updates that d = 1 clips (the tenfold jump of step 2, and factored estimates).
+ADAFACTOR_CASES = [
+    {"name": "adafactor", "weight_decay": 0.1},
+    {"name": "adafactor", "adafactor_beta2_decay": -0.5, "adafactor_eps1": 0.05,
+     "adafactor_eps2": 1e-2, "adafactor_d": 1.5, "weight_decay": 0.3, "decay_embeddings": False},
+]
+
 QK_CLIP_TAU, QK_CLIP_ALPHA = 5.0, 0.3
 QK_CLIP_MODELS = [{}, {"qk_norm": "rmsnorm", "qk_norm_scope": "full"},
                   {"qk_norm": "rmsnorm", "qk_norm_scope": "head", "norm_gain_offset": 1.0}]
@@ -243,6 +253,48 @@ def test_stable_adamw_clips_the_tensor_whose_gradient_jumps():
         assert (r > 1.5) == (n == jump), (n, r)
         np.testing.assert_allclose(us, ua / max(1.0, r), rtol=1e-4,
                                    atol=2 * float(np.spacing(np.abs(bs[n]).max())), err_msg=n)
+
+
+# -- Adafactor ------------------------------------------------------------------------------------
+
+def adafactor_reference(cfg, m):
+    """torch.optim.Adafactor on every tensor as it is (a fused wqkv is one matrix), in the two
+    weight-decay groups; optim.adafactor_eps1 = 0 is torch's None (the dtype's machine epsilon)."""
+    o = lambda k: cfg["optim." + k]  # noqa: E731
+    eps1 = o("adafactor_eps1") or None
+    dec = decayed(m, cfg)
+    return Reference(m, lambda r: [torch.optim.Adafactor(
+        r.groups(list(r.t), o("weight_decay"), dec), lr=1e-2,
+        beta2_decay=o("adafactor_beta2_decay"), eps=(eps1, o("adafactor_eps2")),
+        d=o("adafactor_d"), foreach=False)])
+
+
+@pytest.mark.parametrize("optim", ADAFACTOR_CASES, ids=case_id)
+def test_adafactor_matches_torch(optim):
+    cfg, m, opt = setup(optim)
+    ref = adafactor_reference(cfg, m)
+    err = compare(cfg, m, opt, ref)
+    print(f"{case_id(optim)}: max relative update error {err:.2e}")
+    assert err < 1e-5
+    # The state, by name and shape: (A) row and (B) column averages of a matrix, a vector's own
+    # shape, each equal to torch's (which keeps them as (A, 1) and (1, B)).
+    st = opt.state
+    torch_state = ref.opts[0].state
+    names = set()
+    for row in m.param_table():
+        n, shape = row["name"], tuple(row["shape"])
+        ts = torch_state[ref.t[(n, None)]]
+        if len(shape) >= 2:
+            want = {"adafactor.row_var." + n: ("row_var", shape[:-1]),
+                    "adafactor.col_var." + n: ("col_var", shape[:-2] + shape[-1:])}
+        else:
+            want = {"adafactor.variance." + n: ("variance", shape)}
+        for key, (tname, tshape) in want.items():
+            assert st[key].shape == tshape, (key, st[key].shape)
+            np.testing.assert_allclose(st[key], ts[tname].numpy().reshape(tshape), rtol=2e-5,
+                                       atol=1e-12, err_msg=key)
+        names |= set(want)
+    assert set(st) == names
 
 
 # -- Muon --------------------------------------------------------------------------------------
@@ -423,6 +475,9 @@ READS = {
     "adam_atan2": (ADAM_KEYS - {"eps"}) | {"atan2_a", "atan2_b"},  # no epsilon
     "muon": ADAM_KEYS | {"lr", "adamw_lr", "momentum", "nesterov", "ns_steps", "ns_a", "ns_b",
                          "ns_c", "ns_eps", "adjust_lr"},
+    # no first moment, no Adam betas or eps: its own
+    "adafactor": {"weight_decay", "decay_embeddings", "adafactor_beta2_decay", "adafactor_eps1",
+                  "adafactor_eps2", "adafactor_d"},
 }
 QK_CLIP_KEYS = {"qk_clip", "qk_clip_alpha"}  # with any optimizer
 # The optim keys no optimizer reads: the trainer turns them into the arguments of a step (its
@@ -435,7 +490,7 @@ DEFAULTS = normlab.Config({})
 
 def all_cases():
     """(optim, model, train) of every parity case above."""
-    return ([(o, MODEL, {}) for o in ELEMENTWISE_CASES + MUON_CASES]
+    return ([(o, MODEL, {}) for o in ELEMENTWISE_CASES + MUON_CASES + ADAFACTOR_CASES]
             + [(QK_CLIP_CASE, {**MODEL, **x}, {}) for x in QK_CLIP_MODELS]
             + [(BF16_CASE, MODEL, {"matmul_precision": "bf16"})])
 

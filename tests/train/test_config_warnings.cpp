@@ -66,6 +66,19 @@ TEST(ConfigWarnings, AnotherOptimizersKeys) {
   EXPECT_TRUE(config_warnings(c, 8).empty());
 }
 
+TEST(ConfigWarnings, AdafactorsKeysWithAnotherOptimizer) {
+  Config c;
+  c.optim.name = OptimizerKind::muon;
+  c.optim.adafactor_d = 2.0;
+  c.optim.adafactor_eps1 = 1e-3;
+  const auto w = config_warnings(c, 8);
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[0], "optim.adafactor_eps1 has no effect with optim.name = muon (it is adafactor's)");
+  EXPECT_EQ(w[1], "optim.adafactor_d has no effect with optim.name = muon (it is adafactor's)");
+  c.optim.name = OptimizerKind::adafactor;
+  EXPECT_TRUE(config_warnings(c, 8).empty());
+}
+
 TEST(ConfigWarnings, DytKeysWithoutDytSites) {
   Config c;
   c.model.dyt_alpha_attn = 0.5;  // model.norm = layernorm

@@ -6,10 +6,14 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <optional>
 
 #include "io/metrics.h"
+#include "model/transformer.h"
 #include "normlab/checkpoint.h"
 #include "normlab/trainer.h"
+#include "train/checkpoint.h"
+#include "train/optimizer.h"
 
 namespace fs = std::filesystem;
 
@@ -154,6 +158,38 @@ TEST(Guards, SpikeRollbackPolicy) {
   bool found = false;
   for (const auto& m : read_metrics(dir)) found |= m.value("event", "") == "rollback";
   EXPECT_TRUE(found);
+  fs::remove_all(dir);
+}
+
+// A rollback restores a state that is not parameter-shaped as it was saved: right after rolling
+// back to step 20, Adafactor's parameters and row/column factors are those of the step-20
+// checkpoint, loaded here into a fresh optimizer.
+TEST(Guards, RollbackRestoresAdafactorsFactoredState) {
+  const std::string dir = temp_dir("rollback_adafactor");
+  Config c = guard_config(30, SpikePolicy::rollback);
+  c.optim.name = OptimizerKind::adafactor;
+  Trainer t(c, dir, false);
+  TrainHooks h;
+  int injected = 0;
+  h.inject = [&](long step, std::span<float> g, double& loss) {
+    if (step == 24 && injected++ == 0) spike(g, loss);
+  };
+  std::optional<Snapshot> restored;
+  h.on_event = [&](const nlohmann::json& e) {
+    if (e["event"] == "rollback") restored.emplace(t);
+  };
+  EXPECT_EQ(t.run(h).steps, 30);
+  ASSERT_TRUE(restored.has_value());
+  Transformer<float> model(c.model, 1, 8);
+  const auto opt = make_optimizer<float>(model.table(), c.optim, c.model);
+  load_checkpoint((fs::path(dir) / "checkpoints" / "step_00000020").string(), model, opt.get(),
+                  nullptr);
+  EXPECT_EQ(opt->steps_taken(), 20);
+  std::vector<float> state;
+  for (const StateArena<float>* a : std::as_const(*opt).state())
+    state.insert(state.end(), a->data.begin(), a->data.end());
+  EXPECT_TRUE(restored->p == std::vector<float>(model.params().begin(), model.params().end()));
+  EXPECT_TRUE(restored->state == state);
   fs::remove_all(dir);
 }
 

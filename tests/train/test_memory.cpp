@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 
 // Exact: each part of the estimate is the size of the buffer a run allocates for it.
 TEST(MemoryEstimate, EqualsTheBuffersOfTinyModels) {
-  for (int variant = 0; variant < 4; ++variant) {
+  for (int variant = 0; variant < 5; ++variant) {
     Config cfg = test::tiny_run(1);
     cfg.model.placement = variant == 0   ? Placement::post
                           : variant == 1 ? Placement::peri

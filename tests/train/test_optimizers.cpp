@@ -9,10 +9,13 @@
 #include <utility>
 
 #include "fixtures.h"
+#include "io/metrics.h"
 #include "model/transformer.h"
 #include "normlab/checkpoint.h"
 #include "normlab/errors.h"
+#include "normlab/safetensors.h"
 #include "normlab/trainer.h"
+#include "tensor/rng.h"
 #include "train/checkpoint.h"
 #include "train/optimizer.h"
 #include "train/qk_clip.h"
@@ -30,6 +33,14 @@ Config run_with(OptimizerKind k, double qk_clip, int steps) {
   c.model.n_head = 4;
   c.model.n_kv_head = 2;
   return c;
+}
+
+// The training loss of every step record of a run's metrics.jsonl.
+std::vector<double> losses(const std::string& dir) {
+  std::vector<double> out;
+  for (const auto& j : read_metrics(dir))
+    if (!j.contains("event") && j.contains("loss")) out.push_back(j["loss"].get<double>());
+  return out;
 }
 
 std::vector<std::vector<float>> state_of(const Trainer& t) {
@@ -67,9 +78,16 @@ TEST_P(EveryOptimizer, ResumesBitwise) {
     for (std::size_t k = 0; k < resumed.size(); ++k)
       EXPECT_TRUE(resumed[k] == straight[k]) << name << " arena " << k;
   }
+  // and the resumed run's metrics read as the straight run's, step for step
+  const std::vector<double> la = losses(a), lb = losses(b);
+  ASSERT_EQ(la.size(), 12u) << name;
+  EXPECT_TRUE(la == lb) << name;
   // The state names are the optimizer's own (nothing shared by accident between optimizers).
   const std::vector<std::string> want =
       kind == OptimizerKind::muon ? std::vector<std::string>{"muon.momentum.", "adam.m.", "adam.v."}
+      : kind == OptimizerKind::adafactor
+          ? std::vector<std::string>{"adafactor.row_var.", "adafactor.col_var.",
+                                     "adafactor.variance."}
       : kind == OptimizerKind::adamw
           ? std::vector<std::string>{"adam.m.", "adam.v."}
           : std::vector<std::string>{std::string(to_string(kind)) + ".m.",
@@ -84,7 +102,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(std::pair{OptimizerKind::adamw, 0.0}, std::pair{OptimizerKind::muon, 0.0},
                       std::pair{OptimizerKind::stable_adamw, 0.0},
                       std::pair{OptimizerKind::adam_atan2, 0.0},
-                      std::pair{OptimizerKind::muon, 0.5}, std::pair{OptimizerKind::adamw, 0.5}),
+                      std::pair{OptimizerKind::adafactor, 0.0}, std::pair{OptimizerKind::muon, 0.5},
+                      std::pair{OptimizerKind::adamw, 0.5}),
     [](const auto& info) {
       return std::string(to_string(info.param.first)) + (info.param.second > 0 ? "_qk_clip" : "");
     });
@@ -236,6 +255,103 @@ TEST(Optimizers, TheRegistryCoversEveryName) {
     for (const StateArena<float>* a : std::as_const(*opt).state()) n += a->data.size();
     EXPECT_EQ(n, optimizer_state_elements(model.table(), oc)) << to_string(oc.name);
   }
+}
+
+// A state that is not parameter-shaped goes through checkpoints under its own names and shapes:
+// Adafactor's row and column factors of an (A, B) matrix are saved as (A) and (B) tensors, a
+// vector's second moment with the vector's shape, and nothing parameter-shaped for a matrix; the
+// checkpoint loads back into a fresh optimizer exactly.
+TEST(Optimizers, AdafactorCheckpointHoldsItsFactorsByNameAndShape) {
+  const std::string dir = test::temp_dir("optim_adafactor_ckpt");
+  std::vector<std::vector<float>> saved;
+  {
+    Trainer t(run_with(OptimizerKind::adafactor, 0, 3), dir, false);
+    t.run();
+    saved = state_of(t);
+  }
+  const std::string ckpt = latest_checkpoint(dir);
+  const auto f = SafetensorsFile::open((fs::path(ckpt) / "state.safetensors").string());
+  const Config c = run_with(OptimizerKind::adafactor, 0, 3);
+  Transformer<float> model(c.model, 1, 8);
+  long matrices = 0, vectors = 0;
+  for (const ParamSpec& s : model.table().specs()) {
+    if (!s.trained) continue;
+    const TensorInfo* row = f.find("adafactor.row_var." + s.name);
+    const TensorInfo* col = f.find("adafactor.col_var." + s.name);
+    const TensorInfo* var = f.find("adafactor.variance." + s.name);
+    if (s.shape.size() == 2) {
+      ++matrices;
+      ASSERT_TRUE(row && col) << s.name;
+      EXPECT_EQ(row->shape, std::vector<std::int64_t>{s.shape[0]}) << s.name;
+      EXPECT_EQ(col->shape, std::vector<std::int64_t>{s.shape[1]}) << s.name;
+      EXPECT_EQ(var, nullptr) << s.name;
+      std::vector<float> r(static_cast<std::size_t>(s.shape[0]));
+      f.read_f32(row->name, r, row->shape);
+      EXPECT_GT(*std::max_element(r.begin(), r.end()), 0.f) << s.name;  // it holds the averages
+    } else {
+      ++vectors;
+      ASSERT_NE(var, nullptr) << s.name;
+      EXPECT_EQ(var->shape, s.shape) << s.name;
+      EXPECT_EQ(row, nullptr) << s.name;
+      EXPECT_EQ(col, nullptr) << s.name;
+    }
+  }
+  EXPECT_GT(matrices, 0);
+  EXPECT_GT(vectors, 0);
+  // Every tensor of the file is one of these (nothing else, nothing parameter-shaped extra).
+  EXPECT_EQ(static_cast<long>(f.tensors().size()), 2 * matrices + vectors);
+
+  const auto opt = make_optimizer<float>(model.table(), c.optim, c.model);
+  load_checkpoint(ckpt, model, opt.get(), nullptr);
+  EXPECT_EQ(opt->steps_taken(), 3);
+  const auto arenas = std::as_const(*opt).state();
+  ASSERT_EQ(arenas.size() + 1, saved.size());
+  for (std::size_t k = 0; k < arenas.size(); ++k)
+    EXPECT_TRUE(arenas[k]->data == saved[k + 1]) << arenas[k]->prefix;
+  fs::remove_all(dir);
+}
+
+// Adafactor's second-moment ratio (the diagnostics' rms_g2v) is RMS(U), the statistic its update
+// is clipped by: each tensor's step has RMS alpha r / max(1, r / d), with alpha =
+// max(eps2, RMS(p)) min(lr, 1 / sqrt(t)) (no weight decay here).
+TEST(Optimizers, AdafactorRatioIsTheRmsItsUpdateIsClippedBy) {
+  const Config c = run_with(OptimizerKind::adafactor, 0, 1);
+  Transformer<float> model(c.model, 1, 8);
+  model.init_params(1);
+  OptimConfig oc = c.optim;
+  oc.weight_decay = 0;
+  oc.adafactor_d = 1.2;
+  const auto opt = make_optimizer<float>(model.table(), oc, c.model);
+  Rng rng(5);
+  const double lr = 1e-2;
+  int clipped = 0, unclipped = 0;
+  for (int t = 1; t <= 3; ++t) {
+    const std::vector<float> before(model.params().begin(), model.params().end());
+    for (float& g : model.grads()) g = static_cast<float>(0.1 * rng.normal());
+    if (t == 2)  // a gradient jump the running averages have not seen: RMS(U) well above d
+      for (float& g : model.grads()) g *= 10.f;
+    opt->update(model.params(), model.grads(), lr);
+    const std::vector<double> r = opt->second_moment_ratio(model.grads());
+    for (std::size_t k = 0; k < model.table().specs().size(); ++k) {
+      const ParamSpec& s = model.table().specs()[k];
+      if (!s.trained) continue;
+      double ssp = 0, ssd = 0;
+      for (long j = 0; j < s.numel; ++j) {
+        const double p0 = before[s.offset + j], d = model.params()[s.offset + j] - p0;
+        ssp += p0 * p0;
+        ssd += d * d;
+      }
+      const double n = static_cast<double>(s.numel);
+      const double alpha = std::max(oc.adafactor_eps2, std::sqrt(ssp / n)) *
+                           std::min(lr, 1.0 / std::sqrt(static_cast<double>(t)));
+      ASSERT_TRUE(std::isfinite(r[k])) << s.name;
+      ++(r[k] > oc.adafactor_d ? clipped : unclipped);
+      const double want = alpha * r[k] / std::max(1.0, r[k] / oc.adafactor_d);
+      EXPECT_NEAR(std::sqrt(ssd / n), want, 1e-3 * want) << s.name << " at step " << t;
+    }
+  }
+  EXPECT_GT(clipped, 0);  // both sides of the clipping threshold were checked
+  EXPECT_GT(unclipped, 0);
 }
 
 }  // namespace

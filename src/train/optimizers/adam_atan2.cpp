@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "tensor/threading.h"
 #include "tensor/vec_math.h"
 #include "train/optimizers/lerp.h"
@@ -39,8 +41,8 @@ void AdamAtan2<T>::apply(std::span<T> params, std::span<T> grads, double lr, dou
   const T w1 = static_cast<T>(1.0 - c.beta1), w2 = static_cast<T>(1.0 - c.beta2);
   const T inv_bc1 = static_cast<T>(1.0 / bc1), den_scale = static_cast<T>(c.atan2_b * c.atan2_b / bc2);
   const T k = static_cast<T>(grad_scale);  // 1 exactly without clipping: g * 1 = g
-  for (std::size_t i = 0; i < this->m_.specs.size(); ++i) {
-    const ParamSpec& s = *this->m_.specs[i];
+  for (std::size_t i = 0; i < this->m_.size(); ++i) {
+    const ParamSpec& s = this->m_.spec(i);
     T* p = params.data() + s.offset;
     T* g = grads.data() + s.offset;
     T* m = this->m_.at(i);
@@ -53,6 +55,14 @@ void AdamAtan2<T>::apply(std::span<T> params, std::span<T> grads, double lr, dou
       update_row(p + b, g + b, m + b, v + b, end - b, k, w1, w2, inv_bc1, den_scale, decay, alpha);
     });
   }
+}
+
+template <class T>
+std::string AdamAtan2<T>::describe(const ParamTable&, const OptimConfig& c) {
+  return fmt::format(
+      "optimizer adam_atan2: a atan2(m, b sqrt(v)) with a = {:g}, b = {:g} (no "
+      "epsilon; beta2 {:g})",
+      c.atan2_a, c.atan2_b, c.beta2);
 }
 
 template class AdamAtan2<float>;

@@ -19,6 +19,8 @@ class AdamAtan2 final : public TwoMoments<T> {
   std::vector<double> second_moment_ratio(std::span<const T> grads) const override {
     return this->moment_ratio(grads, this->bias_correction2());
   }
+  // describe_optimizer's line (train/optimizer.h).
+  static std::string describe(const ParamTable& table, const OptimConfig& cfg);
 
  protected:
   void apply(std::span<T> params, std::span<T> grads, double lr, double grad_scale) override;

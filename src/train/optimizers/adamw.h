@@ -13,6 +13,8 @@ class AdamW final : public TwoMoments<T> {
   std::vector<double> second_moment_ratio(std::span<const T> grads) const override {
     return this->moment_ratio(grads, this->bias_correction2());
   }
+  // describe_optimizer's line (train/optimizer.h).
+  static std::string describe(const ParamTable& table, const OptimConfig& cfg);
   // The moments, laid out as the parameter table (offset = ParamSpec::offset).
   std::vector<T>& m() { return this->m_.data; }
   std::vector<T>& v() { return this->v_.data; }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "model/mup.h"
 #include "tensor/threading.h"
 #include "train/optimizers/adamw.h"
@@ -29,10 +31,10 @@ Muon<T>::Muon(const ParamTable& table, const OptimConfig& cfg, const ModelConfig
       m_("adam.m.", table, is_other),
       v_("adam.v.", table, is_other) {
   long max_elems = 0, max_short = 0;
-  for (const ParamSpec* s : mom_.specs)
-    for (const std::int64_t rows : blocks_of(*s)) {
-      max_elems = std::max<long>(max_elems, rows * s->shape[1]);
-      max_short = std::max<long>(max_short, std::min<long>(rows, s->shape[1]));
+  for (const StateEntry& e : mom_.entries)
+    for (const std::int64_t rows : blocks_of(*e.param)) {
+      max_elems = std::max<long>(max_elems, rows * e.param->shape[1]);
+      max_short = std::max<long>(max_short, std::min<long>(rows, e.param->shape[1]));
     }
   u_.resize(max_elems);
   ns_.reserve(max_elems, max_short);
@@ -68,8 +70,8 @@ void Muon<T>::apply(std::span<T> params, std::span<T> grads, double lr, double g
   const T mu = static_cast<T>(c.momentum), w = static_cast<T>(1.0 - c.momentum);
   const T k = static_cast<T>(grad_scale);
   const bool scaled = grad_scale != 1.0, nesterov = c.nesterov;
-  for (std::size_t i = 0; i < mom_.specs.size(); ++i) {
-    const ParamSpec& s = *mom_.specs[i];
+  for (std::size_t i = 0; i < mom_.size(); ++i) {
+    const ParamSpec& s = mom_.spec(i);
     const long cols = s.shape[1];
     const T decay = static_cast<T>(1.0 - lr * (this->decayed(s) ? c.weight_decay : 0.0));
     long row0 = 0;
@@ -103,6 +105,24 @@ void Muon<T>::apply(std::span<T> params, std::span<T> grads, double lr, double g
 template <class T>
 double Muon<T>::lr_multiplier(const ParamSpec& s) const {
   return s.hidden_matrix() ? muon_lr_multiplier(s, this->cfg_.adjust_lr) : adam_lr_multiplier(s);
+}
+
+template <class T>
+std::string Muon<T>::describe(const ParamTable& table, const OptimConfig& c) {
+  long mats = 0, blocks = 0, others = 0;
+  for (const ParamSpec& p : table.specs()) {
+    if (!p.hidden_matrix()) {
+      ++others;
+      continue;
+    }
+    ++mats;
+    blocks += p.row_blocks.empty() ? 1 : static_cast<long>(p.row_blocks.size());
+  }
+  return fmt::format(
+      "optimizer muon: Muon (momentum {:g}{}, {} Newton-Schulz steps, adjust_lr {}) on {} "
+      "matrices ({} with q, k, v and gate/up apart); AdamW on {} tensors at lr {:g}",
+      c.momentum, c.nesterov ? ", Nesterov" : "", c.ns_steps, to_string(c.adjust_lr), mats, blocks,
+      others, c.adamw_lr > 0 ? c.adamw_lr : c.lr);
 }
 
 template class Muon<float>;

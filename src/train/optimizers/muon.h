@@ -21,6 +21,8 @@ class Muon final : public Optimizer<T> {
   Muon(const ParamTable& table, const OptimConfig& cfg, const ModelConfig& model = {});
   std::vector<StateArena<T>*> state() override { return {&mom_, &m_, &v_}; }
   static long state_elements(const ParamTable& table);
+  // describe_optimizer's line (train/optimizer.h).
+  static std::string describe(const ParamTable& table, const OptimConfig& cfg);
   std::vector<double> second_moment_ratio(std::span<const T> grads) const override;
   // The learning-rate scale of a (A, B) matrix under optim.adjust_lr.
   static double adjust(MuonAdjustLr rule, long A, long B);

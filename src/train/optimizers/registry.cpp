@@ -1,5 +1,6 @@
 #include "train/optimizers/registry.h"
 
+#include "train/optimizers/adafactor.h"
 #include "train/optimizers/adam_atan2.h"
 #include "train/optimizers/adamw.h"
 #include "train/optimizers/muon.h"
@@ -18,7 +19,8 @@ OptimizerRow row(OptimizerKind kind) {
           [](const ParamTable& t, const OptimConfig& c, const ModelConfig& m) {
             return std::unique_ptr<Optimizer<double>>(std::make_unique<O<double>>(t, c, m));
           },
-          [](const ParamTable& t) { return O<float>::state_elements(t); }};
+          [](const ParamTable& t) { return O<float>::state_elements(t); },
+          [](const ParamTable& t, const OptimConfig& c) { return O<float>::describe(t, c); }};
 }
 
 }  // namespace
@@ -29,6 +31,7 @@ std::span<const OptimizerRow> optimizer_registry() {
       row<Muon>(OptimizerKind::muon),
       row<StableAdamW>(OptimizerKind::stable_adamw),
       row<AdamAtan2>(OptimizerKind::adam_atan2),
+      row<Adafactor>(OptimizerKind::adafactor),
   };
   return rows;
 }

@@ -4,6 +4,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 
 #include "train/optimizer.h"
 
@@ -18,6 +19,9 @@ struct OptimizerRow {
                                                    const ModelConfig&)>
       make_d;
   std::function<long(const ParamTable&)> state_elements;  // values of state, without allocating
+  // describe_optimizer's text for this optimizer, before QK-Clip and the table's constraints
+  // (empty: nothing worth a line, AdamW's default).
+  std::function<std::string(const ParamTable&, const OptimConfig&)> describe;
 };
 
 std::span<const OptimizerRow> optimizer_registry();

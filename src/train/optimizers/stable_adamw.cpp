@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "tensor/threading.h"
 #include "train/optimizers/lerp.h"
 
@@ -48,8 +50,8 @@ void StableAdamW<T>::apply(std::span<T> params, std::span<T> grads, double lr, d
   const T w1 = static_cast<T>(1.0 - b1t), b2 = static_cast<T>(b2t);
   const T e = static_cast<T>(c.eps), e2 = static_cast<T>(c.eps * c.eps);
   const T k = static_cast<T>(grad_scale);
-  for (std::size_t i = 0; i < this->m_.specs.size(); ++i) {
-    const ParamSpec& s = *this->m_.specs[i];
+  for (std::size_t i = 0; i < this->m_.size(); ++i) {
+    const ParamSpec& s = this->m_.spec(i);
     T* p = params.data() + s.offset;
     T* m = this->m_.at(i);
     T* v = this->v_.at(i);
@@ -64,6 +66,14 @@ void StableAdamW<T>::apply(std::span<T> params, std::span<T> grads, double lr, d
       for (long j = b; j < end; ++j) p[j] = p[j] * decay - step * (m[j] / (std::sqrt(v[j]) + e));
     });
   }
+}
+
+template <class T>
+std::string StableAdamW<T>::describe(const ParamTable&, const OptimConfig& c) {
+  return fmt::format(
+      "optimizer stable_adamw: AdamW with per-tensor update clipping (beta2 {:g}, "
+      "eps {:g})",
+      c.beta2, c.eps);
 }
 
 template class StableAdamW<float>;

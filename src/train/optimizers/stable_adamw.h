@@ -23,6 +23,8 @@ class StableAdamW final : public TwoMoments<T> {
   std::vector<double> second_moment_ratio(std::span<const T> grads) const override {
     return this->moment_ratio(grads, 1.0);
   }
+  // describe_optimizer's line (train/optimizer.h).
+  static std::string describe(const ParamTable& table, const OptimConfig& cfg);
 
  protected:
   void apply(std::span<T> params, std::span<T> grads, double lr, double grad_scale) override;

@@ -4,12 +4,15 @@
 
 What each reads, and when (docs/python.md, "Trainers"):
 - Trainer clips between the backward pass and ``on_pre_optimizer_step``, so the callback reads the
-  gradients at the end of every backward pass (the last micro-batch's read is the step's: the
-  accumulated gradient before clipping, the norm Trainer logs); the learning rate from the
-  optimizer in its step pre-hook (what the scheduler set for the step); the loss from the
-  model's output (the micro-batches' mean, or their sum when Trainer passes num_items_in_batch,
-  which makes each a share of the step's mean); clip, accumulation, schedule, warmup, weight
-  decay, precision and the step count from ``TrainingArguments``.
+  gradients at the end of every backward pass, after the backward's other final callbacks (under
+  DDP, after the one that writes the all-reduced gradients into ``.grad``); the last
+  micro-batch's read is the step's: the accumulated gradient before clipping, the norm Trainer
+  logs. The learning rate from the optimizer in its step pre-hook (what the scheduler set for
+  the step); the loss from the model's output (the micro-batches' mean, or their sum when Trainer
+  passes num_items_in_batch, which makes each a share of the step's mean: under DDP, of the
+  global batch's where Trainer counts the tokens of every process, so multiplied by the number
+  of processes before the probe averages the processes' losses); clip, accumulation, schedule,
+  warmup, weight decay, precision and the step count from ``TrainingArguments``.
 - Lightning calls ``on_before_optimizer_step`` after unscaling and before clipping: the callback
   reads the gradients there; the loss from ``on_train_batch_end``'s outputs (which Lightning
   divides by ``accumulate_grad_batches``: multiplied back, the micro-batches' mean).
@@ -22,6 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ._probe_config import config_text
 from ._probe_maps import family_for
 from .torch import Probe
 
@@ -37,6 +41,14 @@ def _mapped(module: nn.Module) -> nn.Module:
         if family_for(m) is not None:
             return m
     return module
+
+
+def _say_ddp(probe: Probe) -> None:
+    """The trainer wraps the model in DistributedDataParallel where the callback does not see
+    it: config.toml's source.sharding says "ddp" rather than "replicated"."""
+    if probe.sharding == "replicated":
+        probe.sharding = probe.dist.sharding = "ddp"
+        probe.writer.write_config(config_text(probe))
 
 
 def _training_args_config(args: Any, state: Any) -> tuple[dict[str, Any], list[str]]:
@@ -89,6 +101,10 @@ def trainercallback() -> type:
             self.probe = Probe(inner, optimizer, out=self.out, interval=self.interval, config=cfg,
                                trainer="transformers.Trainer", grads="backward", **self.kw)
             self.probe.extra_unknown = unknown
+            mode = str(getattr(args.parallel_mode, "value", args.parallel_mode))
+            if mode == "distributed" and not (getattr(args, "fsdp", None) or
+                                               getattr(args, "deepspeed", None)):
+                _say_ddp(self.probe)  # accelerate's DDP
             self._hook = inner.register_forward_hook(self._loss_of, with_kwargs=True)
 
         def _loss_of(self, module, args, kwargs, out) -> None:
@@ -102,7 +118,14 @@ def trainercallback() -> type:
                 return
             self._record()  # the previous step, if an evaluation did not already
             losses = torch.stack(self._losses) if self._losses else torch.tensor(float("nan"))
-            self._due = {"loss": losses.sum() if self._sum else losses.mean()}
+            loss = losses.mean()
+            if self._sum:  # shares of the step's mean: of the global batch's when Trainer
+                # counts the tokens over every process (average_tokens_across_devices), and the
+                # probe averages the processes' losses
+                world = self.probe.world_size if getattr(
+                    args, "average_tokens_across_devices", False) else 1
+                loss = losses.sum() * world
+            self._due = {"loss": loss}
             self._losses = []
 
         def _record(self) -> None:
@@ -167,6 +190,8 @@ def lightningcallback() -> type:
             self.probe = Probe(_mapped(pl_module), opt, out=self.out, interval=self.interval,
                                config=cfg, trainer="lightning", grads="caller",
                                scheduler=sched, **self.kw)
+            if isinstance(trainer.strategy, pl.strategies.DDPStrategy):
+                _say_ddp(self.probe)
 
         def on_before_optimizer_step(self, trainer, pl_module, optimizer):
             if self.probe is not None:  # unscaled, before Lightning clips

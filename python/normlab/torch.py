@@ -222,7 +222,15 @@ class Probe:
         of them for the end of the pass (the last micro-batch's read is the step's)."""
         if not self._bw_queued:
             self._bw_queued = True
-            torch.autograd.Variable._execution_engine.queue_callback(self._backward_done)
+            torch.autograd.Variable._execution_engine.queue_callback(self._backward_end)
+
+    def _backward_end(self) -> None:
+        """The first of the backward's final callbacks that the probe queued: it queues the
+        read behind every callback queued so far, so that the read comes after DDP's, which
+        writes the all-reduced (averaged) gradients into ``.grad`` (DDP queues it when its last
+        bucket is ready, after the probe queued this one at the first gradient; read here,
+        ``.grad`` is still this process's own gradient)."""
+        torch.autograd.Variable._execution_engine.queue_callback(self._backward_done)
 
     def _backward_done(self) -> None:
         self._bw_queued = False

@@ -24,4 +24,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main()  # an error raises here and exits non-zero
+    # The work is done and written: leave without the interpreter's teardown, where gloo's threads
+    # abort the process in about 1 run of 8 ("terminate called without an active exception").
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

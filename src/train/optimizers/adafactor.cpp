@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "normlab/errors.h"
-#include "tensor/threading.h"
+#include "tensor/chunked_sum.h"
 #include "train/optimizers/adamw_kernel.h"  // sum_squares
 #include "train/optimizers/lerp.h"
 
@@ -36,16 +36,10 @@ double rounded(double v) {
   return static_cast<double>(static_cast<T>(v));
 }
 
-// Sum over the chunks of [0, n) of body(begin, end), each chunk's partial in double, summed in
-// chunk order (the same result at any thread count).
-template <class F>
-double chunked_sum(long n, long grain, F&& body) {
-  const Chunks ch(n, grain);
-  double part[kMaxChunks] = {};
-  parallel_chunks_indexed(ch, [&](long c, long b, long e) { part[c] = body(b, e); });
-  double s = 0;
-  for (long c = 0; c < ch.count; ++c) s += part[c];
-  return s;
+// torch's eps[0]: optim.adafactor_eps1, or the machine epsilon of T when 0 (torch's None).
+template <class T>
+double eps1_of(const OptimConfig& c) {
+  return c.adafactor_eps1 > 0 ? c.adafactor_eps1 : std::numeric_limits<T>::epsilon();
 }
 
 }  // namespace
@@ -90,8 +84,7 @@ template <class T>
 std::vector<double> Adafactor<T>::second_moment_ratio(std::span<const T> grads) const {
   const std::vector<ParamSpec>& specs = this->table_.specs();
   std::vector<double> out(specs.size(), std::nan(""));
-  const double e1 =
-      this->cfg_.adafactor_eps1 > 0 ? this->cfg_.adafactor_eps1 : std::numeric_limits<T>::epsilon();
+  const double e1 = eps1_of<T>(this->cfg_);
   const double e1sq = e1 * e1;
   for (std::size_t k = 0; k < var_.size(); ++k) {
     const ParamSpec& s = var_.spec(k);
@@ -131,7 +124,7 @@ void Adafactor<T>::apply(std::span<T> params, std::span<T> grads, double lr, dou
   const OptimConfig& c = this->cfg_;
   const double t = static_cast<double>(this->t_);
   const T w = static_cast<T>(std::pow(t, c.adafactor_beta2_decay));  // 1 - beta2_t
-  const double eps1 = c.adafactor_eps1 > 0 ? c.adafactor_eps1 : std::numeric_limits<T>::epsilon();
+  const double eps1 = eps1_of<T>(c);
   const T e1 = static_cast<T>(eps1), e1sq = static_cast<T>(eps1 * eps1);
   const T k = static_cast<T>(grad_scale);
   const bool scaled = grad_scale != 1.0;

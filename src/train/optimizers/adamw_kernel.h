@@ -3,7 +3,7 @@
 #pragma once
 #include <cmath>
 
-#include "tensor/threading.h"
+#include "tensor/chunked_sum.h"
 
 namespace normlab {
 
@@ -58,18 +58,13 @@ void adamw_update(T* p, T* g, T* m, T* v, long n, double lr, double beta1, doubl
 // sum of squares, accumulated in double (per chunk, then the chunks in order)
 template <class T>
 double sum_squares(const T* g, long n) {
-  const Chunks ch(n, 32768);
-  double part[kMaxChunks] = {};
-  parallel_chunks_indexed(ch, [&](long c, long b, long e) {
+  return chunked_sum(n, 32768, [&](long b, long e) {
     const T* gs = g + b;
     double s = 0;
 #pragma omp simd reduction(+ : s)
     for (long i = 0; i < e - b; ++i) s += static_cast<double>(gs[i]) * gs[i];
-    part[c] = s;
+    return s;
   });
-  double s = 0;
-  for (long c = 0; c < ch.count; ++c) s += part[c];
-  return s;
 }
 
 }  // namespace normlab

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "tensor/threading.h"
+#include "tensor/chunked_sum.h"
 #include "train/optimizers/lerp.h"
 
 namespace normlab {
@@ -22,9 +22,7 @@ double debias_beta(double beta, long t) {
 // result at any thread count). g is scaled by k and written back.
 template <class T>
 double moments(T* g, T* m, T* v, long n, T w1, T b2, T e2, T k, bool scaled) {
-  const Chunks ch(n, 32768);
-  double part[kMaxChunks] = {};
-  parallel_chunks_indexed(ch, [&](long c, long b, long end) {
+  return chunked_sum(n, 32768, [&](long b, long end) {
     double s = 0;
     for (long i = b; i < end; ++i) {
       const T gi = scaled ? g[i] * k : g[i];
@@ -34,11 +32,8 @@ double moments(T* g, T* m, T* v, long n, T w1, T b2, T e2, T k, bool scaled) {
       v[i] = vi;
       s += static_cast<double>(gi * gi / std::max(vi, e2));
     }
-    part[c] = s;
+    return s;
   });
-  double s = 0;
-  for (long c = 0; c < ch.count; ++c) s += part[c];
-  return s;
 }
 
 }  // namespace

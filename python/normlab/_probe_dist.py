@@ -67,3 +67,9 @@ class NullWriter:
 
     def write_config(self, toml_text: str) -> None:
         pass
+
+    def state(self) -> dict[str, Any]:
+        return {}
+
+    def restore(self, st: dict[str, Any]) -> None:
+        pass

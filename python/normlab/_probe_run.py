@@ -57,14 +57,30 @@ def finite_or_none(v: Any) -> Any:
 class RunWriter:
     """Appends metrics.jsonl lines (flushed per call) and writes config.toml atomically."""
 
-    def __init__(self, out: str | os.PathLike) -> None:
+    def __init__(self, out: str | os.PathLike, history: list[str] | None = None) -> None:
         self.dir = Path(out)
         self.dir.mkdir(parents=True, exist_ok=True)
-        # A fresh run: a rerun (a sweep retrying an unfinished point) starts the file anew.
+        # A fresh run: a rerun (a sweep retrying an unfinished point) starts the file anew; a
+        # resumed one starts it with the records of its checkpoint's run up to the checkpoint.
         self._f = open(self.dir / "metrics.jsonl", "w", encoding="utf-8")
+        for line in history or []:
+            self._f.write(line + "\n")
+        self._f.flush()
         self.spikes = SpikeFlags()
         self.recent: collections.deque = collections.deque(maxlen=TRAIN_LOSS_STEPS)
         self.last_val_loss: float | None = None
+
+    def state(self) -> dict[str, Any]:
+        """What the records after a checkpoint depend on: the spike test's window, the recent
+        losses, the last validation loss."""
+        return {"spike_loss": list(self.spikes.loss), "spike_grad": list(self.spikes.grad),
+                "recent": list(self.recent), "last_val_loss": self.last_val_loss}
+
+    def restore(self, st: dict[str, Any]) -> None:
+        self.spikes.loss.extend(st["spike_loss"])
+        self.spikes.grad.extend(st["spike_grad"])
+        self.recent.extend(st["recent"])
+        self.last_val_loss = st["last_val_loss"]
 
     def write(self, record: dict[str, Any]) -> None:
         self._f.write(json.dumps(finite_or_none(record), allow_nan=False) + "\n")

@@ -28,14 +28,17 @@ from typing import Any
 import torch
 from torch import nn
 
-from . import _probe_stats as _st
+from . import _probe_checkpoint as _ck
+from ._probe_checkpoint import load_checkpoint
 from ._probe_config import SCHEDULER_NAMES, config_text
+from ._probe_fields import GROUPS as _GROUPS, diag_fields
 from ._probe_dist import Dist, NullWriter, is_dtensor, local
 from ._probe_hooks import FIELDS, ForwardHooks, first_tensor
 from ._probe_maps import FAMILIES, Resolved, resolve
 from ._probe_run import RunWriter
 
-__all__ = ["Probe", "FAMILIES", "unwrap", "TrainerCallback", "LightningCallback"]
+__all__ = ["Probe", "FAMILIES", "unwrap", "load_checkpoint", "TrainerCallback",
+           "LightningCallback"]
 
 
 def __getattr__(name: str) -> Any:
@@ -45,9 +48,6 @@ def __getattr__(name: str) -> Any:
         from . import _probe_trainers
         return getattr(_probe_trainers, name.lower())()
     raise AttributeError(f"module 'normlab.torch' has no attribute {name!r}")
-
-_GROUPS = ("embedding", "attention", "mlp", "norm", "head")
-
 
 def _flat(cfg: Mapping[str, Any] | None) -> dict[str, Any]:
     """{"optim": {"lr": 1}} or {"optim.lr": 1} as {"optim.lr": 1}."""
@@ -97,15 +97,18 @@ class Probe:
     ``per_head``: per-head attention logits; ``map``: the module map of a model no family record
     knows (docs/python.md); ``update_ratios=False`` spares the copy of the weights a probed step
     otherwise takes; ``scheduler``: the learning-rate scheduler, whose kind names
-    ``optim.schedule``. A model that cannot be mapped raises ``ValueError`` naming what is
-    missing.
+    ``optim.schedule``; ``resume_from``: a checkpoint folder of a probed run
+    (``save_checkpoint``): the run's records up to it are copied to ``out`` and the step count,
+    token count and spike window continue from it. A model that cannot be mapped raises
+    ``ValueError`` naming what is missing.
     """
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer | None = None,
                  out: str = "runs/probe", interval: int = 25,
                  config: Mapping[str, Any] | None = None, *, per_head: bool = False,
                  update_ratios: bool = True, map: Mapping[str, Any] | None = None,  # noqa: A002
-                 scheduler: Any = None, trainer: str = "loop", grads: str = "optimizer") -> None:
+                 scheduler: Any = None, trainer: str = "loop", grads: str = "optimizer",
+                 resume_from: str | os.PathLike | None = None) -> None:
         if interval < 1:
             raise ValueError(f"normlab.torch.Probe: interval must be >= 1, got {interval}")
         if grads not in ("optimizer", "backward", "caller"):
@@ -162,8 +165,18 @@ class Probe:
         self._held: dict[str, Any] | None = None  # a step() that came before optimizer.step()
         self._warned: set[str] = set()
         self._missing_said: set[str] = set()
+        # A resumed run continues its checkpoint's count, history and spike window.
+        resumed = _ck.read_manifest(resume_from) if resume_from is not None else None
         text = config_text(self)  # a ConfigError before anything is written or hooked
-        self.writer = RunWriter(self.out) if self.dist.rank == 0 else NullWriter()
+        self.writer = RunWriter(self.out, _ck.records_before(
+            Path(resume_from), resumed["step"]) if resumed else None) \
+            if self.dist.rank == 0 else NullWriter()
+        if resumed is not None:
+            st = resumed["probe"]
+            self.step_count = self._opt_steps = self._opt_steps_recorded = resumed["step"]
+            self._tokens_total, self.lrs = st["tokens_total"], list(st["lrs"])
+            self.micro_batches = list(st["micro_batches"])
+            self.writer.restore(st)
         self.writer.write_config(text)
         self.fh = ForwardHooks(self.r)
         self.fh.attach()
@@ -176,8 +189,21 @@ class Probe:
         if optimizer is not None:
             self._hooks.append(optimizer.register_step_pre_hook(self._before_update))
             self._hooks.append(optimizer.register_step_post_hook(self._after_update))
-        if self._is_diag(1):
+        if self._is_diag(self.step_count + 1):
             self._arm()
+
+    def save_checkpoint(self, state: Any) -> Path | None:
+        """Saves ``state`` (your model's, optimizer's and scheduler's state dicts, RNG states:
+        anything ``torch.save`` takes) with the probe's own state as the checkpoint of the step
+        recorded last: OUT/checkpoints/step_N/ (docs/python.md). Call it after ``probe.step``;
+        process 0 writes (the others return None). Resume with ``normlab.torch.load_checkpoint``
+        and ``Probe(..., resume_from=folder)``."""
+        self.flush()
+        if self.dist.rank != 0:
+            return None
+        return _ck.save(self.out, self.step_count, state, {
+            "tokens_total": self._tokens_total, "lrs": self.lrs,
+            "micro_batches": self.micro_batches, **self.writer.state()})
 
     # -- parameters -------------------------------------------------------------------------
 
@@ -480,63 +506,9 @@ class Probe:
                         if k in self._SHARD_SUMS else v[0] for k, v in host.items()}
                 fwd = [{k: host[k][r] for k in ("resid", "attn", "logits") if k in host}
                        for r in range(len(parts))]
-                rec.update(self._diag_fields(mine, fwd))
+                rec.update(diag_fields(self, mine, fwd))
             self.writer.step_line(rec)
         self._pending.clear()
-
-    def _diag_fields(self, h: dict[str, list[float]],
-                     parts: list[dict[str, list[float]]] | None = None) -> dict[str, Any]:
-        """normlab's diagnostics fields (docs/metrics.md) from a probed step's host values;
-        ``parts``: the forward statistics of every process (default: this one's, ``h``)."""
-        L, H = len(self.r.blocks), self.r.n_head
-        parts = parts or [h]
-        out: dict[str, Any] = {}
-        if "grad_sub" in h:
-            g = h["grad_sub"]
-            out["grad_norm_block"] = [math.sqrt(g[l] + g[L + l]) for l in range(L)]
-            out["grad_norm_attn"] = [math.sqrt(g[l]) for l in range(L)]
-            out["grad_norm_mlp"] = [math.sqrt(g[L + l]) for l in range(L)]
-            out["grad_norm_group"] = {_GROUPS[i]: math.sqrt(h["grad_grp"][i])
-                                      for i in self._groups_present}
-        R, A = _st.RESID, H + _st.ATTN
-
-        def rows(key: str, i: int, w: int) -> list[list[float]]:
-            return [p[key][i * w:(i + 1) * w] for p in parts]
-
-        resid = [_st.combine_resid(rows("resid", k, R)) for k in range(2 * L + 1)]
-        out["resid_rms"] = [r[0] for r in resid]
-        out["resid_max"] = [r[1] for r in resid]
-        attn = [rows("attn", l, A) for l in range(L)]
-        heads = [[max(r[j] for r in a) for j in range(H)] for a in attn]
-        stats = [_st.combine_attn([r[H:] for r in a]) for a in attn]
-        out["attn_max_logit"] = [max(row) if all(map(math.isfinite, row)) else float("nan")
-                                 for row in heads]
-        out["attn_entropy"] = [e for e, _ in stats]
-        out["attn_first_mass"] = [f for _, f in stats]
-        if self.per_head:
-            out["attn_max_logit_head"] = heads
-        if self.r.head is not None:
-            z = _st.combine_logits([p["logits"] for p in parts])
-            out.update(log_z_mean=z[0], log_z_std=z[1], log_z_max=z[2], max_logit=z[3],
-                       max_logit_raw=z[4])
-        if "upd_d" in h:
-            out["update_ratio"] = {
-                _GROUPS[i]: math.sqrt(h["upd_d"][i] / h["upd_w"][i]) if h["upd_w"][i] > 0 else 0.0
-                for i in self._groups_present}
-            out["update_rms"] = {_GROUPS[i]: math.sqrt(h["upd_d"][i] / self._grp_numel[i])
-                                 for i in self._groups_present}
-        if "g2v" in h:  # per parameter sum of g^2 / v_hat: RMS per group over the elements
-            acc: dict[int, list[float]] = {}
-            for i, m, n in zip(self._g2v_params, h["g2v"], h["g2v_n"]):
-                a = acc.setdefault(self.r.params[i][4], [0.0, 0.0])
-                a[0] += m
-                a[1] += n
-            out["rms_g2v"] = {g: math.sqrt(a[0] / a[1]) for g, a in acc.items() if a[1] > 0}
-            mean = [m / n if n > 0 else -1.0 for m, n in zip(h["g2v"], h["g2v_n"])]
-            worst = max(range(len(mean)), key=lambda j: mean[j])
-            out["rms_g2v_max"] = math.sqrt(mean[worst])
-            out["rms_g2v_max_tensor"] = self.r.params[self._g2v_params[worst]][0]
-        return out
 
     # -- the run's end ----------------------------------------------------------------------
 

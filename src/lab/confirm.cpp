@@ -60,7 +60,8 @@ long ConfirmPlan::arms_run() const {
 
 ConfirmPlan plan_confirmation(const ConfirmProblem& p, const Config& run_cfg,
                               const std::vector<std::pair<long, std::string>>& checkpoints,
-                              long run_end, int seeds, long max_steps, const CannotRun& cannot) {
+                              long run_end, int seeds, long max_steps, const CannotRun& cannot,
+                              const FixedOnResume& fixed) {
   if (seeds < 1) throw ConfigError({fmt::format("--seeds {} must be >= 1", seeds)});
   ConfirmPlan plan;
   plan.problem = p;
@@ -96,7 +97,7 @@ ConfirmPlan plan_confirmation(const ConfirmProblem& p, const Config& run_cfg,
     if (a.cannot.empty() && cannot) a.cannot = cannot(r.set);
     for (const auto& [k, v] : r.set)
       if (a.cannot.empty() && fixed_key.empty() &&
-          std::find(resumable.begin(), resumable.end(), k) == resumable.end())
+          (fixed ? fixed(k) : std::find(resumable.begin(), resumable.end(), k) == resumable.end()))
         fixed_key = k;
     plan.arms.push_back(std::move(a));
   }

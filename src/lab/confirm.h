@@ -88,13 +88,15 @@ struct ConfirmPlan {
 // `expressible(set)` says why a remedy cannot be run (empty: it can); a remedy that changes a key
 // fixed on resume moves the start to step 0 (said in start_why). max_steps > 0 caps the window.
 // `cannot(set)`, when given, says why an arm's changes cannot be run (an external command
-// without a placeholder for a key); empty: they can.
+// without a placeholder for a key); empty: they can. `fixed(key)`, when given, says whether a key
+// cannot change on resume (default: normlab's rule, a key not in resumable_keys()).
 using CannotRun =
     std::function<std::string(const std::vector<std::pair<std::string, std::string>>&)>;
+using FixedOnResume = std::function<bool(const std::string&)>;
 ConfirmPlan plan_confirmation(const ConfirmProblem& p, const Config& run_cfg,
                               const std::vector<std::pair<long, std::string>>& checkpoints,
                               long run_end, int seeds, long max_steps,
-                              const CannotRun& cannot = {});
+                              const CannotRun& cannot = {}, const FixedOnResume& fixed = {});
 
 // The config of an arm's seed k: the run's config with the arm's changes, train.data_seed = k,
 // train.stop_at = the window's end. Throws ConfigError naming a bad change.

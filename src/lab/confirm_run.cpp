@@ -50,12 +50,34 @@ std::vector<double> numbers(const json& j, const char* key) {
 }
 
 bool is_step(const json& j) { return !j.contains(metric::event) && j.contains(metric::step); }
+
+// A probed run's checkpoint folder (normlab.torch.Probe.save_checkpoint): probe_checkpoint.json
+// names its step and each file with its size. Damaged: the manifest unreadable or of another
+// step, a file missing or of another size (Python's load_checkpoint checks the SHA-256 too).
+bool probe_checkpoint_intact(const fs::path& folder) {
+  try {
+    std::ifstream in(folder / "probe_checkpoint.json");
+    const json m = json::parse(in);
+    if (m.at("step").get<long>() != step_of_folder(folder.string())) return false;
+    for (const auto& [name, f] : m.at("files").items()) {
+      std::error_code ec;
+      const auto size = fs::file_size(folder / name, ec);
+      if (ec || size != f.at("bytes").get<std::uintmax_t>()) return false;
+    }
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
 }  // namespace
 
 std::vector<std::pair<long, std::string>> intact_checkpoints(const std::string& run_dir) {
   std::vector<std::pair<long, std::string>> out;
-  for (const auto& c : run_checkpoints(run_dir))
-    if (!checkpoint_damage(c) && step_of_folder(c) > 0) out.emplace_back(step_of_folder(c), c);
+  for (const auto& c : run_checkpoints(run_dir)) {
+    const bool probed = fs::exists(fs::path(c) / "probe_checkpoint.json");
+    if ((probed ? probe_checkpoint_intact(c) : !checkpoint_damage(c)) && step_of_folder(c) > 0)
+      out.emplace_back(step_of_folder(c), c);
+  }
   return out;
 }
 

@@ -13,7 +13,8 @@
 
 namespace normlab {
 
-// The intact checkpoint folders of a run as (step, folder), oldest first.
+// The intact checkpoint folders of a run as (step, folder), oldest first: normlab's, or a probed
+// run's (probe_checkpoint.json, written by normlab.torch.Probe.save_checkpoint).
 std::vector<std::pair<long, std::string>> intact_checkpoints(const std::string& run_dir);
 
 // RUN/confirm/NAME: where the arms of one replay (fromS_toE) live.

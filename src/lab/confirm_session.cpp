@@ -72,7 +72,13 @@ std::vector<ConfirmJob> confirm_jobs(const std::string& run_dir, const nlohmann:
             return fmt::format("cannot confirm: your command has no placeholder for {}", k);
         return std::string();
       };
-    j.plan = plan_confirmation(p, run_cfg, checkpoints, reached, o.seeds, o.max_steps, cannot);
+    // An external command resumes with its own code: any change but the model's (another
+    // model cannot take the checkpoint's weights) can start at its checkpoint.
+    FixedOnResume fixed;
+    if (!o.command.empty())
+      fixed = [](const std::string& k) { return k.rfind("model.", 0) == 0; };
+    j.plan = plan_confirmation(p, run_cfg, checkpoints, reached, o.seeds, o.max_steps, cannot,
+                               fixed);
     if (!onset_note.empty()) j.plan.notes.insert(j.plan.notes.begin(), onset_note);
     if (!o.command.empty()) {
       if (!has)

@@ -4,8 +4,9 @@
 finds the arms finished; (2) loss spikes at a high lr: the lower lr confirmed; the report draws the arms and the verdicts; normlab.doctor(confirm=True,
 jobs=2) returns the same structure; (5) a remedy the run already has is not run again; (3) a
 healthy run: nothing to confirm; (6) --command on a probed PyTorch script, with and without
-{resume_from}: a remedy the template cannot express is "cannot confirm", and without a resume
-placeholder the verdicts say the arms started at step 0."""
+{resume_from}: a remedy the template cannot express is "cannot confirm", without a resume
+placeholder the verdicts say the arms started at step 0, with it (and probe checkpoints) the arms
+resume from the newest checkpoint before the onset.""" 
 from __future__ import annotations
 
 import json
@@ -159,21 +160,38 @@ ap.add_argument("--z-loss", type=float, default=0.0)
 ap.add_argument("--steps", type=int, default=40)
 ap.add_argument("--seed", type=int, default=0)
 ap.add_argument("--resume-from", default="")
+ap.add_argument("--checkpoint-every", type=int, default=0)
 ap.add_argument("--out")
 a = ap.parse_args()
 torch.manual_seed(0)
 model = GPT()
 opt = torch.optim.AdamW(model.parameters(), lr=a.lr)
-idx, tgt = markov_batches(40, seed=1 + a.seed)  # --seed: the data order only
+start = 0
+if a.resume_from:  # the model, the optimizer and the step of a probe checkpoint
+    st = normlab.torch.load_checkpoint(a.resume_from)
+    model.load_state_dict(st["model"])
+    opt.load_state_dict(st["opt"])
+    start = st["step"]
+    for g in opt.param_groups:  # the arm's learning rate, not the checkpoint's
+        g["lr"] = a.lr
+idx, tgt = markov_batches(40, seed=1)
+order = list(range(40))
+if a.seed:  # --seed: the order of the batches from the start step on, nothing else
+    g = torch.Generator().manual_seed(a.seed)
+    order[start:] = [start + int(i) for i in torch.randperm(40 - start, generator=g)]
 cfg = {{"train.steps": a.steps}}
-with normlab.torch.Probe(model, opt, out=a.out, interval=5, config=cfg) as p:
-    for s in range(a.steps):
-        logits, loss = model(idx[s], tgt[s])
+with normlab.torch.Probe(model, opt, out=a.out, interval=5, config=cfg,
+                         resume_from=a.resume_from or None) as p:
+    for s in range(start, a.steps):
+        logits, loss = model(idx[order[s]], tgt[order[s]])
         loss = loss + a.z_loss * torch.logsumexp(logits, -1).pow(2).mean()
         loss.backward()
         opt.step()
         opt.zero_grad()
         p.step(loss)
+        if a.checkpoint_every and (s + 1) % a.checkpoint_every == 0:
+            p.save_checkpoint({{"model": model.state_dict(), "opt": opt.state_dict(),
+                               "step": s + 1}})
 '''
 
 
@@ -213,11 +231,48 @@ def test_command_on_a_probed_run(tmp_path, monkeypatch):
     assert cap["reason"] == "cannot confirm: your command has no placeholder for " \
                             "model.final_softcap", cap
     print(f"command confirm wall {wall:.1f} s: {z['verdict']}")
-    # With a resume placeholder (no normlab checkpoint in a probed run: still step 0) the plan
-    # does not say the command lacks one.
+    # With a resume placeholder, but no checkpoint in the run: still step 0, and the plan does
+    # not say the command lacks one.
     d = json.loads(normlab("doctor", run, "--dry-run", "--json", "--command",
                            cmd + " --resume-from {resume_from}", check=0).stdout)
     c = confirmation(d, "output_logit_divergence")
-    assert c["start_step"] == 0 and "no intact checkpoint" in c["start_why"] or \
-        "cannot change on resume" in c["start_why"], c
+    assert c["start_step"] == 0 and "no intact checkpoint" in c["start_why"], c
     assert not any("{resume_from}" in n for n in c["notes"]), c
+
+
+def test_command_with_resume_from_starts_at_the_probed_checkpoint(tmp_path, monkeypatch):
+    """(6) The same probed script saving probe checkpoints every 5 steps, confirmed with a
+    {resume_from} placeholder: the residual-growth replay starts at the newest checkpoint a
+    margin before its onset, the arms resume from it (their records: the run's up to the start,
+    then their own), the control's seed 0 replays the run bitwise from there, and no verdict
+    says the arms started at step 0."""
+    script = tmp_path / "train.py"
+    script.write_text(TRAINER.format(here=str(HERE)))
+    monkeypatch.setenv("PYTHONPATH", str(Path(BUILD) / "python"))
+    run = tmp_path / "probed"
+    import subprocess
+    subprocess.run([sys.executable, str(script), "--lr", "0.05", "--out", str(run),
+                    "--checkpoint-every", "5"], check=True)
+    cmd = (f"{sys.executable} {script} --lr {{optim.lr}} --z-loss {{train.z_loss}} "
+           f"--steps {{train.stop_at}} --seed {{seed}} --out {{out}} "
+           f"--resume-from {{resume_from}}")
+    t0 = time.monotonic()
+    d = json.loads(normlab("doctor", run, "--confirm", "--command", cmd, "-j", "2", "--seeds",
+                           "1", "--json", check=0, timeout=600).stdout)
+    wall = time.monotonic() - t0
+    c = confirmation(d, "residual_growth")
+    assert c["start_step"] > 0 and "newest intact checkpoint" in c["start_why"], c
+    assert c["start_checkpoint"] == str(run / "checkpoints" / f"step_{c['start_step']:08d}")
+    assert c["replay_bitwise"], c["replay_check"]
+    lr = verdict(c, "lower the learning rate")
+    assert lr["verdict"] != "cannot confirm" and "resume_from" not in lr["reason"], lr
+    assert not any("resume_from" in n for n in c["notes"]), c
+    arm = [json.loads(x) for x in
+           (Path(c["dir"]) / "control" / "metrics.jsonl").read_text().splitlines()]
+    orig = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    steps = [r["step"] for r in arm if "event" not in r]
+    assert steps == list(range(1, c["window_end"] + 1)), steps
+    before = [r for r in orig if "event" not in r and r["step"] <= c["start_step"]]
+    assert arm[:len(before)] == before  # the history, copied from the run
+    print(f"resumed command confirm wall {wall:.1f} s: start {c['start_step']}, "
+          f"lr {lr['verdict']}")

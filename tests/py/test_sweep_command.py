@@ -80,3 +80,66 @@ def test_unknown_placeholder_is_refused(tmp_path, trainer):
     assert p.returncode != 0
     assert "{lr} is neither a grid key nor {out} or {seed}" in p.stderr + p.stdout
     assert not (tmp_path / "s" / "lr-0.1" / "metrics.jsonl").exists()
+
+
+DDP_TRAINER = '''
+import argparse, os, sys, torch
+sys.path.insert(0, {here!r})
+torch.set_num_threads(1)
+import normlab.torch
+from probe_fixtures import GPT, markov_batches
+ap = argparse.ArgumentParser()
+ap.add_argument("--lr", type=float)
+ap.add_argument("--out")
+a = ap.parse_args()
+world, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
+if world > 1:
+    torch.distributed.init_process_group("gloo")
+torch.manual_seed(0)
+model = GPT()
+call = torch.nn.parallel.DistributedDataParallel(model) if world > 1 else model
+opt = torch.optim.AdamW(model.parameters(), lr=a.lr)
+idx, tgt = markov_batches(12, b=4)     # global batches of 4 sequences
+rows = slice(rank * 4 // world, (rank + 1) * 4 // world)
+with normlab.torch.Probe(call, opt, out=a.out, interval=4, config={{"train.steps": 12}}) as p:
+    for s in range(12):
+        loss = call(idx[s, rows], tgt[s, rows])[1]
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        p.step(loss)
+if world > 1:
+    torch.distributed.destroy_process_group()
+sys.stdout.flush()
+os._exit(0)  # gloo's threads can abort the interpreter's teardown (tests/py/probe_dist_worker.py)
+'''
+
+
+def test_sweep_runs_a_torchrun_command(tmp_path, monkeypatch):
+    """`sweep --command "torchrun --nproc-per-node 2 ..."`: every point trains under DDP on 2
+    processes, process 0's probe writes the point's run (2 processes, ddp, in config.toml), and
+    its losses are those of the same global batches trained in one process."""
+    script = tmp_path / "ddp.py"
+    script.write_text(DDP_TRAINER.format(here=str(HERE)))
+    monkeypatch.setenv("PYTHONPATH", str(Path(BUILD) / "python"))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    torchrun = Path(sys.executable).parent / "torchrun"
+    cmd = (f"{torchrun} --standalone --nproc-per-node 2 {script} --lr {{optim.lr}} "
+           f"--out {{out}}")
+    out = tmp_path / "sweep"
+    normlab("sweep", "--command", cmd, "--grid", "optim.lr=0.003,0.01", "--set",
+            "train.steps=12", "--out", out, check=0, timeout=600)
+    runs = {r["name"]: r for r in json.loads((out / "sweep.json").read_text())["runs"]}
+    assert [runs[n]["status"] for n in ("lr-0.003", "lr-0.01")] == ["done", "done"], runs
+    cfg = (out / "lr-0.01" / "config.toml").read_text()
+    assert "world_size = 2" in cfg and 'sharding = "ddp"' in cfg, cfg
+    import subprocess
+    subprocess.run([sys.executable, str(script), "--lr", "0.01", "--out", str(tmp_path / "one")],
+                   check=True)
+
+    def losses(d: Path) -> list[float]:
+        return [json.loads(x)["loss"] for x in (d / "metrics.jsonl").read_text().splitlines()
+                if "event" not in json.loads(x)]
+
+    one, two = losses(tmp_path / "one"), losses(out / "lr-0.01")
+    assert len(two) == 12 and two == pytest.approx(one, rel=1e-5), (one, two)

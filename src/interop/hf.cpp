@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "interop/hf_export_keys.h"
 #include "interop/hf_family.h"
 #include "model/mup.h"
 #include "model/param_table.h"
@@ -283,8 +284,8 @@ std::vector<HfLink> hf_links(HfFamily family, const ModelConfig& m) {
 }
 
 HfFamily hf_family_for(const ModelConfig& m) {
-  // No transformers family has a norm-free layer, a residual branch scale or σReparam: DyT, Derf,
-  // model.residual_scale and model.sigma_reparam are refused by name, at any placement, before a family is looked for.
+  // No transformers family has a norm-free layer, nGPT or Admin (refused by value here) or the
+  // options hf_export_keys.cpp refuses: at any placement, before a family is looked for.
   {
     std::vector<std::string> p;
     if (m.norm == NormKind::dyt || m.norm == NormKind::derf)
@@ -293,23 +294,8 @@ HfFamily hf_family_for(const ModelConfig& m) {
     if (m.qk_norm == QKNormKind::dyt || m.qk_norm == QKNormKind::derf)
       p.push_back(fmt::format("model.qk_norm = {}: no supported transformers family has DyT or "
                               "Derf (their QK-norms are RMSNorm)", to_string(m.qk_norm)));
-    if (m.residual_scale != ResidualScale::none)
-      p.push_back(fmt::format("model.residual_scale = {}: no supported transformers family has a "
-                              "learnable scale on the residual branches",
-                              to_string(m.residual_scale)));
-    // gpt-oss has learned sinks and Qwen3-Next an output gate, but normlab maps neither family
-    // (their other parts: mixture-of-experts MLPs, YaRN, gated DeltaNet layers).
-    if (m.attn_gate != AttnGate::none)
-      p.push_back(fmt::format("model.attn_gate = {}: no supported transformers family has an "
-                              "attention output gate (Qwen3-Next's is not mapped)",
-                              to_string(m.attn_gate)));
-    if (m.attn_sink != AttnSink::none)
-      p.push_back(fmt::format("model.attn_sink = {}: no supported transformers family has an "
-                              "attention sink (gpt-oss's is not mapped)",
-                              to_string(m.attn_sink)));
-    if (m.sigma_reparam)
-      p.push_back("model.sigma_reparam = true: no supported transformers family has σReparam's "
-                  "gamma and power-iteration vectors (W_hat = (gamma / sigma(W)) W)");
+    // Every model key no family carries (table: hf_export_keys.cpp), a new option's included.
+    for (auto& u : hf::unexportable_keys(m)) p.push_back(std::move(u));
     if (m.placement == Placement::ngpt)
       p.push_back("model.placement = ngpt: no supported transformers family is a normalized "
                   "Transformer (unit-norm states and weights, learned eigen learning rates and "

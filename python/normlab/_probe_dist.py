@@ -21,7 +21,7 @@ from torch import nn
 class Dist:
     """The process group the probe reduces over (world 1: no collective at all)."""
 
-    def __init__(self, model: nn.Module, wrappers: list[str]) -> None:
+    def __init__(self, model: nn.Module, wrappers: list[str], sharding: str | None = None) -> None:
         self.world, self.rank, self.group = 1, 0, None
         d = torch.distributed
         if d.is_available() and d.is_initialized():
@@ -33,6 +33,8 @@ class Dist:
             self.sharding = "ddp"
         else:
             self.sharding = "none" if self.world == 1 else "replicated"
+        if sharding is not None and self.sharding == "replicated":  # DDP applied out of sight
+            self.sharding = sharding
 
     def gather(self, vec: torch.Tensor) -> list[list[float]]:
         """Every process's vec (same length on all), as host lists, in rank order."""

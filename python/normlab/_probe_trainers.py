@@ -25,7 +25,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from ._probe_config import config_text
 from ._probe_maps import family_for
 from .torch import Probe
 
@@ -41,14 +40,6 @@ def _mapped(module: nn.Module) -> nn.Module:
         if family_for(m) is not None:
             return m
     return module
-
-
-def _say_ddp(probe: Probe) -> None:
-    """The trainer wraps the model in DistributedDataParallel where the callback does not see
-    it: config.toml's source.sharding says "ddp" rather than "replicated"."""
-    if probe.sharding == "replicated":
-        probe.sharding = probe.dist.sharding = "ddp"
-        probe.writer.write_config(config_text(probe))
 
 
 def _training_args_config(args: Any, state: Any) -> tuple[dict[str, Any], list[str]]:
@@ -98,13 +89,13 @@ def trainercallback() -> type:
             cfg, unknown = _training_args_config(args, state)
             cfg.update(self.config)
             inner = _mapped(model)
-            self.probe = Probe(inner, optimizer, out=self.out, interval=self.interval, config=cfg,
-                               trainer="transformers.Trainer", grads="backward", **self.kw)
-            self.probe.extra_unknown = unknown
             mode = str(getattr(args.parallel_mode, "value", args.parallel_mode))
-            if mode == "distributed" and not (getattr(args, "fsdp", None) or
-                                               getattr(args, "deepspeed", None)):
-                _say_ddp(self.probe)  # accelerate's DDP
+            ddp = mode == "distributed" and not (getattr(args, "fsdp", None) or
+                                                 getattr(args, "deepspeed", None))
+            self.probe = Probe(inner, optimizer, out=self.out, interval=self.interval, config=cfg,
+                               trainer="transformers.Trainer", grads="backward",
+                               sharding="ddp" if ddp else None, **self.kw)  # accelerate's DDP
+            self.probe.extra_unknown = unknown
             self._hook = inner.register_forward_hook(self._loss_of, with_kwargs=True)
 
         def _loss_of(self, module, args, kwargs, out) -> None:
@@ -187,11 +178,10 @@ def lightningcallback() -> type:
             sched = trainer.lr_scheduler_configs[0].scheduler if trainer.lr_scheduler_configs \
                 else None
             cfg.update(self.config)
+            ddp = isinstance(trainer.strategy, pl.strategies.DDPStrategy)
             self.probe = Probe(_mapped(pl_module), opt, out=self.out, interval=self.interval,
                                config=cfg, trainer="lightning", grads="caller",
-                               scheduler=sched, **self.kw)
-            if isinstance(trainer.strategy, pl.strategies.DDPStrategy):
-                _say_ddp(self.probe)
+                               scheduler=sched, sharding="ddp" if ddp else None, **self.kw)
 
         def on_before_optimizer_step(self, trainer, pl_module, optimizer):
             if self.probe is not None:  # unscaled, before Lightning clips

@@ -99,7 +99,9 @@ class Probe:
     otherwise takes; ``scheduler``: the learning-rate scheduler, whose kind names
     ``optim.schedule``; ``resume_from``: a checkpoint folder of a probed run
     (``save_checkpoint``): the run's records up to it are copied to ``out`` and the step count,
-    token count and spike window continue from it. A model that cannot be mapped raises
+    token count and spike window continue from it; ``sharding``: how a framework that wraps
+    the model out of the probe's sight replicates it over the processes ("ddp": a trainer's
+    DistributedDataParallel), for config.toml. A model that cannot be mapped raises
     ``ValueError`` naming what is missing.
     """
 
@@ -108,7 +110,7 @@ class Probe:
                  config: Mapping[str, Any] | None = None, *, per_head: bool = False,
                  update_ratios: bool = True, map: Mapping[str, Any] | None = None,  # noqa: A002
                  scheduler: Any = None, trainer: str = "loop", grads: str = "optimizer",
-                 resume_from: str | os.PathLike | None = None) -> None:
+                 resume_from: str | os.PathLike | None = None, sharding: str | None = None) -> None:
         if interval < 1:
             raise ValueError(f"normlab.torch.Probe: interval must be >= 1, got {interval}")
         if grads not in ("optimizer", "backward", "caller"):
@@ -138,7 +140,7 @@ class Probe:
             if isinstance(v, (str, os.PathLike)) and str(v) and os.path.exists(v):
                 self.user_cfg[key] = os.path.abspath(v)
         self.scheduler_kind = SCHEDULER_NAMES.get(type(scheduler).__name__) if scheduler else None
-        self.dist = Dist(self.inner, self.wrappers)
+        self.dist = Dist(self.inner, self.wrappers, sharding)
         self.trainer = trainer
         self.extra_unknown: list[str] = []  # keys a trainer callback could not read
         self.world_size, self.sharding = self.dist.world, self.dist.sharding

@@ -29,13 +29,16 @@ STEPS, INTERVAL = 3, 2
 SKIP = ("time_s", "tokens_per_s", "wall_s")
 
 
-def run(model, call, out, steps=STEPS, before=None):
+def run(model, call, out, steps=STEPS, before=None, interval=INTERVAL, backend=None):
     """A loop over `call` (the model or its compiled wrapper); the probe attached to `before`
-    (default: call) at the start. Returns the metrics.jsonl lines."""
+    (default: call) at the start; `backend`: `call` compiled with it once the probe is attached.
+    Returns the metrics.jsonl lines."""
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1)
     idx, tgt = markov_batches(steps)
-    with ntorch.Probe(before if before is not None else call, opt, out=out, interval=INTERVAL,
+    with ntorch.Probe(before if before is not None else call, opt, out=out, interval=interval,
                       per_head=True) as probe:
+        if backend is not None:
+            call = torch.compile(call, backend=backend)
         for s in range(steps):
             logits = call(input_ids=idx[s]).logits
             loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), tgt[s].reshape(-1))
@@ -79,18 +82,7 @@ def test_attach_then_compile_equals_eager(eager, tmp_path):
     torch._dynamo.reset()
     counters.clear()
     model = hf_model("llama")
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1)
-    idx, tgt = markov_batches(STEPS)
-    with ntorch.Probe(model, opt, out=tmp_path / "r", interval=INTERVAL, per_head=True) as probe:
-        compiled = torch.compile(model, backend="aot_eager")
-        for s in range(STEPS):
-            logits = compiled(input_ids=idx[s]).logits
-            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), tgt[s].reshape(-1))
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
-            probe.step(loss)
-    lines = [json.loads(x) for x in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
+    lines = run(model, model, tmp_path / "r", backend="aot_eager")
     assert_same(eager, lines)
     assert sum(counters["graph_break"].values()) == 0, dict(counters["graph_break"])
     # steps 1, 2 probed, 3 not: one graph for each kind, none per probed step

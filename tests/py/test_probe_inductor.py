@@ -10,16 +10,14 @@ one backward graph: this file took 57 s with a cold inductor cache (TORCHINDUCTO
 on the shared 2-core machine at load 8, 11 s with a warm one; most of it is g++."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
 from torch._dynamo.utils import counters
 
 import normlab_py  # noqa: F401  (imports normlab from the build tree)
-import normlab.torch as ntorch
-from probe_fixtures import V, hf_model, markov_batches
-from test_probe_compile import assert_same
+from probe_fixtures import hf_model
+from test_probe_compile import assert_same, run
 
 STEPS = 2
 
@@ -30,18 +28,7 @@ def _run(out: Path, backend: str | None) -> list[dict]:
     torch._dynamo.reset()
     counters.clear()
     model = hf_model("llama")
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1)
-    idx, tgt = markov_batches(STEPS)
-    with ntorch.Probe(model, opt, out=out, interval=1, per_head=True) as probe:
-        call = torch.compile(model, backend=backend) if backend else model
-        for s in range(STEPS):
-            logits = call(input_ids=idx[s]).logits
-            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), tgt[s].reshape(-1))
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
-            probe.step(loss)
-    return [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    return run(model, model, out, steps=STEPS, interval=1, backend=backend)
 
 
 def test_inductor_equals_eager(tmp_path):

@@ -54,6 +54,9 @@ inline constexpr const char* update_rms = "update_rms";                  // grou
 inline constexpr const char* rms_g2v = "rms_g2v";                        // group -> RMS(g^2 / v_hat)
 inline constexpr const char* rms_g2v_max = "rms_g2v_max";                // its largest per-tensor value
 inline constexpr const char* rms_g2v_max_tensor = "rms_g2v_max_tensor";  // and that tensor's name
+// A probed PyTorch run's first sublayer with a non-finite output / gradient (normlab.torch.Probe)
+inline constexpr const char* nonfinite_forward = "nonfinite_forward";
+inline constexpr const char* nonfinite_backward = "nonfinite_backward";
 inline constexpr const char* dyt_alpha = "dyt_alpha";            // DyT/Derf site -> its alpha
 inline constexpr const char* dyt_saturated = "dyt_saturated";    // site -> saturated fraction
 inline constexpr const char* ngpt_alpha = "ngpt_alpha";          // nGPT sublayer -> mean alpha

@@ -11,10 +11,60 @@ from . import _probe_stats as _st
 GROUPS = ("embedding", "attention", "mlp", "norm", "head")
 
 
+def _sublayer_names(probe: Any) -> list[str]:
+    """Where each residual boundary's value comes from, in forward order: the embedding, then per
+    block its attention and its MLP sublayer ("block 0 attention (model.layers.0.self_attn)")."""
+    path = {m: n for n, m in probe.inner.named_modules()}
+    out = ["embedding"]
+    for l, b in enumerate(probe.r.blocks):
+        out += [f"block {l} attention ({path.get(b.attn, '?')})",
+                f"block {l} MLP ({path.get(b.module, '?')})"]
+    return out
+
+
+def _nonfinite(v: Any) -> bool:
+    return not math.isfinite(v)
+
+
+def first_nonfinite(probe: Any, h: dict[str, list[float]], out: dict[str, Any],
+                    missing: list[str]) -> dict[str, str]:
+    """The first sublayer whose output was not finite in the forward pass (the residual stream
+    after it; the output head's logits after the last block), and the first whose parameters'
+    gradient was not finite in the backward pass (from the output down): the
+    nonfinite_forward / nonfinite_backward fields, present only on a probed step that had one."""
+    found: dict[str, str] = {}
+    if "resid" not in missing:  # a statistic that is missing is not a non-finite one
+        names = _sublayer_names(probe)
+        bad = [k for k, (rms, mx) in enumerate(zip(out["resid_rms"], out["resid_max"]))
+               if _nonfinite(rms) or _nonfinite(mx)]
+        if bad:
+            found["nonfinite_forward"] = names[bad[0]]
+        elif "logits" not in missing and probe.r.head is not None and (
+                _nonfinite(out["log_z_mean"]) or _nonfinite(out["max_logit_raw"])):
+            found["nonfinite_forward"] = "output head"
+    if "grad_sub" in h:
+        L, g = len(probe.r.blocks), h["grad_sub"]
+        grp = {GROUPS[i]: h["grad_grp"][i] for i in probe._groups_present}
+        # The backward reaches the head, then the final norm, then the blocks from the top; the
+        # parameters outside the blocks share one norm (the embedding's, reached last, with
+        # them: a non-finite one there is named before the blocks).
+        order = [("output head", grp["head"])] if "head" in grp else []
+        order.append(("outside the blocks (final norm, embedding)" if "head" in grp else
+                      "outside the blocks (tied head, final norm, embedding)", g[2 * L]))
+        for l in reversed(range(L)):
+            order += [(f"block {l} MLP", g[L + l]), (f"block {l} attention", g[l])]
+        bad_g = [name for name, v in order if _nonfinite(v)]
+        if bad_g:
+            found["nonfinite_backward"] = bad_g[0]
+    return found
+
+
 def diag_fields(probe: Any, h: dict[str, list[float]],
-                parts: list[dict[str, list[float]]] | None = None) -> dict[str, Any]:
+                parts: list[dict[str, list[float]]] | None = None,
+                missing: list[str] | None = None) -> dict[str, Any]:
     """normlab's diagnostics fields (docs/metrics.md) of a probed step of ``probe`` from its host
-    values ``h``; ``parts``: the forward statistics of every process (default: this one's)."""
+    values ``h``; ``parts``: the forward statistics of every process (default: this one's);
+    ``missing``: the groups of forward statistics whose hooks did not run."""
     L, H = len(probe.r.blocks), probe.r.n_head
     parts = parts or [h]
     out: dict[str, Any] = {}
@@ -63,4 +113,5 @@ def diag_fields(probe: Any, h: dict[str, list[float]],
         worst = max(range(len(mean)), key=lambda j: mean[j])
         out["rms_g2v_max"] = math.sqrt(mean[worst])
         out["rms_g2v_max_tensor"] = probe.r.params[probe._g2v_params[worst]][0]
+    out.update(first_nonfinite(probe, h, out, missing or []))
     return out

@@ -432,6 +432,7 @@ class Probe:
             fwd, missing = self.fh.harvest(self.device)
             self.fh.armed = False
             rec["_diag"] = {**self._diag, **fwd}
+            rec["_missing"] = missing
             if missing:
                 self._say_missing(s, missing)
             self._diag, self._before = None, None
@@ -491,7 +492,7 @@ class Probe:
                 rec.setdefault("_host", {})[key] = got
         for rec in self._pending:
             rec.pop("_diag", None)
-            host = rec.pop("_host", None)
+            host, missing = rec.pop("_host", None), rec.pop("_missing", None)
             tok = sum(rec.pop("_tok"))
             self._tokens_total += int(round(tok))
             dt = rec.pop("_dt")
@@ -508,7 +509,7 @@ class Probe:
                         if k in self._SHARD_SUMS else v[0] for k, v in host.items()}
                 fwd = [{k: host[k][r] for k in ("resid", "attn", "logits") if k in host}
                        for r in range(len(parts))]
-                rec.update(diag_fields(self, mine, fwd))
+                rec.update(diag_fields(self, mine, fwd, missing))
             self.writer.step_line(rec)
         self._pending.clear()
 

@@ -133,6 +133,18 @@ void check_diverged(const Run& r, std::vector<DoctorFinding>& out) {
     f.evidence.push_back(fmt::format(
         "initial loss (step 1) {}; final train loss {}; final val loss {}", g(*r.initial_loss),
         r.final_loss ? g(*r.final_loss) : "-", r.final_val_loss ? g(*r.final_val_loss) : "-"));
+  // A probed run says where the numbers first went non-finite (on a probed step).
+  for (const char* key : {metric::nonfinite_forward, metric::nonfinite_backward})
+    for (const json* j : r.steps)
+      if (j->contains(key) && (*j)[key].is_string()) {
+        f.evidence.push_back(fmt::format(
+            "first non-finite {} on probed step {}: {} ({})",
+            std::string_view(key) == metric::nonfinite_forward
+                ? "output (forward pass)"
+                : "gradient (backward pass, from the output down)",
+            j->value(metric::step, 0L), (*j)[key].get<std::string>(), key));
+        break;
+      }
   const double lr = r.cfg.optim.lr;
   std::string suggested;
   std::string source;

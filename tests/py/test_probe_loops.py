@@ -147,3 +147,49 @@ def test_steps_with_no_optimizer_step_are_kept_with_a_null_gradient_norm(tmp_pat
     assert [x["step"] for x in lines[:-1]] == [1, 2]
     assert all(x["grad_norm"] is None and not x["nonfinite"] for x in lines[:-1])
     assert lines[0]["loss"] == pytest.approx(math.log(V), rel=0.2)
+
+
+def nonfinite_run(out, where: str) -> list[dict]:
+    """Three steps of the GPT fixture (3 blocks, every step probed); at step 2 block 1 goes
+    non-finite: its MLP's output (`where` = "forward") or its attention's gradient ("backward")."""
+    from probe_fixtures import GPT
+    torch.manual_seed(0)
+    model = GPT(n_layer=3)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    idx, tgt = markov_batches(3)
+    step = {"n": 0}
+    blk = model.transformer.h[1]
+    if where == "forward":
+        blk.mlp.register_forward_hook(
+            lambda m, a, o: o * float("inf") if step["n"] == 1 else o)
+    else:
+        blk.attn.c_attn.weight.register_hook(
+            lambda g: g * float("nan") if step["n"] == 1 else g)
+    with ntorch.Probe(model, opt, out=out, interval=1, config={"train.steps": 3}) as probe:
+        for s in range(3):
+            step["n"] = s
+            _, loss = model(idx[s], tgt[s])
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            probe.step(loss)
+    return lines_of(out)
+
+
+def test_the_first_nonfinite_sublayer_is_named(tmp_path):
+    fwd = nonfinite_run(tmp_path / "fwd", "forward")
+    assert "nonfinite_forward" not in fwd[0]
+    assert fwd[1]["nonfinite_forward"] == "block 1 MLP (transformer.h.1)", fwd[1]
+    assert all(v is not None for v in fwd[1]["resid_rms"][:4]) and fwd[1]["resid_rms"][4] is None
+    bwd = nonfinite_run(tmp_path / "bwd", "backward")
+    assert bwd[1]["nonfinite_backward"] == "block 1 attention", bwd[1]
+    assert "nonfinite_forward" not in bwd[1] and "nonfinite_backward" not in bwd[0]
+    assert bwd[1]["grad_norm_attn"][1] is None and bwd[1]["grad_norm_mlp"][2] is not None
+    # doctor names it where the run diverged
+    from normlab_cli import normlab as normlab_cli
+    p = normlab_cli("doctor", tmp_path / "fwd", check=0)
+    assert "first non-finite output (forward pass) on probed step 2: block 1 MLP " \
+           "(transformer.h.1)" in p.stdout, p.stdout
+    # the loss went non-finite: its gradient is non-finite from the (tied) head on
+    assert "first non-finite gradient (backward pass, from the output down) on probed step 2: " \
+           "outside the blocks (tied head, final norm, embedding)" in p.stdout, p.stdout

@@ -54,6 +54,8 @@ inline constexpr const char* update_rms = "update_rms";                  // grou
 inline constexpr const char* rms_g2v = "rms_g2v";                        // group -> RMS(g^2 / v_hat)
 inline constexpr const char* rms_g2v_max = "rms_g2v_max";                // its largest per-tensor value
 inline constexpr const char* rms_g2v_max_tensor = "rms_g2v_max_tensor";  // and that tensor's name
+// A probed PyTorch run's kurtosis of the channels' RMS per boundary (normlab.torch.Probe)
+inline constexpr const char* resid_kurtosis = "resid_kurtosis";
 // A probed PyTorch run's first sublayer with a non-finite output / gradient (normlab.torch.Probe)
 inline constexpr const char* nonfinite_forward = "nonfinite_forward";
 inline constexpr const char* nonfinite_backward = "nonfinite_backward";

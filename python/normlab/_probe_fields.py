@@ -75,7 +75,7 @@ def diag_fields(probe: Any, h: dict[str, list[float]],
         out["grad_norm_mlp"] = [math.sqrt(g[L + l]) for l in range(L)]
         out["grad_norm_group"] = {GROUPS[i]: math.sqrt(h["grad_grp"][i])
                                   for i in probe._groups_present}
-    R, A = _st.RESID, H + _st.ATTN
+    R, A = _st.resid_width(probe.r.d_model), H + _st.ATTN
 
     def rows(key: str, i: int, w: int) -> list[list[float]]:
         return [p[key][i * w:(i + 1) * w] for p in parts]
@@ -83,6 +83,7 @@ def diag_fields(probe: Any, h: dict[str, list[float]],
     resid = [_st.combine_resid(rows("resid", k, R)) for k in range(2 * L + 1)]
     out["resid_rms"] = [r[0] for r in resid]
     out["resid_max"] = [r[1] for r in resid]
+    out["resid_kurtosis"] = [r[2] for r in resid]
     attn = [rows("attn", l, A) for l in range(L)]
     heads = [[max(r[j] for r in a) for j in range(H)] for a in attn]
     stats = [_st.combine_attn([r[H:] for r in a]) for a in attn]

@@ -24,7 +24,7 @@ from ._probe_maps import Resolved
 # The groups of forward statistics and the metrics.jsonl fields each gives (contract of the
 # `missing` event, docs/metrics.md).
 FIELDS = {
-    "resid": ("resid_rms", "resid_max"),
+    "resid": ("resid_rms", "resid_max", "resid_kurtosis"),
     "attn": ("attn_max_logit", "attn_entropy", "attn_first_mass"),
     "logits": ("log_z_mean", "log_z_std", "log_z_max", "max_logit", "max_logit_raw"),
 }
@@ -182,7 +182,7 @@ class ForwardHooks:
     # -- the probed step's end --------------------------------------------------------------
 
     def harvest(self, device: torch.device) -> tuple[dict[str, torch.Tensor], list[str]]:
-        """The probed step's statistics as device tensors ("resid" (2L+1, RESID), "attn"
+        """The probed step's statistics as device tensors ("resid" (2L+1, resid_width(d_model)), "attn"
         (L, H + ATTN), "logits" (LOGITS,)), NaN where a hook did not fire, and the groups of
         FIELDS with a value missing. Empties ``acc`` for the next probed step."""
         L, H = len(self.r.blocks), self.r.n_head
@@ -195,7 +195,8 @@ class ForwardHooks:
             return torch.stack([acc[k].to(device).float() if k in acc else
                                 torch.full((width,), nan, device=device) for k in keys])
 
-        out = {"resid": rows([f"r{k}" for k in range(2 * L + 1)], _st.RESID, "resid"),
+        out = {"resid": rows([f"r{k}" for k in range(2 * L + 1)],
+                             _st.resid_width(self.r.d_model), "resid"),
                "attn": rows([f"a{l}" for l in range(L)], H + _st.ATTN, "attn")}
         if self.r.head is not None:
             out["logits"] = rows(["z"], _st.LOGITS, "logits")[0]

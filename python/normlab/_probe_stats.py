@@ -28,7 +28,8 @@ import torch
 SCORE_CHUNK = 1 << 24
 
 # Layouts of the reducible vectors (float32 on the device):
-RESID = 3    # [mean of x^2 over the real tokens' elements, max |x|, real tokens]
+RESID = 3    # [mean of x^2 over the real tokens' elements, max |x|, real tokens], then per
+#              channel j the mean of x_j^2 over the real tokens (C values: resid_width(C) in all)
 ATTN = 4     # [sum of row entropies, rows, sum of P(key 0) over rows 1.., those rows]
 LOGITS = 6   # [sum of log Z, sum of (log Z - local mean)^2, max log Z, max |cap z|, max |z|, rows]
 
@@ -119,21 +120,27 @@ def attention_stats(q: torch.Tensor, k: torch.Tensor, scale: float, cap: float,
     return torch.cat(heads), torch.stack([ent, rows, first, first_rows])
 
 
+def resid_width(C: int) -> int:
+    return RESID + C
+
+
 @torch.no_grad()
 def residual_stats(x: torch.Tensor, pad: torch.Tensor | None = None) -> torch.Tensor:
-    """The RESID vector of the residual stream x (B, T, C) (any shape, the last dim C; the mask
-    applies when x's first two dimensions are pad's)."""
+    """The resid_width(C) vector of the residual stream x (B, T, C) (any shape, the last dim C;
+    the mask applies when x's first two dimensions are pad's): the channels' mean squares are
+    the work, the mean square over every element their mean."""
     xf = x.detach().float()
     m = _token_mask(pad, xf)
+    C = xf.shape[-1]
     if m is None:
-        n = xf.new_full((), float(xf.numel() // max(1, xf.shape[-1])))
-        ms = torch.linalg.vector_norm(xf).square() / xf.numel()
+        n = xf.new_full((), float(xf.numel() // max(1, C)))
+        ch = xf.square().reshape(-1, C).mean(0)
         lo, hi = torch.aminmax(xf)
-        return torch.stack([ms, torch.maximum(-lo, hi), n])
+        return torch.cat([torch.stack([ch.mean(), torch.maximum(-lo, hi), n]), ch])
     n = m.sum()
-    ms = (xf.square().sum(-1) * m).sum() / (n * xf.shape[-1]).clamp_min(1.0)
+    ch = (xf.square() * m.unsqueeze(-1)).reshape(-1, C).sum(0) / n.clamp_min(1.0)
     mx = (xf.abs().amax(-1) * m).amax()
-    return torch.stack([ms, mx, n])
+    return torch.cat([torch.stack([ch.mean(), mx, n]), ch])
 
 
 @torch.no_grad()
@@ -161,12 +168,17 @@ def logit_stats(z: torch.Tensor, cap: float, pad: torch.Tensor | None = None) ->
 
 # -- the host side: several processes' (or micro-batches') vectors into normlab's fields ----------
 
-def combine_resid(rows: list[list[float]]) -> tuple[float, float]:
-    """RMS over every token of every part, max over the parts."""
+def combine_resid(rows: list[list[float]]) -> tuple[float, float, float]:
+    """RMS over every token of every part, max over the parts, and the kurtosis of the channels'
+    RMS s_j over every token (He et al. 2024's outlier-feature measure): mean(s^4) / mean(s^2)^2,
+    1 when every channel has the same RMS, up to C when one channel carries the stream."""
     n = sum(r[2] for r in rows)
     if n <= 0:
-        return math.nan, math.nan
-    return math.sqrt(sum(r[0] * r[2] for r in rows) / n), max(r[1] for r in rows)
+        return math.nan, math.nan, math.nan
+    ch = [sum(r[RESID + j] * r[2] for r in rows) / n for j in range(len(rows[0]) - RESID)]
+    m2 = sum(ch) / len(ch) if ch else math.nan
+    kurt = sum(c * c for c in ch) / len(ch) / (m2 * m2) if ch and m2 > 0 else math.nan
+    return math.sqrt(sum(r[0] * r[2] for r in rows) / n), max(r[1] for r in rows), kurt
 
 
 def combine_attn(rows: list[list[float]]) -> tuple[float, float]:

@@ -68,6 +68,8 @@ constexpr MetricField kFields[] = {
      "bias-corrected second moment (Adam family; Muon's AdamW group)"},
     {metric::rms_g2v_max, "diagnostic", "the largest per-tensor RMS(g^2 / v_hat) of the step"},
     {metric::rms_g2v_max_tensor, "diagnostic", "the tensor it belongs to"},
+    {metric::resid_kurtosis, "diagnostic",
+     "a probed PyTorch run: per boundary, mean(s^4) / mean(s^2)^2 of the channels' RMS s"},
     {metric::nonfinite_forward, "diagnostic",
      "a probed PyTorch run: the first sublayer whose output was not finite on the step"},
     {metric::nonfinite_backward, "diagnostic",

@@ -96,7 +96,8 @@ def test_accumulation_counts_micro_batches_into_config(tmp_path):
 
 
 def test_padding_counts_real_tokens_and_measures_them_only(tmp_path):
-    """Left padding on one row: tokens, residual stream at the embedding and after block 0,
+    """Left padding on one row: tokens, residual stream (RMS, max, channel kurtosis) at the
+    embedding and after block 0,
     log Z and the attention entropy over the real tokens only, against HF's own eager attention
     weights and hidden states on the same batch."""
     model = hf_model("llama", attn_implementation="eager", initializer_range=0.3)
@@ -118,6 +119,9 @@ def test_padding_counts_real_tokens_and_measures_them_only(tmp_path):
         h = h.detach().double()[real]  # (real tokens, C)
         assert line["resid_rms"][k] == pytest.approx(h.square().mean().sqrt().item(), rel=1e-5)
         assert line["resid_max"][k] == pytest.approx(h.abs().max().item(), rel=1e-6)
+        s2 = h.square().mean(0)  # each channel's mean square over the real tokens
+        kurt = (s2.square().mean() / s2.mean().square()).item()
+        assert line["resid_kurtosis"][k] == pytest.approx(kurt, rel=1e-5)
     lse = torch.logsumexp(out.logits.detach().double(), -1)[real]
     assert line["log_z_mean"] == pytest.approx(lse.mean().item(), rel=1e-6)
     assert line["log_z_std"] == pytest.approx(lse.std(unbiased=False).item(), rel=1e-4)

@@ -245,7 +245,8 @@ std::string judge_external_point(const std::string& dir, int exit_code, const st
     }
   }
   if (!why && end->reason == "diverged") why = end->detail;
-  if (!why) why = rule.judge_end(end->val_loss, end->train_loss);
+  // The end clause for a run that reached train.steps (not one stopped at train.stop_at).
+  if (!why && end->step >= total) why = rule.judge_end(end->val_loss, end->train_loss);
   write_sweep_status(dir, why ? "diverged" : "done", why.value_or(""), end->step, why ? at : 0);
   return why ? "diverged" : "done";
 }

@@ -68,12 +68,14 @@ std::string DivergenceRule::describe() {
 TrainHooks with_divergence_rule(TrainHooks hooks, const Trainer& trainer,
                                 const std::string& run_dir) {
   auto rule = std::make_shared<DivergenceRule>(trainer.config().train.steps);
+  // A resumed run replays its records up to the checkpoint through the rule: the initial loss,
+  // the smoothed loss and the span above it continue where the straight run had them (exactly
+  // when every step was logged, train.log_interval = 1; else from the logged steps).
   if (trainer.step() > 0)
     for (const auto& r : read_metrics(run_dir))
-      if (!r.contains(metric::event) && r.value(metric::step, 0L) == 1) {
-        rule->set_initial_loss(step_record_from_json(r).loss);
-        break;
-      }
+      if (!r.contains(metric::event) && r.contains(metric::step) &&
+          r.value(metric::step, 0L) <= trainer.step())
+        rule->observe(step_record_from_json(r));
   hooks.check_divergence = [rule](const StepRecord& r) { return rule->observe(r); };
   hooks.judge_end = [rule](const TrainResult& r) { return rule->judge_end(r); };
   return hooks;

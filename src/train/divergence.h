@@ -53,7 +53,7 @@ class DivergenceRule {
   // The same on a trainer's result.
   std::optional<std::string> judge_end(const TrainResult& r) const;
 
-  // A resumed run learns its initial loss from its metrics (the smoothed loss restarts).
+  // The initial loss of a run whose step 1 this rule did not observe.
   void set_initial_loss(double loss) { initial_ = loss; }
   double initial_loss() const { return initial_; }
   double smoothed_loss() const { return ema_; }

@@ -437,7 +437,9 @@ TrainResult Trainer::run(const TrainHooks& hooks) {
   res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   res.tokens_per_s = res.wall_s > 0 ? tokens_run / res.wall_s : 0;
   if (finished_before) return I.previous_result(res);
-  if (!res.diverged && res.stop_reason.empty() && hooks.judge_end) {
+  // The end clause judges a run that reached train.steps, not one stopped early at
+  // train.stop_at (a confirm arm's window): its loss is where training was, not where it ended.
+  if (!res.diverged && res.stop_reason.empty() && hooks.judge_end && res.steps >= tc.steps) {
     if (auto why = hooks.judge_end(res)) {
       res.diverged = true;
       res.stop_reason = *why;

@@ -168,5 +168,61 @@ TEST(RunEnd, InterruptedThenResumedAndFinishedHasOneEnd) {
   fs::remove_all(dir);
 }
 
+// A run stopped at train.stop_at (a confirm arm's window) has not ended: the end-of-run clause
+// does not judge it; the same run trained to train.steps is judged.
+TEST(RunEnd, ARunStoppedAtStopAtIsNotJudgedByTheEndClause) {
+  Config c = test::tiny_run(20);
+  c.train.stop_at = 10;
+  const std::string dir = test::temp_dir("end_stop_at");
+  long judged = 0;
+  TrainHooks h;
+  h.judge_end = [&](const TrainResult& r) -> std::optional<std::string> {
+    judged = r.steps;
+    return std::string("judged");
+  };
+  const TrainResult r = Trainer(c, dir, false).run(h);
+  EXPECT_EQ(r.steps, 10);
+  EXPECT_FALSE(r.diverged);
+  EXPECT_EQ(judged, 0);
+  EXPECT_NE(read_run_end(dir)->reason, "diverged");
+  fs::remove_all(dir);
+  c.train.stop_at = 0;  // the same run to train.steps
+  const TrainResult done = Trainer(c, dir, false).run(h);
+  EXPECT_EQ(judged, 20);
+  EXPECT_TRUE(done.diverged);
+  fs::remove_all(dir);
+}
+
+// The divergence rule's early stop of a resumed run: the smoothed loss continues from the
+// records before the checkpoint, so the run stops at the step the straight run stopped at (it
+// restarted on resume before, and the run stopped later).
+TEST(RunEnd, AResumedRunStopsForDivergenceWhereTheStraightRunStops) {
+  Config c = test::tiny_run(90);
+  c.train.checkpoint_interval = 0;
+  const auto run = [&](const std::string& dir, bool resume, long interrupt_at) {
+    TrainHooks base;
+    base.inject = [](long step, std::span<float>, double& loss) {
+      if (step >= 5) loss = 100;  // the loss blows up from step 5 on
+    };
+    long seen = 0;
+    base.on_log = [&](const StepRecord&) { ++seen; };
+    if (interrupt_at > 0) base.stop_requested = [&, interrupt_at] { return seen == interrupt_at; };
+    Trainer t(c, dir, resume);
+    return t.run(with_divergence_rule(base, t, dir));
+  };
+  const std::string straight = test::temp_dir("end_div_straight");
+  const TrainResult a = run(straight, false, 0);
+  ASSERT_TRUE(a.diverged);
+  EXPECT_LT(a.stop_step, 90);
+  const std::string dir = test::temp_dir("end_div_resumed");
+  EXPECT_EQ(run(dir, false, 30).stop_reason, "interrupted");
+  const TrainResult b = run(dir, true, 0);
+  ASSERT_TRUE(b.diverged);
+  EXPECT_EQ(b.stop_step, a.stop_step);
+  EXPECT_EQ(b.stop_reason, a.stop_reason);
+  fs::remove_all(straight);
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace normlab

@@ -1,7 +1,8 @@
 """Step-for-step parity of normlab's optimizers (normlab.Optimizer, #36) with their references
 from PyPI: torch.optim.Muon (both adjust_lr rules, Nesterov on and off, float32 and bf16),
 optimi.StableAdamW (torch-optimi), adam_atan2_pytorch.AdamAtan2, torch.optim.AdamW,
-torch.optim.Adafactor (its state too, factored rows and columns by name and shape), and QK-Clip
+torch.optim.Adafactor (its state too, factored rows and columns by name and shape),
+pytorch_optimizer.SOAP (its matrix-shaped state too, eigenbases up to their signs), and QK-Clip
 against an oracle written here from Kimi K2's formula and the rules stated in
 src/train/qk_clip.h. Both sides get the same gradients at every step; the comparison is on the
 update (param_after - param_before) of every tensor: its difference beyond one unit in the last
@@ -31,8 +32,8 @@ torch.set_num_threads(1)
 # and tall blocks.
 MODEL = {"vocab_size": 40, "n_layer": 2, "d_model": 24, "n_head": 4, "n_kv_head": 2, "d_ff": 40,
          "seq_len": 8, "mlp": "swiglu", "attn_qkv_bias": True, "tie_embeddings": False}
-LRS = [1e-2, 2e-2, 1.5e-2, 5e-3]   # one learning rate per step
-SCALES = [1.0, 1.0, 0.5, 1.0]      # grad_scale per step (a clip factor)
+LRS = [1e-2, 2e-2, 1.5e-2, 5e-3, 1e-2, 8e-3, 1.2e-2, 6e-3]   # one learning rate per step
+SCALES = [1.0, 1.0, 0.5, 1.0, 1.0, 0.7, 1.0, 1.0]             # grad_scale per step (a clip factor)
 
 
 def setup(optim, model=MODEL, train=None):
@@ -109,10 +110,11 @@ class Reference:
         return np.concatenate([self.t[k].detach().numpy() for k in sorted(keys, key=lambda k: k[1] or 0)])
 
 
-def compare(cfg, m, opt, ref, steps=4, lr_of=lambda o, lr: lr, before_step=None):
-    """Steps both sides; returns the worst relative update error over tensors and steps."""
+def compare(cfg, m, opt, ref, steps=4, lr_of=lambda o, lr: lr, before_step=None, start=0):
+    """Steps both sides (steps start to steps - 1); returns the worst relative update error over
+    tensors and steps."""
     worst = 0.0
-    for s in range(steps):
+    for s in range(start, steps):
         g = gradients(m, s)
         before = {k: v.copy() for k, v in m.parameters().items()}
         ref_before = {n: ref.value(n) for n in before}
@@ -193,6 +195,24 @@ ADAFACTOR_CASES = [
     {"name": "adafactor", "adafactor_beta2_decay": -0.5, "adafactor_eps1": 0.05,
      "adafactor_eps2": 1e-2, "adafactor_d": 1.5, "weight_decay": 0.3, "decay_embeddings": False},
 ]
+
+# SOAP: max_precond_dim = 24 = d_model preconditions the d_model side of every matrix (both sides
+# of the (24, 24) attention output), whose statistics are of full rank from the first gradient on
+# (the other side is 40 to 80 long): their eigenvectors are then unique up to sign. Along a longer
+# side, the first statistic G G^T has rank 24, and the eigenvectors of its zero eigenvalue are any
+# basis of its null space, which LAPACK's and torch's eigh choose apart (see the SOAP test). The
+# second case sets every SOAP key away from its default, with the eigenbasis refreshed at every
+# update; the first every 3 updates (the power iterations after steps 4 and 7 of 8).
+SOAP_CASES = [
+    {"name": "soap", "soap_max_precond_dim": 24, "soap_precondition_frequency": 3,
+     "weight_decay": 0.1},
+    {"name": "soap", "soap_max_precond_dim": 24, "soap_precondition_frequency": 1,
+     "soap_shampoo_beta": 0.9, "soap_normalize_grads": True, "soap_correct_bias": False,
+     "beta1": 0.8, "beta2": 0.98, "eps": 1e-3, "weight_decay": 0.3, "decay_embeddings": False},
+]
+SOAP_STEPS = 8
+SOAP_TOL = 1e-4  # PLACEHOLDER
+SOAP_STATE_TOL = 1e-4  # PLACEHOLDER
 
 QK_CLIP_TAU, QK_CLIP_ALPHA = 5.0, 0.3
 QK_CLIP_MODELS = [{}, {"qk_norm": "rmsnorm", "qk_norm_scope": "full"},
@@ -295,6 +315,113 @@ def test_adafactor_matches_torch(optim):
                                        atol=1e-12, err_msg=key)
         names |= set(want)
     assert set(st) == names
+
+
+# -- SOAP ----------------------------------------------------------------------------------------
+
+def soap_reference(cfg, m):
+    """pytorch_optimizer.SOAP on every tensor as it is (a fused wqkv is one matrix), in the two
+    weight-decay groups; optim.soap_shampoo_beta < 0 is its None (beta2)."""
+    from pytorch_optimizer import SOAP
+    o = lambda k: cfg["optim." + k]  # noqa: E731
+    sb = o("soap_shampoo_beta")
+    dec = decayed(m, cfg)
+    return Reference(m, lambda r: [SOAP(
+        r.groups(list(r.t), o("weight_decay"), dec), lr=1e-2, betas=(o("beta1"), o("beta2")),
+        shampoo_beta=None if sb < 0 else sb, eps=o("eps"),
+        precondition_frequency=o("soap_precondition_frequency"),
+        max_precondition_dim=o("soap_max_precond_dim"), merge_dims=False, precondition_1d=False,
+        correct_bias=o("soap_correct_bias"), normalize_gradient=o("soap_normalize_grads"))])
+
+
+def soap_first_step(m, opt, ref):
+    """SOAP's step 1 gathers statistics and eigenbases and updates nothing, on either side."""
+    g = gradients(m, 0)
+    before = {k: v.copy() for k, v in m.parameters().items()}
+    opt.step(g, LRS[0], grad_scale=SCALES[0])
+    ref.step(g, LRS[0], SCALES[0])
+    for n, p in m.parameters().items():
+        np.testing.assert_array_equal(p, before[n], err_msg=n)
+        np.testing.assert_array_equal(ref.value(n), before[n], err_msg=n)
+
+
+def relative(a, b):
+    return float(np.abs(a - b).max()) / float(np.abs(b).max())
+
+
+@pytest.mark.parametrize("optim", SOAP_CASES, ids=case_id)
+def test_soap_matches_pytorch_optimizer(optim):
+    cfg, m, opt = setup(optim)
+    ref = soap_reference(cfg, m)
+    soap_first_step(m, opt, ref)
+    err = compare(cfg, m, opt, ref, steps=SOAP_STEPS, start=1)
+    print(f"{case_id(optim)}: max relative update error {err:.2e} over steps 2-{SOAP_STEPS}")
+    assert err < SOAP_TOL
+    # The state by name and shape: the moments (exp_avg_sq in the eigenbasis), each preconditioned
+    # side's statistic, and its eigenbasis up to the sign of each eigenvector.
+    st, torch_state = opt.state, ref.opts[0].state
+    d, names, worst = cfg["optim.soap_max_precond_dim"], set(), {}
+    for row in m.param_table():
+        n, shape = row["name"], tuple(row["shape"])
+        ts = torch_state[ref.t[(n, None)]]
+        want = {"soap.exp_avg." + n: (ts["exp_avg"], shape),
+                "soap.exp_avg_sq." + n: (ts["exp_avg_sq"], shape)}
+        for i, (stat, basis) in enumerate([("L", "Q_L"), ("R", "Q_R")] if len(shape) == 2 else []):
+            if shape[i] > d:
+                assert len(ts["GG"][i]) == 0
+                continue
+            want["soap." + stat + "." + n] = (ts["GG"][i], (shape[i], shape[i]))
+            q, qt = st["soap." + basis + "." + n], ts["Q"][i].numpy()
+            assert q.shape == (shape[i], shape[i])
+            names.add("soap." + basis + "." + n)
+            signs = np.sign(np.sum(q * qt, axis=0))
+            assert np.all(signs != 0)
+            worst["Q"] = max(worst.get("Q", 0), relative(q * signs, qt))
+        for key, (t, tshape) in want.items():
+            assert st[key].shape == tshape, (key, st[key].shape)
+            kind = key.split(".")[1]
+            worst[kind] = max(worst.get(kind, 0), relative(st[key], t.numpy()))
+        names |= set(want)
+    assert set(st) == names
+    print(f"{case_id(optim)}: state, max error relative to the tensor's largest entry: {worst}")
+    assert max(worst.values()) < SOAP_STATE_TOL, worst
+
+
+def test_soap_at_its_default_max_precond_dim():
+    # With every side rotated (max_precond_dim 10000), a side longer than the other (wqkv's 48
+    # rows against its 24 columns) has a first statistic G G^T of rank 24: the eigenvectors of its
+    # zero eigenvalue are any orthonormal basis of the null space, which LAPACK (OpenBLAS) and
+    # torch's eigh choose apart, and the second moments gathered in those directions, and so the
+    # matrices' updates, differ by far more than the parity tolerance (about 0.9 of the update
+    # when measured) - neither side is wrong. What does not depend on that choice is held to the
+    # reference here: the statistics L and R of every matrix and the first moment (both built
+    # from the gradients alone), and the vectors' updates (Adam in their own basis).
+    cfg, m, opt = setup({"name": "soap", "soap_precondition_frequency": 2})
+    ref = soap_reference(cfg, m)
+    vectors = [r["name"] for r in m.param_table() if len(r["shape"]) == 1]
+    worst = 0.0
+    for s in range(5):
+        before = {n: m.parameters()[n].copy() for n in vectors}
+        ref_before = {n: ref.value(n) for n in vectors}
+        g = gradients(m, s)
+        opt.step(g, LRS[s], grad_scale=SCALES[s])
+        ref.step(g, LRS[s], SCALES[s])
+        if s > 0:  # as compare(): beyond one unit in the last place, then from the same values
+            for n in vectors:
+                after = ref.value(n)
+                u, ur = m.parameters()[n] - before[n], after - ref_before[n]
+                beyond = np.maximum(np.abs(u - ur) - np.spacing(np.abs(after)), 0)
+                worst = max(worst, float(beyond.max()) / float(np.abs(ur).max()))
+        for n in vectors:
+            m.parameters()[n][...] = ref.value(n)
+    assert worst < 1e-5, worst
+    st, torch_state = opt.state, ref.opts[0].state
+    for row in m.param_table():
+        n, shape = row["name"], tuple(row["shape"])
+        ts = torch_state[ref.t[(n, None)]]
+        assert relative(st["soap.exp_avg." + n], ts["exp_avg"].numpy()) < 1e-5, n
+        for i, stat in enumerate(["L", "R"] if len(shape) == 2 else []):
+            assert relative(st["soap." + stat + "." + n], ts["GG"][i].numpy()) < 1e-5, (n, stat)
 
 
 # -- Muon --------------------------------------------------------------------------------------
@@ -478,7 +605,12 @@ READS = {
     # no first moment, no Adam betas or eps: its own
     "adafactor": {"weight_decay", "decay_embeddings", "adafactor_beta2_decay", "adafactor_eps1",
                   "adafactor_eps2", "adafactor_d"},
+    "soap": ADAM_KEYS | {"soap_shampoo_beta", "soap_precondition_frequency",
+                         "soap_max_precond_dim", "soap_normalize_grads", "soap_correct_bias"},
 }
+# Steps the key-effect test takes: SOAP's first step updates nothing, and a key of its eigenbasis
+# refresh acts from the update after the first refresh (after step 4 at frequency 3).
+KEY_STEPS = {"soap": 5}
 QK_CLIP_KEYS = {"qk_clip", "qk_clip_alpha"}  # with any optimizer
 # The optim keys no optimizer reads: the trainer turns them into the arguments of a step (its
 # learning rate and clip factor: Optimizer.step(grads, lr, grad_scale)), held to
@@ -490,7 +622,7 @@ DEFAULTS = normlab.Config({})
 
 def all_cases():
     """(optim, model, train) of every parity case above."""
-    return ([(o, MODEL, {}) for o in ELEMENTWISE_CASES + MUON_CASES + ADAFACTOR_CASES]
+    return ([(o, MODEL, {}) for o in ELEMENTWISE_CASES + MUON_CASES + ADAFACTOR_CASES + SOAP_CASES]
             + [(QK_CLIP_CASE, {**MODEL, **x}, {}) for x in QK_CLIP_MODELS]
             + [(BF16_CASE, MODEL, {"matmul_precision": "bf16"})])
 
@@ -543,10 +675,11 @@ def test_each_key_a_case_sets_changes_the_update(case):
     # Set back to its default, each key a case sets changes the update by more than ten times the
     # parity tolerance: the parity of the case holds that key's effect to the reference.
     optim, model, train = case
-    before, ours = trained(optim, model, train)
+    steps = KEY_STEPS.get(optim["name"], 3)
+    before, ours = trained(optim, model, train, steps)
     weak = {}
     for k in sorted(non_default(optim)):
-        _, other = trained({**optim, k: DEFAULTS["optim." + k]}, model, train)
+        _, other = trained({**optim, k: DEFAULTS["optim." + k]}, model, train, steps)
         if change(ours, other, before) < 1e-4:
             weak[k] = change(ours, other, before)
     assert not weak, f"keys that barely change the update at the case's value: {weak}"

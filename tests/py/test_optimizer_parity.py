@@ -77,7 +77,7 @@ class Reference:
     """The reference optimizer over torch copies of the model's tensors, split into Muon's
     matrices where it is Muon."""
 
-    def __init__(self, m, make, muon_blocks=None):
+    def __init__(self, m, make, muon_blocks=None, dtype=torch.float32):
         self.table = m.param_table()
         params = m.parameters()
         self.blocks = muon_blocks or {}
@@ -86,7 +86,7 @@ class Reference:
             n = row["name"]
             for r0, rows in self.blocks.get(n, [(None, None)]):
                 v = params[n] if r0 is None else params[n][r0:r0 + rows]
-                self.t[(n, r0)] = torch.nn.Parameter(torch.tensor(np.array(v)))
+                self.t[(n, r0)] = torch.nn.Parameter(torch.tensor(np.array(v), dtype=dtype))
         self.opts = make(self)
 
     def groups(self, keys, wd, decayed):
@@ -99,7 +99,7 @@ class Reference:
     def step(self, grads, lr, scale, lr_of=lambda opt, lr: lr):
         for (n, r0), p in self.t.items():
             g = grads[n] if r0 is None else grads[n][r0:r0 + p.shape[0]]
-            p.grad = torch.tensor(np.array(g)) * torch.tensor(np.float32(scale))
+            p.grad = (torch.tensor(np.array(g)) * torch.tensor(np.float32(scale))).to(p.dtype)
         for opt in self.opts:
             for grp in opt.param_groups:
                 grp["lr"] = lr_of(opt, lr)
@@ -110,11 +110,10 @@ class Reference:
         return np.concatenate([self.t[k].detach().numpy() for k in sorted(keys, key=lambda k: k[1] or 0)])
 
 
-def compare(cfg, m, opt, ref, steps=4, lr_of=lambda o, lr: lr, before_step=None, start=0):
-    """Steps both sides (steps start to steps - 1); returns the worst relative update error over
-    tensors and steps."""
+def compare(cfg, m, opt, ref, steps=4, lr_of=lambda o, lr: lr, before_step=None):
+    """Steps both sides; returns the worst relative update error over tensors and steps."""
     worst = 0.0
-    for s in range(start, steps):
+    for s in range(steps):
         g = gradients(m, s)
         before = {k: v.copy() for k, v in m.parameters().items()}
         ref_before = {n: ref.value(n) for n in before}
@@ -211,8 +210,16 @@ SOAP_CASES = [
      "beta1": 0.8, "beta2": 0.98, "eps": 1e-3, "weight_decay": 0.3, "decay_embeddings": False},
 ]
 SOAP_STEPS = 8
-SOAP_TOL = 1e-4  # PLACEHOLDER
-SOAP_STATE_TOL = 1e-4  # PLACEHOLDER
+# The first update is Adam's sign of the gradient in the eigenbasis, m' / sqrt(v) = +-(1 - b1) /
+# sqrt(1 - b2): an entry of the rotated gradient near 0 takes its sign from rounding, which float32
+# gets differently in any two implementations (the float32 reference is 5.3e-4 from its own float64
+# run on step 2 of the first case; normlab 5.4e-4 from the float32 reference, 6.6e-4 from the
+# float64). From step 3 on the errors are 1.5e-5 to 1.7e-4 (the largest, at an eigenbasis refresh
+# of every step, is the float32 reference's own against float64, 1.65e-4, where normlab's is
+# 1.2e-5). The test holds both: the bound below over steps 2-8, and normlab's error against the
+# float64 reference within 1.5 times the float32 reference's own.
+SOAP_TOL = 1e-3
+SOAP_STATE_TOL = 1e-4  # moments, statistics, eigenbases: 4.3e-5 at most when measured
 
 QK_CLIP_TAU, QK_CLIP_ALPHA = 5.0, 0.3
 QK_CLIP_MODELS = [{}, {"qk_norm": "rmsnorm", "qk_norm_scope": "full"},
@@ -319,7 +326,7 @@ def test_adafactor_matches_torch(optim):
 
 # -- SOAP ----------------------------------------------------------------------------------------
 
-def soap_reference(cfg, m):
+def soap_reference(cfg, m, dtype=torch.float32):
     """pytorch_optimizer.SOAP on every tensor as it is (a fused wqkv is one matrix), in the two
     weight-decay groups; optim.soap_shampoo_beta < 0 is its None (beta2)."""
     from pytorch_optimizer import SOAP
@@ -331,32 +338,65 @@ def soap_reference(cfg, m):
         shampoo_beta=None if sb < 0 else sb, eps=o("eps"),
         precondition_frequency=o("soap_precondition_frequency"),
         max_precondition_dim=o("soap_max_precond_dim"), merge_dims=False, precondition_1d=False,
-        correct_bias=o("soap_correct_bias"), normalize_gradient=o("soap_normalize_grads"))])
-
-
-def soap_first_step(m, opt, ref):
-    """SOAP's step 1 gathers statistics and eigenbases and updates nothing, on either side."""
-    g = gradients(m, 0)
-    before = {k: v.copy() for k, v in m.parameters().items()}
-    opt.step(g, LRS[0], grad_scale=SCALES[0])
-    ref.step(g, LRS[0], SCALES[0])
-    for n, p in m.parameters().items():
-        np.testing.assert_array_equal(p, before[n], err_msg=n)
-        np.testing.assert_array_equal(ref.value(n), before[n], err_msg=n)
+        correct_bias=o("soap_correct_bias"), normalize_gradient=o("soap_normalize_grads"))],
+        dtype=dtype)
 
 
 def relative(a, b):
     return float(np.abs(a - b).max()) / float(np.abs(b).max())
 
 
+def update_error(u, ur, after):
+    """compare()'s measure: the difference beyond one unit in the last place of the float32
+    parameter, relative to the reference's largest update entry."""
+    beyond = np.maximum(np.abs(u - ur) - np.spacing(np.abs(after).astype(np.float32)), 0)
+    return float(beyond.max()) / float(np.abs(ur).max())
+
+
+def soap_three_ways(optim, steps=SOAP_STEPS):
+    """normlab, the reference in float32 and the reference in float64 from the same parameters
+    at every step (those of the float32 reference), on compare()'s gradients and learning rates.
+    Step 1 gathers statistics and eigenbases and updates nothing, on every side. Returns the
+    worst update error of each step, normlab against float32, normlab against float64 and float32
+    against float64, with the runs' last state."""
+    cfg, m, opt = setup(optim)
+    r32, r64 = soap_reference(cfg, m), soap_reference(cfg, m, torch.float64)
+    errors = []
+    for s in range(steps):
+        g = gradients(m, s)
+        before = {n: v.copy() for n, v in m.parameters().items()}
+        opt.step(g, LRS[s], grad_scale=SCALES[s])
+        r32.step(g, LRS[s], SCALES[s])
+        r64.step(g, LRS[s], SCALES[s])
+        worst = [0.0, 0.0, 0.0]
+        for n, p in m.parameters().items():
+            a32, a64 = r32.value(n), r64.value(n)
+            if s == 0:  # nothing moved
+                np.testing.assert_array_equal(p, before[n], err_msg=n)
+                np.testing.assert_array_equal(a32, before[n], err_msg=n)
+                np.testing.assert_array_equal(a64, before[n].astype(np.float64), err_msg=n)
+                continue
+            u, u32, u64 = p - before[n], a32 - before[n], a64 - before[n]
+            for k, (x, y) in enumerate([(u, u32), (u, u64), (u32, u64)]):
+                worst[k] = max(worst[k], update_error(x, y, a32))
+            p[...] = a32  # every side goes on from the float32 reference's parameters
+            with torch.no_grad():
+                r64.t[(n, None)].copy_(torch.tensor(a32, dtype=torch.float64))
+        if s > 0:
+            errors.append(worst)
+    return cfg, m, opt, r32, np.array(errors)
+
+
 @pytest.mark.parametrize("optim", SOAP_CASES, ids=case_id)
 def test_soap_matches_pytorch_optimizer(optim):
-    cfg, m, opt = setup(optim)
-    ref = soap_reference(cfg, m)
-    soap_first_step(m, opt, ref)
-    err = compare(cfg, m, opt, ref, steps=SOAP_STEPS, start=1)
-    print(f"{case_id(optim)}: max relative update error {err:.2e} over steps 2-{SOAP_STEPS}")
-    assert err < SOAP_TOL
+    cfg, m, opt, ref, err = soap_three_ways(optim)
+    print(f"{case_id(optim)}, max relative update error over steps 2-{SOAP_STEPS}: "
+          f"normlab - float32 reference {err[:, 0].max():.2e}, normlab - float64 reference "
+          f"{err[:, 1].max():.2e}, float32 reference - float64 reference {err[:, 2].max():.2e}")
+    print("per step:", " ".join(f"{e:.1e}" for e in err[:, 0]))
+    assert err[:, 0].max() < SOAP_TOL
+    # normlab's float32 is no farther from the float64 reference than the reference's own float32
+    assert err[:, 1].max() < 1.5 * err[:, 2].max()
     # The state by name and shape: the moments (exp_avg_sq in the eigenbasis), each preconditioned
     # side's statistic, and its eigenbasis up to the sign of each eigenvector.
     st, torch_state = opt.state, ref.opts[0].state

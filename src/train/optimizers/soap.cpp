@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstddef>
 #include <numeric>
-#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -16,9 +15,6 @@
 // LAPACK (OpenBLAS exports the Fortran symbols; Debian ships no LAPACKE header with it). The
 // trailing size_t arguments are gfortran's hidden lengths of the character arguments.
 extern "C" {
-void ssyevd_(const char* jobz, const char* uplo, const int* n, float* a, const int* lda, float* w,
-             float* work, const int* lwork, int* iwork, const int* liwork, int* info, std::size_t,
-             std::size_t);
 void dsyevd_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda,
              double* w, double* work, const int* lwork, int* iwork, const int* liwork, int* info,
              std::size_t, std::size_t);
@@ -38,11 +34,6 @@ namespace {
 
 // Eigenvalues (ascending) and eigenvectors (the columns of a, column-major) of the symmetric
 // (n, n) a. 'U' of a row-major matrix is the lower triangle torch.linalg.eigh reads.
-int syevd(int n, float* a, float* w, float* work, int lwork, int* iwork, int liwork) {
-  int info = 0;
-  ssyevd_("V", "U", &n, a, &n, w, work, &lwork, iwork, &liwork, &info, 1, 1);
-  return info;
-}
 int syevd(int n, double* a, double* w, double* work, int lwork, int* iwork, int liwork) {
   int info = 0;
   dsyevd_("V", "U", &n, a, &n, w, work, &lwork, iwork, &liwork, &info, 1, 1);
@@ -118,10 +109,12 @@ Soap<T>::Soap(const ParamTable& table, const OptimConfig& cfg, const ModelConfig
   sq_.resize(max_n * max_n);
   est_.resize(max_n);
   order_.resize(max_n);
-  eig_.resize(max_n);
   tau_.resize(max_n);
-  work_.resize(std::max(eig_work(max_n), qr_work(max_n)));
-  iwork_.resize(eig_iwork(max_n));
+  work_.resize(qr_work(max_n));
+  eig_a_.resize(max_n * max_n);
+  eig_w_.resize(max_n);
+  eig_work_.resize(eig_work(max_n));
+  eig_iwork_.resize(eig_iwork(max_n));
 }
 
 template <class T>
@@ -155,27 +148,22 @@ std::string Soap<T>::describe(const ParamTable& table, const OptimConfig& c) {
 
 template <class T>
 void Soap<T>::eigenbasis(const T* S, long n, T* Q) {
-  // torch.linalg.eigh(S + 1e-30 I), its columns reversed (decreasing eigenvalue).
-  T* a = sq_.data();
+  // torch.linalg.eigh(S + 1e-30 I), its columns reversed (decreasing eigenvalue), computed in
+  // float64 (the reference's own fallback) and rounded to T: OpenBLAS's float32 syevd gave
+  // eigenvectors several times farther from the float64 ones than torch's float32 eigh, which
+  // the first update (the sign of the gradient in the eigenbasis, where Adam starts) amplifies
+  // (tests/py/test_optimizer_parity.py). It runs once, on the first step.
+  double* a = eig_a_.data();
   std::copy(S, S + n * n, a);
-  for (long i = 0; i < n; ++i) a[i * n + i] += static_cast<T>(1e-30);
-  int info = syevd(static_cast<int>(n), a, eig_.data(), work_.data(),
-                   static_cast<int>(work_.size()), iwork_.data(), static_cast<int>(iwork_.size()));
-  if (info != 0 && std::is_same_v<T, float>) {
-    // As the reference: when float32 fails to converge, once more in float64 (a rare path, which
-    // allocates).
-    std::vector<double> ad(n * n), wd(n), work(eig_work(n));
-    std::vector<int> iwork(eig_iwork(n));
-    for (long i = 0; i < n * n; ++i) ad[i] = S[i];
-    for (long i = 0; i < n; ++i) ad[i * n + i] += 1e-30;
-    info = syevd(static_cast<int>(n), ad.data(), wd.data(), work.data(),
-                 static_cast<int>(work.size()), iwork.data(), static_cast<int>(iwork.size()));
-    std::transform(ad.begin(), ad.end(), a, [](double x) { return static_cast<T>(x); });
-  }
+  for (long i = 0; i < n; ++i) a[i * n + i] = S[i * n + i] + static_cast<T>(1e-30);  // in T
+  const int info =
+      syevd(static_cast<int>(n), a, eig_w_.data(), eig_work_.data(),
+            static_cast<int>(eig_work_.size()), eig_iwork_.data(),
+            static_cast<int>(eig_iwork_.size()));
   NL_CHECK(info == 0, "[soap] the eigendecomposition of a ({}, {}) statistic failed (info {})", n,
            n, info);
   for (long r = 0; r < n; ++r)
-    for (long c = 0; c < n; ++c) Q[r * n + c] = a[r + (n - 1 - c) * n];
+    for (long c = 0; c < n; ++c) Q[r * n + c] = static_cast<T>(a[r + (n - 1 - c) * n]);
 }
 
 template <class T>

@@ -19,9 +19,9 @@
 // A side longer than optim.soap_max_precond_dim keeps no statistics (its Q is the identity); a
 // vector has none (precondition_1d off): Adam with SOAP's step-1 skip and shifted bias correction.
 // sb = optim.soap_shampoo_beta (< 0: optim.beta2, the reference's None); wd = optim.weight_decay
-// where the parameter decays (Optimizer::decayed). The eigendecomposition (syevd) and the QR
-// (geqrf + orgqr) are LAPACK's, from OpenBLAS; the products are normlab's float32 GEMM whatever
-// train.matmul_precision says. Eigenvectors are defined up to their signs, which every use of Q
+// where the parameter decays (Optimizer::decayed). The eigendecomposition (syevd, in float64
+// whatever T) and the QR (geqrf + orgqr, in T as the reference's float32) are LAPACK's, from
+// OpenBLAS; the products are normlab's GEMM in T whatever train.matmul_precision says. Eigenvectors are defined up to their signs, which every use of Q
 // here (Q X Q^T, squares in the eigenbasis) cancels.
 // State: soap.exp_avg.<param>, soap.exp_avg_sq.<param> (the parameter's shape; exp_avg_sq in the
 // eigenbasis), and for each preconditioned side of an (A, B) matrix soap.L.<param> and
@@ -62,8 +62,9 @@ class Soap final : public Optimizer<T> {
   std::vector<T> sq_;                // (largest n, n) a side's product, column-major LAPACK input
   std::vector<double> est_;          // (largest n) estimated eigenvalues
   std::vector<long> order_;          // (largest n) their order
-  std::vector<T> eig_, tau_, work_;  // LAPACK: eigenvalues, reflectors, workspace
-  std::vector<int> iwork_;
+  std::vector<T> tau_, work_;        // QR: reflectors, workspace
+  std::vector<double> eig_a_, eig_w_, eig_work_;  // eigh in float64: matrix, values, workspace
+  std::vector<int> eig_iwork_;
 };
 
 extern template class Soap<float>;

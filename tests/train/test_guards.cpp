@@ -199,7 +199,9 @@ TEST(Guards, RollbackRestoresAdafactorsFactoredState) {
   rollback_restores_the_state_of(OptimizerKind::adafactor);
 }
 
-TEST(Guards, RollbackRestoresSoapsMatrixState) { rollback_restores_the_state_of(OptimizerKind::soap); }
+TEST(Guards, RollbackRestoresSoapsMatrixState) {
+  rollback_restores_the_state_of(OptimizerKind::soap);
+}
 
 TEST(Guards, LevelShiftDoesNotFreezeTraining) {
   // A lasting jump of the loss level (not a one-off spike): the first shifted step is skipped,

@@ -152,7 +152,7 @@ void Soap<T>::eigenbasis(const T* S, long n, T* Q) {
   // float64 (the reference's own fallback) and rounded to T: OpenBLAS's float32 syevd gave
   // eigenvectors several times farther from the float64 ones than torch's float32 eigh, which
   // the first update (the sign of the gradient in the eigenbasis, where Adam starts) amplifies
-  // (tests/py/test_optimizer_parity.py). It runs once, on the first step.
+  // (tests/py/test_soap_parity.py). It runs once, on the first step.
   double* a = eig_a_.data();
   std::copy(S, S + n * n, a);
   for (long i = 0; i < n; ++i) a[i * n + i] = S[i * n + i] + static_cast<T>(1e-30);  // in T

@@ -18,6 +18,7 @@
 #include "normlab/safetensors.h"
 #include "normlab/trainer.h"
 #include "tensor/rng.h"
+#include "tensor/threading.h"
 #include "train/checkpoint.h"
 #include "train/optimizer.h"
 #include "train/qk_clip.h"
@@ -431,6 +432,36 @@ TEST(Optimizers, SoapCheckpointHoldsItsMatricesByNameAndShape) {
   for (std::size_t k = 0; k < arenas.size(); ++k)
     EXPECT_TRUE(arenas[k]->data == saved[k + 1]) << arenas[k]->prefix;
   fs::remove_all(dir);
+}
+
+// SOAP's products (normlab's GEMM over the pool) and its LAPACK calls (on the calling thread)
+// give bitwise the same steps whatever the thread count, eigenbasis refreshes included.
+TEST(Optimizers, SoapIsBitwiseTheSameForAnyThreadCount) {
+  Config c = run_with(OptimizerKind::soap, 0, 1);
+  c.model.d_model = 96;
+  c.model.d_ff = 384;
+  c.optim.soap_precondition_frequency = 2;
+  Transformer<float> model(c.model, 1, 8);
+  const std::vector<float> p0(model.params().begin(), model.params().end());
+  std::vector<std::vector<float>> grads(6, std::vector<float>(p0.size()));
+  Rng rng(11);
+  for (auto& g : grads)
+    for (float& v : g) v = static_cast<float>(0.1 * rng.normal());
+  const int before = thread_count();
+  const auto run = [&](int threads) {
+    set_thread_count(threads);
+    std::vector<float> p = p0;
+    const auto opt = make_optimizer<float>(model.table(), c.optim, c.model);
+    for (std::vector<float> g : grads) opt->update(p, g, 1e-2, 0.5);
+    std::vector<std::vector<float>> out{p};
+    for (const StateArena<float>* a : std::as_const(*opt).state()) out.push_back(a->data);
+    return out;
+  };
+  const auto one = run(1), three = run(3);
+  set_thread_count(before);
+  ASSERT_EQ(one.size(), three.size());
+  EXPECT_TRUE(one[0] != p0);
+  for (std::size_t k = 0; k < one.size(); ++k) EXPECT_TRUE(one[k] == three[k]) << "arena " << k;
 }
 
 }  // namespace

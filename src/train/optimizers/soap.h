@@ -19,11 +19,13 @@
 // A side longer than optim.soap_max_precond_dim keeps no statistics (its Q is the identity); a
 // vector has none (precondition_1d off): Adam with SOAP's step-1 skip and shifted bias correction.
 // sb = optim.soap_shampoo_beta (< 0: optim.beta2, the reference's None); wd = optim.weight_decay
-// where the parameter decays (Optimizer::decayed). The eigendecomposition (syevd, in float64
-// whatever T) and the QR (geqrf + orgqr, in T; the reference's is float32 even for float64) are
-// LAPACK's, from OpenBLAS, on the calling thread (OpenBLAS is single-threaded where normlab's
-// sgemm is compiled in, tensor/threading.h, so the results do not depend on train.threads); the
-// products are normlab's GEMM in T whatever train.matmul_precision says.
+// where the parameter decays (Optimizer::decayed). Under μP it takes the Adam family's
+// learning-rate rule (Optimizer::lr_multiplier's default), which no coordinate check has
+// confirmed for SOAP. The eigendecomposition (syevd, in float64 whatever T) and the QR (geqrf +
+// orgqr, in T; the reference's is float32 even for float64) are LAPACK's, from OpenBLAS, on the
+// calling thread (OpenBLAS is single-threaded where normlab's sgemm is compiled in,
+// tensor/threading.h, so the results do not depend on train.threads); the products are
+// normlab's GEMM in T whatever train.matmul_precision says.
 // Eigenvectors are defined up to their signs, which every use of Q here (Q X Q^T, squares in the
 // eigenbasis) cancels; the eigenvectors of a repeated eigenvalue are not defined at all (the null
 // space of a first statistic G G^T of a side longer than the other), and there normlab and the

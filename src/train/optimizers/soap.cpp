@@ -278,6 +278,38 @@ void Soap<T>::matrix_step(const ParamSpec& s, T* p, T* g, T* m, T* v, const T* Q
 }
 
 template <class T>
+void Soap<T>::adam_step(T* p, const T* g, T* m, T* v, long n, T step, T decay) {
+  // The update is formed twice when it is normalized (its mean square first), as Adafactor's.
+  const OptimConfig& c = this->cfg_;
+  const T b1w = static_cast<T>(1.0 - c.beta1), b2w = static_cast<T>(1.0 - c.beta2);
+  const T eps = static_cast<T>(c.eps);
+  const auto update = [&](long j) { return m[j] / (std::sqrt(v[j]) + eps); };
+  T den = T(1);
+  if (c.soap_normalize_grads) {
+    const double ss = chunked_sum(n, 32768, [&](long b, long e) {
+      double acc = 0;
+      for (long j = b; j < e; ++j) {
+        m[j] = lerp_torch(m[j], g[j], b1w);
+        v[j] = lerp_torch(v[j], g[j] * g[j], b2w);
+        const T u = update(j);
+        acc += static_cast<double>(u * u);
+      }
+      return acc;
+    });
+    den = std::sqrt(static_cast<T>(ss / static_cast<double>(n))) + eps;
+  }
+  parallel_for(n, 32768, [&](long b, long e) {
+    for (long j = b; j < e; ++j) {
+      if (!c.soap_normalize_grads) {
+        m[j] = lerp_torch(m[j], g[j], b1w);
+        v[j] = lerp_torch(v[j], g[j] * g[j], b2w);
+      }
+      p[j] = std::fma(-step, update(j) / den, p[j]) * decay;
+    }
+  });
+}
+
+template <class T>
 void Soap<T>::apply(std::span<T> params, std::span<T> grads, double lr, double grad_scale) {
   const OptimConfig& c = this->cfg_;
   const long t = this->t_;
@@ -288,8 +320,6 @@ void Soap<T>::apply(std::span<T> params, std::span<T> grads, double lr, double g
   const double bc = c.soap_correct_bias && t > 1 ? std::sqrt(1.0 - std::pow(c.beta2, done)) /
                                                        (1.0 - std::pow(c.beta1, done))
                                                  : 1.0;
-  const T b1w = static_cast<T>(1.0 - c.beta1), b2w = static_cast<T>(1.0 - c.beta2);
-  const T eps = static_cast<T>(c.eps);
   std::size_t im = 0, il = 0, ir = 0;  // the next entry of m_ / v_, of l_ / ql_, of r_ / qr_
   for (const ParamSpec& s : this->table_.specs()) {
     if (!s.trained) continue;
@@ -319,34 +349,7 @@ void Soap<T>::apply(std::span<T> params, std::span<T> grads, double lr, double g
     const T decay = static_cast<T>(1.0 - lr_s * wd);
     const T step = static_cast<T>(lr_s * bc);
     if (t > 1 && (L || R)) matrix_step(s, p, g, m, v, Ql, Qr, step, decay);
-    if (t > 1 && !(L || R)) {
-      // Adam in the parameter's own basis (a vector, or a matrix with both sides too long); the
-      // update is formed twice when it is normalized (its mean square first), as Adafactor's.
-      const auto update = [&](long j) { return m[j] / (std::sqrt(v[j]) + eps); };
-      T den = T(1);
-      if (c.soap_normalize_grads) {
-        const double ss = chunked_sum(n, 32768, [&](long b, long e) {
-          double acc = 0;
-          for (long j = b; j < e; ++j) {
-            m[j] = lerp_torch(m[j], g[j], b1w);
-            v[j] = lerp_torch(v[j], g[j] * g[j], b2w);
-            const T u = update(j);
-            acc += static_cast<double>(u * u);
-          }
-          return acc;
-        });
-        den = std::sqrt(static_cast<T>(ss / static_cast<double>(n))) + eps;
-      }
-      parallel_for(n, 32768, [&](long b, long e) {
-        for (long j = b; j < e; ++j) {
-          if (!c.soap_normalize_grads) {
-            m[j] = lerp_torch(m[j], g[j], b1w);
-            v[j] = lerp_torch(v[j], g[j] * g[j], b2w);
-          }
-          p[j] = std::fma(-step, update(j) / den, p[j]) * decay;
-        }
-      });
-    }
+    if (t > 1 && !(L || R)) adam_step(p, g, m, v, n, step, decay);
     if (L || R) statistics(s, g, L, Ql, R, Qr, v);
   }
 }

@@ -58,6 +58,8 @@ class Soap final : public Optimizer<T> {
   // without them.
   void matrix_step(const ParamSpec& s, T* p, T* g, T* m, T* v, const T* Ql, const T* Qr, T step,
                    T decay);
+  // Adam in the parameter's own basis (t > 1): a vector, or a matrix with both sides too long.
+  void adam_step(T* p, const T* g, T* m, T* v, long n, T step, T decay);
   void statistics(const ParamSpec& s, const T* g, T* L, T* Ql, T* R, T* Qr, T* v);
   // Q = the eigenvectors of S (n, n), by decreasing eigenvalue.
   void eigenbasis(const T* S, long n, T* Q);

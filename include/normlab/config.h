@@ -59,8 +59,10 @@ enum class ScheduleKind { cosine, linear, constant };
 // gate and up halves of a gated MLP its own matrix, with AdamW for embeddings, head, norm gains
 // and biases); stable_adamw (AdamW with per-tensor update clipping, Wortsman et al. 2023b, as
 // optimi.StableAdamW); adam_atan2 (Everett et al. 2024: a * atan2(m, b sqrt(v)), no epsilon);
-// adafactor (torch.optim.Adafactor: factored second moments, relative step, update clipping).
-enum class OptimizerKind { adamw, muon, stable_adamw, adam_atan2, adafactor };
+// adafactor (torch.optim.Adafactor: factored second moments, relative step, update clipping);
+// soap (pytorch_optimizer.SOAP: Adam in the eigenbasis of Shampoo's preconditioner, Vyas et al.
+// 2024).
+enum class OptimizerKind { adamw, muon, stable_adamw, adam_atan2, adafactor, soap };
 // Muon's learning-rate scale per matrix of shape (A, B) = (out, in): original (Keller Jordan:
 // sqrt(max(1, A / B))) or match_rms_adamw (Moonlight: 0.2 sqrt(max(A, B))).
 enum class MuonAdjustLr { original, match_rms_adamw };
@@ -260,6 +262,16 @@ struct OptimConfig {
   double adafactor_beta2_decay = -0.8;
   double adafactor_eps1 = 0.0, adafactor_eps2 = 1e-3;
   double adafactor_d = 1.0;
+  // SOAP (pytorch_optimizer.SOAP's defaults; train/optimizers/soap.h): the running average of
+  // Shampoo's statistics L = E[G G^T], R = E[G^T G] decays by shampoo_beta (< 0: beta2, the
+  // reference's None); their eigenbasis is refreshed by one power iteration every
+  // precondition_frequency updates; a side longer than max_precond_dim is not preconditioned;
+  // normalize_grads divides each update by its RMS; correct_bias applies Adam's bias correction.
+  double soap_shampoo_beta = -1.0;
+  int soap_precondition_frequency = 10;
+  int soap_max_precond_dim = 10000;
+  bool soap_normalize_grads = false;
+  bool soap_correct_bias = true;
   // QK-Clip (Kimi K2), with any optimizer: after each step, every head whose largest |pre-softmax
   // logit| in that step exceeded qk_clip has its query and key projections scaled by
   // (qk_clip / S)^alpha and (qk_clip / S)^(1 - alpha). 0 = off. train/qk_clip.h states the rules

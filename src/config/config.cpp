@@ -81,8 +81,8 @@ struct EnumTable<ScheduleKind> {
 template <>
 struct EnumTable<OptimizerKind> {
   static constexpr std::string_view names[] = {"adamw", "muon", "stable_adamw", "adam_atan2",
-                                               "adafactor"};
-  static constexpr OptimizerKind last = OptimizerKind::adafactor;
+                                               "adafactor", "soap"};
+  static constexpr OptimizerKind last = OptimizerKind::soap;
 };
 template <>
 struct EnumTable<MuonAdjustLr> {

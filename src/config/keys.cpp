@@ -368,6 +368,11 @@ const std::vector<KeySpec>& key_table() {
       NL_KEY(optim, adafactor_eps1, resumable, non_negative()),
       NL_KEY(optim, adafactor_eps2, resumable, non_negative()),
       NL_KEY(optim, adafactor_d, resumable, at_least(1.0)),
+      NL_KEY(optim, soap_shampoo_beta, moments, less_than(1.0, "(< 0: optim.beta2)")),
+      NL_KEY(optim, soap_precondition_frequency, resumable, positive()),
+      NL_KEY(optim, soap_max_precond_dim, optimizer, positive()),
+      NL_KEY(optim, soap_normalize_grads, resumable),
+      NL_KEY(optim, soap_correct_bias, resumable),
       NL_KEY(optim, qk_clip, resumable, non_negative()),
       NL_KEY(optim, qk_clip_alpha, resumable, in_closed(0, 1)),
 

@@ -49,6 +49,14 @@ std::vector<std::string> config_warnings(const Config& c, int cores) {
     unused("adafactor_eps2", o.adafactor_eps2 != d.adafactor_eps2, "adafactor");
     unused("adafactor_d", o.adafactor_d != d.adafactor_d, "adafactor");
   }
+  if (o.name != OptimizerKind::soap) {
+    unused("soap_shampoo_beta", o.soap_shampoo_beta != d.soap_shampoo_beta, "soap");
+    unused("soap_precondition_frequency",
+           o.soap_precondition_frequency != d.soap_precondition_frequency, "soap");
+    unused("soap_max_precond_dim", o.soap_max_precond_dim != d.soap_max_precond_dim, "soap");
+    unused("soap_normalize_grads", o.soap_normalize_grads != d.soap_normalize_grads, "soap");
+    unused("soap_correct_bias", o.soap_correct_bias != d.soap_correct_bias, "soap");
+  }
   if (o.qk_clip <= 0 && o.qk_clip_alpha != d.qk_clip_alpha)
     out.push_back(fmt::format("optim.qk_clip_alpha has no effect while optim.qk_clip = 0 (QK-Clip "
                               "is off)"));

@@ -154,7 +154,7 @@ std::unique_ptr<Optimizer<T>> make_optimizer(const ParamTable& table, const Opti
 
 long optimizer_state_elements(const ParamTable& table, const OptimConfig& cfg) {
   for (const OptimizerRow& r : optimizer_registry())
-    if (r.kind == cfg.name) return r.state_elements(table);
+    if (r.kind == cfg.name) return r.state_elements(table, cfg);
   throw InternalError(fmt::format("no optimizer registered for optim.name = {}", to_string(cfg.name)));
 }
 

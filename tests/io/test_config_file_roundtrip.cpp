@@ -114,6 +114,11 @@ Config every_key_changed() {
   o.adafactor_eps1 = 1e-30;
   o.adafactor_eps2 = 1e-2;
   o.adafactor_d = 1.5;
+  o.soap_shampoo_beta = 0.9;
+  o.soap_precondition_frequency = 3;
+  o.soap_max_precond_dim = 512;
+  o.soap_normalize_grads = true;
+  o.soap_correct_bias = false;
   o.qk_clip = 100.0;
   o.qk_clip_alpha = 0.25;
   o.schedule = ScheduleKind::linear;

@@ -73,11 +73,15 @@ def test_two_ranks_match_one_rank_full_batch(tmp_path):
 
 # AdamW; Muon (Newton-Schulz on the reduced gradient); Muon with QK-Clip at a threshold the
 # heads exceed, whose attention maxima are reduced over the ranks' micro-batches (#36); Adafactor,
-# whose factored state is not parameter-shaped (#51: each rank steps its own copy of it).
+# whose factored state is not parameter-shaped (#51: each rank steps its own copy of it); SOAP,
+# whose matrix-shaped statistics and eigenbases (LAPACK's eigh and QR) each rank computes alike
+# from the reduced gradients, refreshed every 2 updates (steps 3, 5, 7, 9 of the 10).
 @pytest.mark.parametrize("optim", [[], ["--set", "optim.name=muon"],
                                    ["--set", "optim.name=muon", "--set", "optim.qk_clip=0.01"],
-                                   ["--set", "optim.name=adafactor"]],
-                         ids=["adamw", "muon", "muon_qk_clip", "adafactor"])
+                                   ["--set", "optim.name=adafactor"],
+                                   ["--set", "optim.name=soap",
+                                    "--set", "optim.soap_precondition_frequency=2"]],
+                         ids=["adamw", "muon", "muon_qk_clip", "adafactor", "soap"])
 def test_deterministic_mode_is_bitwise(tmp_path, optim):
     import json
     one, two, again = tmp_path / "one", tmp_path / "two", tmp_path / "again"

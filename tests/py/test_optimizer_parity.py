@@ -1,7 +1,8 @@
 """Step-for-step parity of normlab's optimizers (normlab.Optimizer, #36) with their references
 from PyPI: torch.optim.Muon (both adjust_lr rules, Nesterov on and off, float32 and bf16),
 optimi.StableAdamW (torch-optimi), adam_atan2_pytorch.AdamAtan2, torch.optim.AdamW,
-torch.optim.Adafactor (its state too, factored rows and columns by name and shape), and QK-Clip
+torch.optim.Adafactor (its state too, factored rows and columns by name and shape),
+pytorch_optimizer.SOAP (its cases here, its parity in test_soap_parity.py), and QK-Clip
 against an oracle written here from Kimi K2's formula and the rules stated in
 src/train/qk_clip.h. Both sides get the same gradients at every step; the comparison is on the
 update (param_after - param_before) of every tensor: its difference beyond one unit in the last
@@ -31,8 +32,8 @@ torch.set_num_threads(1)
 # and tall blocks.
 MODEL = {"vocab_size": 40, "n_layer": 2, "d_model": 24, "n_head": 4, "n_kv_head": 2, "d_ff": 40,
          "seq_len": 8, "mlp": "swiglu", "attn_qkv_bias": True, "tie_embeddings": False}
-LRS = [1e-2, 2e-2, 1.5e-2, 5e-3]   # one learning rate per step
-SCALES = [1.0, 1.0, 0.5, 1.0]      # grad_scale per step (a clip factor)
+LRS = [1e-2, 2e-2, 1.5e-2, 5e-3, 1e-2, 8e-3, 1.2e-2, 6e-3]   # one learning rate per step
+SCALES = [1.0, 1.0, 0.5, 1.0, 1.0, 0.7, 1.0, 1.0]             # grad_scale per step (a clip factor)
 
 
 def setup(optim, model=MODEL, train=None):
@@ -76,7 +77,7 @@ class Reference:
     """The reference optimizer over torch copies of the model's tensors, split into Muon's
     matrices where it is Muon."""
 
-    def __init__(self, m, make, muon_blocks=None):
+    def __init__(self, m, make, muon_blocks=None, dtype=torch.float32):
         self.table = m.param_table()
         params = m.parameters()
         self.blocks = muon_blocks or {}
@@ -85,7 +86,7 @@ class Reference:
             n = row["name"]
             for r0, rows in self.blocks.get(n, [(None, None)]):
                 v = params[n] if r0 is None else params[n][r0:r0 + rows]
-                self.t[(n, r0)] = torch.nn.Parameter(torch.tensor(np.array(v)))
+                self.t[(n, r0)] = torch.nn.Parameter(torch.tensor(np.array(v), dtype=dtype))
         self.opts = make(self)
 
     def groups(self, keys, wd, decayed):
@@ -98,7 +99,7 @@ class Reference:
     def step(self, grads, lr, scale, lr_of=lambda opt, lr: lr):
         for (n, r0), p in self.t.items():
             g = grads[n] if r0 is None else grads[n][r0:r0 + p.shape[0]]
-            p.grad = torch.tensor(np.array(g)) * torch.tensor(np.float32(scale))
+            p.grad = (torch.tensor(np.array(g)) * torch.tensor(np.float32(scale))).to(p.dtype)
         for opt in self.opts:
             for grp in opt.param_groups:
                 grp["lr"] = lr_of(opt, lr)
@@ -192,6 +193,21 @@ ADAFACTOR_CASES = [
     {"name": "adafactor", "weight_decay": 0.1},
     {"name": "adafactor", "adafactor_beta2_decay": -0.5, "adafactor_eps1": 0.05,
      "adafactor_eps2": 1e-2, "adafactor_d": 1.5, "weight_decay": 0.3, "decay_embeddings": False},
+]
+
+# SOAP: max_precond_dim = 24 = d_model preconditions the d_model side of every matrix (both sides
+# of the (24, 24) attention output), whose statistics are of full rank from the first gradient on
+# (the other side is 40 to 80 long): their eigenvectors are then unique up to sign. Along a longer
+# side, the first statistic G G^T has rank 24, and the eigenvectors of its zero eigenvalue are any
+# basis of its null space, which LAPACK's and torch's eigh choose apart (test_soap_parity.py). The
+# second case sets every SOAP key away from its default, with the eigenbasis refreshed at every
+# update; the first every 3 updates (the power iterations after steps 4 and 7 of 8).
+SOAP_CASES = [
+    {"name": "soap", "soap_max_precond_dim": 24, "soap_precondition_frequency": 3,
+     "weight_decay": 0.1},
+    {"name": "soap", "soap_max_precond_dim": 24, "soap_precondition_frequency": 1,
+     "soap_shampoo_beta": 0.9, "soap_normalize_grads": True, "soap_correct_bias": False,
+     "beta1": 0.8, "beta2": 0.98, "eps": 1e-3, "weight_decay": 0.3, "decay_embeddings": False},
 ]
 
 QK_CLIP_TAU, QK_CLIP_ALPHA = 5.0, 0.3
@@ -478,7 +494,12 @@ READS = {
     # no first moment, no Adam betas or eps: its own
     "adafactor": {"weight_decay", "decay_embeddings", "adafactor_beta2_decay", "adafactor_eps1",
                   "adafactor_eps2", "adafactor_d"},
+    "soap": ADAM_KEYS | {"soap_shampoo_beta", "soap_precondition_frequency",
+                         "soap_max_precond_dim", "soap_normalize_grads", "soap_correct_bias"},
 }
+# Steps the key-effect test takes: SOAP's first step updates nothing, and a key of its eigenbasis
+# refresh acts from the update after the first refresh (after step 4 at frequency 3).
+KEY_STEPS = {"soap": 5}
 QK_CLIP_KEYS = {"qk_clip", "qk_clip_alpha"}  # with any optimizer
 # The optim keys no optimizer reads: the trainer turns them into the arguments of a step (its
 # learning rate and clip factor: Optimizer.step(grads, lr, grad_scale)), held to
@@ -490,7 +511,7 @@ DEFAULTS = normlab.Config({})
 
 def all_cases():
     """(optim, model, train) of every parity case above."""
-    return ([(o, MODEL, {}) for o in ELEMENTWISE_CASES + MUON_CASES + ADAFACTOR_CASES]
+    return ([(o, MODEL, {}) for o in ELEMENTWISE_CASES + MUON_CASES + ADAFACTOR_CASES + SOAP_CASES]
             + [(QK_CLIP_CASE, {**MODEL, **x}, {}) for x in QK_CLIP_MODELS]
             + [(BF16_CASE, MODEL, {"matmul_precision": "bf16"})])
 
@@ -543,10 +564,11 @@ def test_each_key_a_case_sets_changes_the_update(case):
     # Set back to its default, each key a case sets changes the update by more than ten times the
     # parity tolerance: the parity of the case holds that key's effect to the reference.
     optim, model, train = case
-    before, ours = trained(optim, model, train)
+    steps = KEY_STEPS.get(optim["name"], 3)
+    before, ours = trained(optim, model, train, steps)
     weak = {}
     for k in sorted(non_default(optim)):
-        _, other = trained({**optim, k: DEFAULTS["optim." + k]}, model, train)
+        _, other = trained({**optim, k: DEFAULTS["optim." + k]}, model, train, steps)
         if change(ours, other, before) < 1e-4:
             weak[k] = change(ours, other, before)
     assert not weak, f"keys that barely change the update at the case's value: {weak}"

@@ -79,6 +79,30 @@ TEST(ConfigWarnings, AdafactorsKeysWithAnotherOptimizer) {
   EXPECT_TRUE(config_warnings(c, 8).empty());
 }
 
+TEST(ConfigWarnings, SoapsKeysWithAnotherOptimizer) {
+  Config c;
+  c.optim.name = OptimizerKind::adafactor;
+  c.optim.soap_shampoo_beta = 0.9;
+  c.optim.soap_precondition_frequency = 2;
+  c.optim.soap_max_precond_dim = 512;
+  c.optim.soap_normalize_grads = true;
+  c.optim.soap_correct_bias = false;
+  const auto w = config_warnings(c, 8);
+  ASSERT_EQ(w.size(), 5u);
+  EXPECT_EQ(w[0],
+            "optim.soap_shampoo_beta has no effect with optim.name = adafactor (it is soap's)");
+  EXPECT_EQ(w[1], "optim.soap_precondition_frequency has no effect with optim.name = adafactor (it "
+                  "is soap's)");
+  EXPECT_EQ(w[2], "optim.soap_max_precond_dim has no effect with optim.name = adafactor (it is "
+                  "soap's)");
+  EXPECT_EQ(w[3], "optim.soap_normalize_grads has no effect with optim.name = adafactor (it is "
+                  "soap's)");
+  EXPECT_EQ(w[4],
+            "optim.soap_correct_bias has no effect with optim.name = adafactor (it is soap's)");
+  c.optim.name = OptimizerKind::soap;
+  EXPECT_TRUE(config_warnings(c, 8).empty());
+}
+
 TEST(ConfigWarnings, DytKeysWithoutDytSites) {
   Config c;
   c.model.dyt_alpha_attn = 0.5;  // model.norm = layernorm

@@ -162,12 +162,14 @@ TEST(Guards, SpikeRollbackPolicy) {
 }
 
 // A rollback restores a state that is not parameter-shaped as it was saved: right after rolling
-// back to step 20, Adafactor's parameters and row/column factors are those of the step-20
-// checkpoint, loaded here into a fresh optimizer.
-TEST(Guards, RollbackRestoresAdafactorsFactoredState) {
-  const std::string dir = temp_dir("rollback_adafactor");
+// back to step 20, the parameters and the optimizer's state (Adafactor's row/column factors,
+// SOAP's statistics and eigenbases) are those of the step-20 checkpoint, loaded here into a fresh
+// optimizer.
+void rollback_restores_the_state_of(OptimizerKind kind) {
+  const std::string dir = temp_dir(std::string("rollback_") + std::string(to_string(kind)));
   Config c = guard_config(30, SpikePolicy::rollback);
-  c.optim.name = OptimizerKind::adafactor;
+  c.optim.name = kind;
+  c.optim.soap_precondition_frequency = 3;  // SOAP's eigenbases refreshed after steps 19 and 22
   Trainer t(c, dir, false);
   TrainHooks h;
   int injected = 0;
@@ -191,6 +193,14 @@ TEST(Guards, RollbackRestoresAdafactorsFactoredState) {
   EXPECT_TRUE(restored->p == std::vector<float>(model.params().begin(), model.params().end()));
   EXPECT_TRUE(restored->state == state);
   fs::remove_all(dir);
+}
+
+TEST(Guards, RollbackRestoresAdafactorsFactoredState) {
+  rollback_restores_the_state_of(OptimizerKind::adafactor);
+}
+
+TEST(Guards, RollbackRestoresSoapsMatrixState) {
+  rollback_restores_the_state_of(OptimizerKind::soap);
 }
 
 TEST(Guards, LevelShiftDoesNotFreezeTraining) {

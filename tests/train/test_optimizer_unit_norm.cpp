@@ -85,7 +85,7 @@ TEST_P(NgptUnitNormAfterStep, EveryConstrainedVectorIsUnitAfterTheStep) {
 INSTANTIATE_TEST_SUITE_P(EveryOptimizer, NgptUnitNormAfterStep,
                          ::testing::Values(OptimizerKind::adamw, OptimizerKind::muon,
                                            OptimizerKind::stable_adamw, OptimizerKind::adam_atan2,
-                                           OptimizerKind::adafactor),
+                                           OptimizerKind::adafactor, OptimizerKind::soap),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
 TEST(UnitNormHook, NothingIsConstrainedWithoutNgpt) {

@@ -5,6 +5,8 @@
 // (Step-for-step parity with the reference packages: tests/py/test_optimizer_parity.py.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <utility>
 
@@ -16,6 +18,7 @@
 #include "normlab/safetensors.h"
 #include "normlab/trainer.h"
 #include "tensor/rng.h"
+#include "tensor/threading.h"
 #include "train/checkpoint.h"
 #include "train/optimizer.h"
 #include "train/qk_clip.h"
@@ -32,6 +35,9 @@ Config run_with(OptimizerKind k, double qk_clip, int steps) {
   c.optim.qk_clip = qk_clip;
   c.model.n_head = 4;
   c.model.n_kv_head = 2;
+  // SOAP refreshes its eigenbases every 3 updates (steps 4, 7, 10): a run interrupted at step 7
+  // resumes from a checkpoint written right after one, with more to come.
+  c.optim.soap_precondition_frequency = 3;
   return c;
 }
 
@@ -88,6 +94,9 @@ TEST_P(EveryOptimizer, ResumesBitwise) {
       : kind == OptimizerKind::adafactor
           ? std::vector<std::string>{"adafactor.row_var.", "adafactor.col_var.",
                                      "adafactor.variance."}
+      : kind == OptimizerKind::soap
+          ? std::vector<std::string>{"soap.exp_avg.", "soap.exp_avg_sq.", "soap.L.", "soap.Q_L.",
+                                     "soap.R.", "soap.Q_R."}
       : kind == OptimizerKind::adamw
           ? std::vector<std::string>{"adam.m.", "adam.v."}
           : std::vector<std::string>{std::string(to_string(kind)) + ".m.",
@@ -102,7 +111,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(std::pair{OptimizerKind::adamw, 0.0}, std::pair{OptimizerKind::muon, 0.0},
                       std::pair{OptimizerKind::stable_adamw, 0.0},
                       std::pair{OptimizerKind::adam_atan2, 0.0},
-                      std::pair{OptimizerKind::adafactor, 0.0}, std::pair{OptimizerKind::muon, 0.5},
+                      std::pair{OptimizerKind::adafactor, 0.0}, std::pair{OptimizerKind::soap, 0.0},
+                      std::pair{OptimizerKind::muon, 0.5},
                       std::pair{OptimizerKind::adamw, 0.5}),
     [](const auto& info) {
       return std::string(to_string(info.param.first)) + (info.param.second > 0 ? "_qk_clip" : "");
@@ -352,6 +362,106 @@ TEST(Optimizers, AdafactorRatioIsTheRmsItsUpdateIsClippedBy) {
   }
   EXPECT_GT(clipped, 0);  // both sides of the clipping threshold were checked
   EXPECT_GT(unclipped, 0);
+}
+
+// SOAP's matrix-shaped state goes through checkpoints by name and shape as well: an (A, B) matrix
+// keeps soap.L and soap.Q_L (A, A), soap.R and soap.Q_R (B, B), and its moments (A, B); a side
+// longer than optim.soap_max_precond_dim keeps nothing (here the vocabulary side of the
+// embedding); the eigenbases saved are orthogonal, and load back exactly.
+TEST(Optimizers, SoapCheckpointHoldsItsMatricesByNameAndShape) {
+  const std::string dir = test::temp_dir("optim_soap_ckpt");
+  Config c = run_with(OptimizerKind::soap, 0, 5);
+  c.optim.soap_max_precond_dim = 64;
+  std::vector<std::vector<float>> saved;
+  {
+    Trainer t(c, dir, false);
+    t.run();
+    saved = state_of(t);
+  }
+  const std::string ckpt = latest_checkpoint(dir);
+  const auto f = SafetensorsFile::open((fs::path(ckpt) / "state.safetensors").string());
+  Transformer<float> model(c.model, 1, 8);
+  long tensors = 0, sides = 0, identity = 0;
+  const auto side = [&](const ParamSpec& s, const char* stat, const char* basis, std::int64_t n) {
+    const TensorInfo* S = f.find(std::string("soap.") + stat + "." + s.name);
+    const TensorInfo* Q = f.find(std::string("soap.") + basis + "." + s.name);
+    if (n > c.optim.soap_max_precond_dim) {
+      EXPECT_TRUE(!S && !Q) << s.name;
+      ++identity;
+      return;
+    }
+    ASSERT_TRUE(S && Q) << s.name;
+    const std::vector<std::int64_t> want{n, n};
+    EXPECT_EQ(S->shape, want) << s.name;
+    EXPECT_EQ(Q->shape, want) << s.name;
+    std::vector<float> q(static_cast<std::size_t>(n * n));
+    f.read_f32(Q->name, q, Q->shape);
+    double worst = 0;  // |Q^T Q - I|
+    for (long i = 0; i < n; ++i)
+      for (long j = 0; j < n; ++j) {
+        double d = 0;
+        for (long r = 0; r < n; ++r) d += static_cast<double>(q[r * n + i]) * q[r * n + j];
+        worst = std::max(worst, std::abs(d - (i == j)));
+      }
+    EXPECT_LT(worst, 1e-5) << s.name;
+    tensors += 2;
+    ++sides;
+  };
+  for (const ParamSpec& s : model.table().specs()) {
+    if (!s.trained) continue;
+    for (const char* moment : {"soap.exp_avg.", "soap.exp_avg_sq."}) {
+      const TensorInfo* m = f.find(moment + s.name);
+      ASSERT_NE(m, nullptr) << moment << s.name;
+      EXPECT_EQ(m->shape, s.shape) << s.name;
+      ++tensors;
+    }
+    if (s.shape.size() == 2) {
+      side(s, "L", "Q_L", s.shape[0]);
+      side(s, "R", "Q_R", s.shape[1]);
+    }
+  }
+  EXPECT_GT(sides, 0);
+  EXPECT_GT(identity, 0);  // the embedding's vocabulary side
+  EXPECT_EQ(static_cast<long>(f.tensors().size()), tensors);
+
+  const auto opt = make_optimizer<float>(model.table(), c.optim, c.model);
+  load_checkpoint(ckpt, model, opt.get(), nullptr);
+  EXPECT_EQ(opt->steps_taken(), 5);
+  const auto arenas = std::as_const(*opt).state();
+  ASSERT_EQ(arenas.size() + 1, saved.size());
+  for (std::size_t k = 0; k < arenas.size(); ++k)
+    EXPECT_TRUE(arenas[k]->data == saved[k + 1]) << arenas[k]->prefix;
+  fs::remove_all(dir);
+}
+
+// SOAP's products (normlab's GEMM over the pool) and its LAPACK calls (on the calling thread)
+// give bitwise the same steps whatever the thread count, eigenbasis refreshes included.
+TEST(Optimizers, SoapIsBitwiseTheSameForAnyThreadCount) {
+  Config c = run_with(OptimizerKind::soap, 0, 1);
+  c.model.d_model = 96;
+  c.model.d_ff = 384;
+  c.optim.soap_precondition_frequency = 2;
+  Transformer<float> model(c.model, 1, 8);
+  const std::vector<float> p0(model.params().begin(), model.params().end());
+  std::vector<std::vector<float>> grads(6, std::vector<float>(p0.size()));
+  Rng rng(11);
+  for (auto& g : grads)
+    for (float& v : g) v = static_cast<float>(0.1 * rng.normal());
+  const int before = thread_count();
+  const auto run = [&](int threads) {
+    set_thread_count(threads);
+    std::vector<float> p = p0;
+    const auto opt = make_optimizer<float>(model.table(), c.optim, c.model);
+    for (std::vector<float> g : grads) opt->update(p, g, 1e-2, 0.5);
+    std::vector<std::vector<float>> out{p};
+    for (const StateArena<float>* a : std::as_const(*opt).state()) out.push_back(a->data);
+    return out;
+  };
+  const auto one = run(1), three = run(3);
+  set_thread_count(before);
+  ASSERT_EQ(one.size(), three.size());
+  EXPECT_TRUE(one[0] != p0);
+  for (std::size_t k = 0; k < one.size(); ++k) EXPECT_TRUE(one[k] == three[k]) << "arena " << k;
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include "train/optimizers/adam_atan2.h"
 #include "train/optimizers/adamw.h"
 #include "train/optimizers/muon.h"
+#include "train/optimizers/soap.h"
 #include "train/optimizers/stable_adamw.h"
 
 namespace normlab {
@@ -19,7 +20,13 @@ OptimizerRow row(OptimizerKind kind) {
           [](const ParamTable& t, const OptimConfig& c, const ModelConfig& m) {
             return std::unique_ptr<Optimizer<double>>(std::make_unique<O<double>>(t, c, m));
           },
-          [](const ParamTable& t) { return O<float>::state_elements(t); },
+          [](const ParamTable& t, const OptimConfig& c) {
+            // SOAP's state depends on its settings (optim.soap_max_precond_dim); the others' not.
+            if constexpr (requires { O<float>::state_elements(t, c); })
+              return O<float>::state_elements(t, c);
+            else
+              return O<float>::state_elements(t);
+          },
           [](const ParamTable& t, const OptimConfig& c) { return O<float>::describe(t, c); }};
 }
 
@@ -32,6 +39,7 @@ std::span<const OptimizerRow> optimizer_registry() {
       row<StableAdamW>(OptimizerKind::stable_adamw),
       row<AdamAtan2>(OptimizerKind::adam_atan2),
       row<Adafactor>(OptimizerKind::adafactor),
+      row<Soap>(OptimizerKind::soap),
   };
   return rows;
 }

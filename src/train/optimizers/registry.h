@@ -18,7 +18,8 @@ struct OptimizerRow {
   std::function<std::unique_ptr<Optimizer<double>>(const ParamTable&, const OptimConfig&,
                                                    const ModelConfig&)>
       make_d;
-  std::function<long(const ParamTable&)> state_elements;  // values of state, without allocating
+  // values of state, without allocating (for the optimizer's settings: SOAP's depends on them)
+  std::function<long(const ParamTable&, const OptimConfig&)> state_elements;
   // describe_optimizer's text for this optimizer, before QK-Clip and the table's constraints
   // (empty: nothing worth a line, AdamW's default).
   std::function<std::string(const ParamTable&, const OptimConfig&)> describe;

@@ -89,8 +89,8 @@ struct AttnStats {
   T* sink_mass = nullptr;
 };
 
-// The kernels deduce T from their AttnScores only, so that the structs above can be given as
-// braced lists ({o, Cq}).
+// The kernels deduce T from their AttnScores and plain pointers only; the structs they take as
+// Given<...> (not deduced) can then be written as braced lists at the call ({o, Cq}).
 template <class X>
 using Given = std::type_identity_t<X>;
 

@@ -38,12 +38,13 @@ GradNorms grad_norms(const ParamTable& table, int n_layer, std::span<const float
     if (s.layer >= 0) {
       g.block[s.layer] += x;
       (s.sublayer == 0 ? g.attn : g.mlp)[s.layer] += x;
-    } else if (s.group == ParamGroup::embedding) {
+    } else if (s.role == ParamRole::tok_emb || s.role == ParamRole::pos_emb) {
       emb += x;
-    } else if (s.group == ParamGroup::head) {
-      head += x;
+    } else if (s.role == ParamRole::norm_gain || s.role == ParamRole::norm_bias ||
+               s.role == ParamRole::dyt_alpha || s.role == ParamRole::norm_shift) {
+      fin += x;  // the final norm's: the only norm site outside the blocks
     } else {
-      fin += x;
+      head += x;  // the LM head, and nGPT's logit scale s_z
     }
   }
   for (auto* v : {&g.block, &g.attn, &g.mlp})
@@ -86,41 +87,41 @@ nlohmann::json diagnostics_json(const Transformer<float>& model, std::span<const
   j[metric::log_z_max] = finite_or_null(st.log_z_max);
   j[metric::max_logit] = finite_or_null(st.max_logit);
   j[metric::max_logit_raw] = finite_or_null(st.max_logit_raw);
-  // DyT / Derf sites (role squash_alpha in the table): alpha now, and the saturated fraction of
-  // the inputs of the forward pass that collected the statistics. nGPT's eigen learning rates
-  // (role eigen_lr, `blocks.l.attn.alpha` / `.mlp.alpha`): the mean over channels of the
-  // effective alpha = mult * stored (model/plan.h's StoredScale), under their own key.
-  const auto& specs = model.table().specs();
-  constexpr std::string_view tail = ".alpha";
+  // Selected by role (ParamSpec::role), keyed by site (ParamSpec::site). DyT / Derf sites (role
+  // dyt_alpha): alpha now, and the saturated fraction of the inputs of the forward pass that
+  // collected the statistics. nGPT's eigen learning rates (role ngpt_alpha, `blocks.l.attn.alpha`
+  // / `.mlp.alpha`): the mean over channels of the effective alpha = mult * stored
+  // (model/plan.h's StoredScale), under their own key.
+  const ParamTable& table = model.table();
+  const auto& specs = table.specs();
+  const float* P = model.params().data();
   for (std::size_t i = 0; i < specs.size(); ++i) {
     const ParamSpec& s = specs[i];
-    if (s.role == ParamRole::squash_alpha) {
-      NL_CHECK(s.name.ends_with(tail), "DyT alpha {} not named <site>.alpha", s.name);
-      const std::string site = s.name.substr(0, s.name.size() - tail.size());
-      j[metric::dyt_alpha][site] = finite_or_null(model.params()[s.offset]);
+    if (s.role == ParamRole::dyt_alpha) {
+      j[metric::dyt_alpha][s.site] = finite_or_null(P[s.offset]);
       if (i < st.norm_saturated.size())
-        j[metric::dyt_saturated][site] = finite_or_null(st.norm_saturated[i]);
-    } else if (s.role == ParamRole::eigen_lr) {
+        j[metric::dyt_saturated][s.site] = finite_or_null(st.norm_saturated[i]);
+    } else if (s.role == ParamRole::ngpt_alpha) {
       NL_CHECK(s.layer >= 0 && s.sublayer >= 0, "eigen learning rate {} outside a block", s.name);
       const BlockPlan& bp = model.plan().blocks[s.layer];
       const double mult = (s.sublayer == 0 ? bp.attn : bp.mlp).branch_scale_mult;
       double sum = 0;
-      for (long k = 0; k < s.numel; ++k) sum += model.params()[s.offset + k];
+      for (long k = 0; k < s.numel; ++k) sum += P[s.offset + k];
       const std::string site =
           fmt::format("blocks.{}.{}", s.layer, s.sublayer == 0 ? "attn" : "mlp");
       j[metric::ngpt_alpha][site] = finite_or_null(mult * sum / static_cast<double>(s.numel));
     }
   }
-  // σReparam weights (`<w>.sigma_u` in the table): sigma(W) = u^T W v and gamma per row block.
+  // σReparam weights (role sigma_u; the weight, v and gamma at its site): sigma(W) = u^T W v and
+  // gamma per row block.
   for (const ParamSpec& s : specs) {
-    constexpr std::string_view tail = ".sigma_u";
-    if (!s.name.ends_with(tail)) continue;
-    const std::string base = s.name.substr(0, s.name.size() - tail.size());
-    const ParamSpec* w = model.table().find(base + ".weight");
-    const ParamSpec* v = model.table().find(base + ".sigma_v");
-    const ParamSpec* gamma = model.table().find(base + ".sigma_gamma");
-    if (!w || !v || !gamma) continue;
-    const float* P = model.params().data();
+    if (s.role != ParamRole::sigma_u) continue;
+    const ParamSpec* w = nullptr;
+    for (const ParamSpec& c : specs)
+      if (c.site == s.site && is_block_weight(c.role)) w = &c;
+    const ParamSpec* v = table.find(s.site, ParamRole::sigma_v);
+    const ParamSpec* gamma = table.find(s.site, ParamRole::sigma_gamma);
+    NL_CHECK(w && v && gamma, "σReparam state at {} without its weight, v or gamma", s.site);
     const int I = static_cast<int>(w->shape[1]);
     std::vector<std::int64_t> rows = w->row_blocks;
     if (rows.empty()) rows.push_back(w->shape[0]);
@@ -133,8 +134,8 @@ nlohmann::json diagnostics_json(const Transformer<float>& model, std::span<const
       gam.push_back(finite_or_null(P[gamma->offset + b]));
       row0 += rows[b];
     }
-    j[metric::sigma_w][base] = sig;
-    j[metric::sigma_gamma][base] = gam;
+    j[metric::sigma_w][s.site] = sig;
+    j[metric::sigma_gamma][s.site] = gam;
   }
   if (!before.empty()) {
     std::map<std::string, std::pair<double, double>> acc;  // group -> (|dw|^2, |w|^2)

@@ -22,7 +22,9 @@ namespace normlab {
 struct GradNorms {
   std::vector<double> block, attn, mlp;           // per layer
   std::map<std::string, double> group;            // per ParamGroup name
-  double embedding = 0, head = 0, final_norm = 0; // parameters outside the blocks
+  // Parameters outside the blocks, by role: the embeddings; the LM head (untied) with nGPT's
+  // logit scale s_z; the final norm's.
+  double embedding = 0, head = 0, final_norm = 0;
 };
 
 // Gradient (or any arena's) L2 norms grouped by layer, sublayer and group via the table.

@@ -26,13 +26,17 @@ namespace normlab {
 using namespace model_detail;
 
 template <class T>
-const T* Transformer<T>::sink_logits(int l) const {
+ops::AttnScores<T> Transformer<T>::attn_scores(int l) const {
+  const T* sink = nullptr;
   switch (cfg_.attn_sink) {
-    case AttnSink::none: return nullptr;
-    case AttnSink::one: return sink_zero_.data();
-    case AttnSink::learned: return params_.data() + blocks_[l].attn.sink;
+    case AttnSink::none: break;
+    case AttnSink::one: sink = sink_zero_.data(); break;
+    case AttnSink::learned: sink = params_.data() + blocks_[l].attn.sink; break;
   }
-  return nullptr;
+  return {.scale = static_cast<T>(plan_.attn_scale),
+          .cap = static_cast<T>(cfg_.attn_softcap),
+          .window = layers_[l].window,
+          .sink = sink};
 }
 
 template <class T>
@@ -50,7 +54,6 @@ void Transformer<T>::attn_forward(int l, const T* u, T* f) {
   const long N = static_cast<long>(B_) * T_;
   const int C = cfg_.d_model, H = cfg_.n_head, Hkv = cfg_.kv_heads(), D = cfg_.head_size();
   const int Cq = cfg_.q_width(), Ckv = cfg_.kv_width(), W3 = Cq + 2 * Ckv;
-  const int window = layers_[l].window;
   const AttnSlots& s = blocks_[l].attn;
   AttnActs& a = attn_acts_[l];
   ops::linear_forward(a.qkv, u, weight(s.wqkv), p(s.bqkv), static_cast<int>(N), C, W3, mm_);
@@ -89,7 +92,8 @@ void Transformer<T>::attn_forward(int l, const T* u, T* f) {
     v = a.vn.out;
     ldv = Ckv;
   }
-  const T scale = static_cast<T>(plan_.attn_scale);
+  const ops::AttnShape shape{B_, T_, H, Hkv, D};
+  const ops::AttnScores<T> scores = attn_scores(l);
   if (kv_) {
     // Append this pass's keys and values to the cache, then attend over everything cached.
     const long lay = static_cast<long>(l) * cfg_.seq_len * Ckv;
@@ -105,8 +109,7 @@ void Transformer<T>::attn_forward(int l, const T* u, T* f) {
       q = d_q_;
     }
     ops::attention_forward_kv(a.o, kv_->scratch.data(), q, kv_->k.data() + lay,
-                              kv_->v.data() + lay, T_, pos0_, H, Hkv, D, window, scale,
-                              static_cast<T>(cfg_.attn_softcap), sink_logits(l));
+                              kv_->v.data() + lay, pos0_, shape, scores);
   } else {
     const long BH = static_cast<long>(B_) * H;
     const bool maxima = collect_stats_ || collect_attn_max_;
@@ -114,9 +117,8 @@ void Transformer<T>::attn_forward(int l, const T* u, T* f) {
     T* st_ent = collect_stats_ ? attn_stat_ent_.data() + l * BH : nullptr;
     T* st_first = collect_stats_ ? attn_stat_first_.data() + l * BH : nullptr;
     T* st_sink = collect_stats_ ? attn_stat_sink_.data() + l * BH : nullptr;
-    ops::attention_forward_tiled(a.o, Cq, a.lse, qk.q, qk.ldq, qk.k, qk.ldk, v, ldv, B_, T_, H, Hkv,
-                                 D, window, scale, static_cast<T>(cfg_.attn_softcap), st_max,
-                                 st_ent, sink_logits(l), st_first, st_sink);
+    ops::attention_forward_tiled({a.o, Cq}, a.lse, {{qk.q, qk.ldq}, {qk.k, qk.ldk}, {v, ldv}},
+                                 shape, scores, {st_max, st_ent, st_first, st_sink});
     if (maxima) {
       double mx = 0;
       for (int h = 0; h < H; ++h) {
@@ -188,17 +190,17 @@ void Transformer<T>::attn_backward(int l, const T* u, const T* df, T* du, ops::A
   T* dq = staged ? d_q_ : d_qkv_;
   T* dk = staged ? d_k_ : d_qkv_ + Cq;
   const QkView qk = qk_view(l);
-  const T scale = static_cast<T>(plan_.attn_scale);
   // With HybridNorm's value norm the attention reads the normalised values (contiguous) and
   // writes their gradient to d_v_; the norm's backward then lands it in d_qkv_.
   const bool vnorm = plan_.blocks[l].attn.norm_qkv;
   const bool head = plan_.qk_per_head;
-  ops::attention_backward_tiled(dq, staged ? Cq : W3, dk, staged ? Ckv : W3,
-                                vnorm ? d_v_ : d_qkv_ + Cq + Ckv, vnorm ? Ckv : W3, d_o, Cq,
-                                qk.q, qk.ldq, qk.k, qk.ldk, vnorm ? a.vn.out : a.qkv + Cq + Ckv,
-                                vnorm ? Ckv : W3, a.lse, B_, T_, H, Hkv, D, layers_[l].window,
-                                scale, static_cast<T>(cfg_.attn_softcap), sink_logits(l),
-                                s.sink != kNone ? d_sink_bh_.data() : nullptr);
+  const ops::AttnRows<const T> v{vnorm ? a.vn.out : a.qkv + Cq + Ckv, vnorm ? Ckv : W3};
+  const ops::AttnGrads<T> grads{.dq = {dq, staged ? Cq : W3},
+                                .dk = {dk, staged ? Ckv : W3},
+                                .dv = {vnorm ? d_v_ : d_qkv_ + Cq + Ckv, vnorm ? Ckv : W3},
+                                .dsink_bh = s.sink != kNone ? d_sink_bh_.data() : nullptr};
+  ops::attention_backward_tiled(grads, {d_o, Cq}, {{qk.q, qk.ldq}, {qk.k, qk.ldk}, v}, a.lse,
+                                {B_, T_, H, Hkv, D}, attn_scores(l));
   if (vnorm) {
     norm_backward(a.vn, s.v_norm, a.v_raw, d_v_, d_v_raw_, head ? N * Hkv : N, head ? D : Ckv,
                   ops::Accum::overwrite);
@@ -320,7 +322,7 @@ void Transformer<T>::mlp_backward(int l, const T* u, const T* df, T* du, ops::Ac
 #define NL_BRANCHES(T)                                                                       \
   template void Transformer<T>::attn_forward(int, const T*, T*);                             \
   template typename Transformer<T>::QkView Transformer<T>::qk_view(int) const;               \
-  template const T* Transformer<T>::sink_logits(int) const;                                   \
+  template ops::AttnScores<T> Transformer<T>::attn_scores(int) const;                         \
   template int Transformer<T>::gate_width() const;                                            \
   template void Transformer<T>::attn_backward(int, const T*, const T*, T*, ops::Accum);      \
   template void Transformer<T>::mlp_forward(int, const T*, T*);                              \

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -19,20 +20,23 @@ class TableBuilder {
   TableBuilder(const ModelConfig& cfg, ParamTable& table, std::vector<SigmaSlots>& sigma)
       : cfg_(cfg), table_(table), sigma_(sigma) {}
 
-  // A (out, in) matrix, init scaled by `scale` (and rows of it by `rows`). A block weight
-  // (attention or MLP group) under model.sigma_reparam brings its gamma, u and v.
-  long weight(std::string name, std::int64_t out, std::int64_t in, ParamGroup grp, int l, int sub,
-              double scale, RowScale rows = {}, std::vector<std::int64_t> row_blocks = {}) {
-    const long w = matrix(name, out, in, grp, l, sub, scale, rows, row_blocks);
+  // The (out, in) matrix `<site>.weight` of the linear map `site`, init scaled by `scale` (and
+  // rows of it by `rows`). A block weight (attention or MLP group) under model.sigma_reparam
+  // brings its gamma, u and v.
+  long weight(const std::string& site, ParamRole role, std::int64_t out, std::int64_t in,
+              ParamGroup grp, int l, int sub, double scale, RowScale rows = {},
+              std::vector<std::int64_t> row_blocks = {}) {
+    const long w = matrix(site, role, out, in, grp, l, sub, scale, rows, row_blocks);
     if (cfg_.sigma_reparam && (grp == ParamGroup::attention || grp == ParamGroup::mlp))
-      sigma_reparam(name, w, out, in, grp, l, sub, row_blocks);
+      sigma_reparam(site, w, out, in, grp, l, sub, row_blocks);
     return w;
   }
 
  private:
-  long matrix(std::string name, std::int64_t out, std::int64_t in, ParamGroup grp, int l, int sub,
-              double scale, RowScale rows, std::vector<std::int64_t> row_blocks) {
-    ParamSpec s = spec(std::move(name), {out, in}, grp, l, sub);
+  long matrix(const std::string& site, ParamRole role, std::int64_t out, std::int64_t in,
+              ParamGroup grp, int l, int sub, double scale, RowScale rows,
+              std::vector<std::int64_t> row_blocks) {
+    ParamSpec s = spec(site, "weight", role, {out, in}, grp, l, sub);
     s.row_blocks = std::move(row_blocks);
     if (cfg_.init == InitKind::xavier) {
       s.init = ParamInit::uniform;
@@ -45,10 +49,10 @@ class TableBuilder {
     s.decay = true;
     return table_.add(std::move(s));
   }
-  // σReparam's gamma (row blocks), u (O) and v (row blocks, I) of the weight `name` at slot w.
-  void sigma_reparam(const std::string& name, long w, std::int64_t out, std::int64_t in,
+  // σReparam's gamma (row blocks), u (O) and v (row blocks, I) of the weight of the linear map
+  // `site` at slot w: `<site>.sigma_gamma`, `.sigma_u`, `.sigma_v`.
+  void sigma_reparam(const std::string& site, long w, std::int64_t out, std::int64_t in,
                      ParamGroup grp, int l, int sub, const std::vector<std::int64_t>& row_blocks) {
-    const std::string base = name.substr(0, name.rfind(".weight"));
     SigmaSlots ss;
     ss.w = w;
     ss.out = static_cast<int>(out);
@@ -56,25 +60,27 @@ class TableBuilder {
     for (std::int64_t r : row_blocks) ss.rows.push_back(static_cast<int>(r));
     if (ss.rows.empty()) ss.rows.push_back(ss.out);
     const auto nb = static_cast<std::int64_t>(ss.rows.size());
-    auto state = [&](const std::string& suffix, std::vector<std::int64_t> shape, bool trained) {
-      ParamSpec s = spec(base + suffix, std::move(shape), grp, l, sub);
+    auto state = [&](const char* part, ParamRole role, std::vector<std::int64_t> shape,
+                     bool trained) {
+      ParamSpec s = spec(site, part, role, std::move(shape), grp, l, sub);
       s.init = ParamInit::constant;  // placeholders: Transformer::init_params sets them from W
       s.init_scale = trained ? 1.0 : 0.0;
       s.decay = false;
       s.trained = trained;
       return table_.add(std::move(s));
     };
-    ss.gamma = state(".sigma_gamma", {nb}, true);
-    ss.u = state(".sigma_u", {out}, false);
-    ss.v = state(".sigma_v", {nb, in}, false);
+    ss.gamma = state("sigma_gamma", ParamRole::sigma_gamma, {nb}, true);
+    ss.u = state("sigma_u", ParamRole::sigma_u, {out}, false);
+    ss.v = state("sigma_v", ParamRole::sigma_v, {nb, in}, false);
     sigma_.push_back(std::move(ss));
   }
 
  public:
-  // A vector starting at `value` (norm gains, biases), not decayed.
-  long vec(std::string name, std::int64_t n, double value, ParamGroup grp, int l, int sub,
-           bool bias) {
-    ParamSpec s = spec(std::move(name), {n}, grp, l, sub);
+  // A vector starting at `value` (norm gains, biases, scales), not decayed: `<site>.<part>`, or
+  // `site` alone when part is empty.
+  long vec(const std::string& site, const char* part, ParamRole role, std::int64_t n, double value,
+           ParamGroup grp, int l, int sub, bool bias) {
+    ParamSpec s = spec(site, part, role, {n}, grp, l, sub);
     s.init = ParamInit::constant;
     s.init_scale = value;
     s.decay = false;
@@ -91,19 +97,18 @@ class TableBuilder {
     const NormTraits t = norm_traits(kind);
     const double gain0 = 1.0 - cfg_.norm_gain_offset;  // so that (offset + w) starts at 1
     ns.on = true;
-    if (t.gain) ns.w = vec(name + ".weight", n, gain0, ParamGroup::norm, l, sub, false);
+    const ParamGroup g = ParamGroup::norm;
+    if (t.gain) ns.w = vec(name, "weight", ParamRole::norm_gain, n, gain0, g, l, sub, false);
     if (t.bias && cfg_.norm_bias)
-      ns.b = vec(name + ".bias", n, 0.0, ParamGroup::norm, l, sub, true);
-    if (t.alpha) {
-      ns.alpha = vec(name + ".alpha", 1, alpha0, ParamGroup::norm, l, sub, false);
-      table_.specs_mut().back().role = ParamRole::squash_alpha;
-    }
-    if (t.shift) ns.shift = vec(name + ".shift", 1, 0.0, ParamGroup::norm, l, sub, false);
+      ns.b = vec(name, "bias", ParamRole::norm_bias, n, 0.0, g, l, sub, true);
+    if (t.alpha) ns.alpha = vec(name, "alpha", ParamRole::dyt_alpha, 1, alpha0, g, l, sub, false);
+    if (t.shift) ns.shift = vec(name, "shift", ParamRole::norm_shift, 1, 0.0, g, l, sub, false);
     return ns;
   }
-  // An embedding-like (rows, C) matrix drawn from normal(embed_init_std), 0 = init_std.
-  long embedding(std::string name, std::int64_t rows, ParamGroup grp) {
-    ParamSpec s = spec(std::move(name), {rows, cfg_.d_model}, grp, -1, -1);
+  // An embedding-like (rows, C) matrix `<site>.weight` drawn from normal(embed_init_std),
+  // 0 = init_std.
+  long embedding(const std::string& site, ParamRole role, std::int64_t rows, ParamGroup grp) {
+    ParamSpec s = spec(site, "weight", role, {rows, cfg_.d_model}, grp, -1, -1);
     s.init = ParamInit::normal;
     s.init_scale = cfg_.embed_init_std > 0 ? cfg_.embed_init_std : cfg_.init_std;
     s.decay = true;
@@ -111,10 +116,13 @@ class TableBuilder {
   }
 
  private:
-  static ParamSpec spec(std::string name, std::vector<std::int64_t> shape, ParamGroup grp, int l,
-                        int sub) {
+  // The spec `<site>.<part>` (`site` when part is empty) of role `role`.
+  static ParamSpec spec(const std::string& site, std::string_view part, ParamRole role,
+                        std::vector<std::int64_t> shape, ParamGroup grp, int l, int sub) {
     ParamSpec s;
-    s.name = std::move(name);
+    s.name = part.empty() ? site : site + "." + std::string(part);
+    s.site = site;
+    s.role = role;
     s.shape = std::move(shape);
     s.group = grp;
     s.layer = l;
@@ -145,15 +153,17 @@ BlockSlots block_params(TableBuilder& tb, const ModelConfig& cfg, const ModelPla
     if (pl.norm_in) rs.norm_in = tb.norm(base + "norm_in", C, nk, a0, l, sub);
     if (pl.norm_out) rs.norm_out = tb.norm(base + "norm_out", C, nk, a0, l, sub);
     if (pl.norm_after_add) rs.norm_post = tb.norm(base + "norm_post", C, nk, a0, l, sub);
+    const ParamGroup ng = ParamGroup::norm;
     if (pl.shortcut_scale)
-      rs.omega = tb.vec(base + "res_omega", C, pl.shortcut_init, ParamGroup::norm, l, sub, false);
-    if (pl.branch_scale == BranchScale::lerp) {
-      rs.scale = tb.vec(base + "alpha", C, pl.branch_scale_init, ParamGroup::norm, l, sub, false);
-      table.specs_mut().back().role = ParamRole::eigen_lr;
-    }
+      rs.omega = tb.vec(base + "res_omega", "", ParamRole::shortcut_scale, C, pl.shortcut_init, ng,
+                        l, sub, false);
+    if (pl.branch_scale == BranchScale::lerp)
+      rs.scale = tb.vec(base + "alpha", "", ParamRole::ngpt_alpha, C, pl.branch_scale_init, ng, l,
+                        sub, false);
     else if (pl.branch_scale != BranchScale::none)
-      rs.scale = tb.vec(base + "res_scale", pl.branch_scale == BranchScale::channel ? C : 1,
-                        pl.branch_scale_init, ParamGroup::norm, l, sub, false);
+      rs.scale = tb.vec(base + "res_scale", "", ParamRole::branch_scale,
+                        pl.branch_scale == BranchScale::channel ? C : 1, pl.branch_scale_init, ng,
+                        l, sub, false);
   };
   BlockSlots b;
   AttnSlots& at = b.attn;
@@ -164,10 +174,12 @@ BlockSlots block_params(TableBuilder& tb, const ModelConfig& cfg, const ModelPla
   const int Cq = cfg.q_width(), Ckv = cfg.kv_width();
   const RowScale value_rows = beta > 0 ? RowScale{static_cast<long>(Cq) + Ckv, Ckv, beta}
                                        : RowScale{};
-  at.wqkv = tb.weight(ab + "wqkv.weight", Cq + 2 * Ckv, C, ParamGroup::attention, l, 0, 1.0,
+  const ParamGroup ag = ParamGroup::attention;
+  at.wqkv = tb.weight(ab + "wqkv", ParamRole::attn_qkv, Cq + 2 * Ckv, C, ag, l, 0, 1.0,
                       value_rows, {Cq, Ckv, Ckv});
   if (cfg.has_qkv_bias())
-    at.bqkv = tb.vec(ab + "wqkv.bias", Cq + 2 * Ckv, 0.0, ParamGroup::attention, l, 0, true);
+    at.bqkv = tb.vec(ab + "wqkv", "bias", ParamRole::linear_bias, Cq + 2 * Ckv, 0.0, ag, l, 0,
+                     true);
   const bool per_head = plan.qk_per_head;
   const NormKind qk = plan.qk_norm_kind;
   if (plan.has_qk_norm()) {
@@ -179,15 +191,17 @@ BlockSlots block_params(TableBuilder& tb, const ModelConfig& cfg, const ModelPla
   // Gated attention (Qiu et al. 2025): W_g maps the branch input to one gate logit per head or
   // per output value, initialised like the other input projections.
   if (cfg.attn_gate != AttnGate::none)
-    at.wg = tb.weight(ab + "wg.weight", cfg.attn_gate == AttnGate::head ? cfg.n_head : Cq, C,
-                      ParamGroup::attention, l, 0, 1.0);
+    at.wg = tb.weight(ab + "wg", ParamRole::attn_gate,
+                      cfg.attn_gate == AttnGate::head ? cfg.n_head : Cq, C, ag, l, 0, 1.0);
   // A learned sink: one logit per query head, 0 at the start (softmax+1's value).
   if (cfg.attn_sink == AttnSink::learned)
-    at.sink = tb.vec(ab + "sink", cfg.n_head, 0.0, ParamGroup::attention, l, 0, false);
+    at.sink = tb.vec(ab + "sink", "", ParamRole::attn_sink, cfg.n_head, 0.0, ag, l, 0, false);
   if (plan.ngpt.on)
-    at.s_qk = tb.vec(ab + "s_qk", Cq, plan.ngpt.s_qk.scale, ParamGroup::norm, l, 0, false);
-  at.wo = tb.weight(ab + "wo.weight", C, Cq, ParamGroup::attention, l, 0, out_scale);
-  if (cfg.has_out_bias()) at.bo = tb.vec(ab + "wo.bias", C, 0.0, ParamGroup::attention, l, 0, true);
+    at.s_qk = tb.vec(ab + "s_qk", "", ParamRole::ngpt_scale, Cq, plan.ngpt.s_qk.scale,
+                     ParamGroup::norm, l, 0, false);
+  at.wo = tb.weight(ab + "wo", ParamRole::attn_out, C, Cq, ag, l, 0, out_scale);
+  if (cfg.has_out_bias())
+    at.bo = tb.vec(ab + "wo", "bias", ParamRole::linear_bias, C, 0.0, ag, l, 0, true);
 
   MlpSlots& ml = b.mlp;
   const std::string mb = pre + "mlp.";
@@ -196,14 +210,18 @@ BlockSlots block_params(TableBuilder& tb, const ModelConfig& cfg, const ModelPla
   const int F_in = gated ? 2 * F : F;
   // DeepNorm scales the MLP input projection by beta too (it is a "value-like" projection).
   const double in_scale = beta > 0 ? beta : 1.0;
-  ml.w_in = tb.weight(mb + "w_in.weight", F_in, C, ParamGroup::mlp, l, 1, in_scale, {},
+  const ParamGroup mg = ParamGroup::mlp;
+  ml.w_in = tb.weight(mb + "w_in", ParamRole::mlp_in, F_in, C, mg, l, 1, in_scale, {},
                       gated ? std::vector<std::int64_t>{F, F} : std::vector<std::int64_t>{});
-  if (cfg.has_mlp_bias()) ml.b_in = tb.vec(mb + "w_in.bias", F_in, 0.0, ParamGroup::mlp, l, 1, true);
-  ml.w_out = tb.weight(mb + "w_out.weight", C, F, ParamGroup::mlp, l, 1, out_scale);
-  if (cfg.has_mlp_bias()) ml.b_out = tb.vec(mb + "w_out.bias", C, 0.0, ParamGroup::mlp, l, 1, true);
+  if (cfg.has_mlp_bias())
+    ml.b_in = tb.vec(mb + "w_in", "bias", ParamRole::linear_bias, F_in, 0.0, mg, l, 1, true);
+  ml.w_out = tb.weight(mb + "w_out", ParamRole::mlp_out, C, F, mg, l, 1, out_scale);
+  if (cfg.has_mlp_bias())
+    ml.b_out = tb.vec(mb + "w_out", "bias", ParamRole::linear_bias, C, 0.0, mg, l, 1, true);
   if (plan.ngpt.on) {
-    ml.s_u = tb.vec(mb + "s_u", F, plan.ngpt.s_u.scale, ParamGroup::norm, l, 1, false);
-    ml.s_v = tb.vec(mb + "s_v", F, plan.ngpt.s_v.scale, ParamGroup::norm, l, 1, false);
+    const ParamRole sr = ParamRole::ngpt_scale;
+    ml.s_u = tb.vec(mb + "s_u", "", sr, F, plan.ngpt.s_u.scale, ParamGroup::norm, l, 1, false);
+    ml.s_v = tb.vec(mb + "s_v", "", sr, F, plan.ngpt.s_v.scale, ParamGroup::norm, l, 1, false);
     unit_norm(table, at.wqkv, UnitNorm::rows);
     unit_norm(table, at.wo, UnitNorm::cols);
     unit_norm(table, ml.w_in, UnitNorm::rows);
@@ -226,9 +244,9 @@ ParamLayout build_param_table(const ModelConfig& cfg, const ModelPlan& plan) {
   else if (cfg.init == InitKind::gpt2)
     out_scale = 1.0 / std::sqrt(2.0 * L);
 
-  sl.tok_emb = tb.embedding("tok_emb.weight", V, ParamGroup::embedding);
+  sl.tok_emb = tb.embedding("tok_emb", ParamRole::tok_emb, V, ParamGroup::embedding);
   if (cfg.pos == PosKind::learned)
-    sl.pos_emb = tb.embedding("pos_emb.weight", cfg.seq_len, ParamGroup::embedding);
+    sl.pos_emb = tb.embedding("pos_emb", ParamRole::pos_emb, cfg.seq_len, ParamGroup::embedding);
   for (int l = 0; l < L; ++l)
     sl.blocks.push_back(
         block_params(tb, cfg, plan, out.table, l, plan.deepnorm_beta, out_scale));
@@ -237,12 +255,13 @@ ParamLayout build_param_table(const ModelConfig& cfg, const ModelPlan& plan) {
   if (cfg.tie_embeddings) {
     sl.lm_head = sl.tok_emb;
   } else if (cfg.init == InitKind::xavier) {
-    sl.lm_head = tb.weight("lm_head.weight", V, C, ParamGroup::head, -1, -1, 1.0);
+    sl.lm_head = tb.weight("lm_head", ParamRole::lm_head, V, C, ParamGroup::head, -1, -1, 1.0);
   } else {
-    sl.lm_head = tb.embedding("lm_head.weight", V, ParamGroup::head);
+    sl.lm_head = tb.embedding("lm_head", ParamRole::lm_head, V, ParamGroup::head);
   }
   if (plan.ngpt.on) {
-    sl.s_z = tb.vec("s_z", V, plan.ngpt.s_z.scale, ParamGroup::norm, -1, -1, false);
+    sl.s_z = tb.vec("s_z", "", ParamRole::ngpt_scale, V, plan.ngpt.s_z.scale, ParamGroup::norm, -1,
+                    -1, false);
     unit_norm(out.table, sl.tok_emb, UnitNorm::rows);
     unit_norm(out.table, sl.lm_head, UnitNorm::rows);
   }

@@ -25,6 +25,34 @@ std::string_view to_string(UnitNorm u) {
   return "?";
 }
 
+std::string_view to_string(ParamRole r) {
+  switch (r) {
+    case ParamRole::other: return "other";
+    case ParamRole::tok_emb: return "tok_emb";
+    case ParamRole::pos_emb: return "pos_emb";
+    case ParamRole::lm_head: return "lm_head";
+    case ParamRole::attn_qkv: return "attn_qkv";
+    case ParamRole::attn_out: return "attn_out";
+    case ParamRole::attn_gate: return "attn_gate";
+    case ParamRole::mlp_in: return "mlp_in";
+    case ParamRole::mlp_out: return "mlp_out";
+    case ParamRole::linear_bias: return "linear_bias";
+    case ParamRole::attn_sink: return "attn_sink";
+    case ParamRole::norm_gain: return "norm_gain";
+    case ParamRole::norm_bias: return "norm_bias";
+    case ParamRole::dyt_alpha: return "dyt_alpha";
+    case ParamRole::norm_shift: return "norm_shift";
+    case ParamRole::branch_scale: return "branch_scale";
+    case ParamRole::shortcut_scale: return "shortcut_scale";
+    case ParamRole::ngpt_alpha: return "ngpt_alpha";
+    case ParamRole::ngpt_scale: return "ngpt_scale";
+    case ParamRole::sigma_gamma: return "sigma_gamma";
+    case ParamRole::sigma_u: return "sigma_u";
+    case ParamRole::sigma_v: return "sigma_v";
+  }
+  return "?";
+}
+
 template <class T>
 int apply_unit_norms(const ParamTable& table, T* params) {
   int n = 0;
@@ -62,6 +90,12 @@ long ParamTable::add(ParamSpec spec) {
 const ParamSpec* ParamTable::find(std::string_view name) const {
   auto it = index_.find(std::string(name));
   return it == index_.end() ? nullptr : &specs_[it->second];
+}
+
+const ParamSpec* ParamTable::find(std::string_view site, ParamRole role) const {
+  for (const ParamSpec& s : specs_)
+    if (s.role == role && s.site == site) return &s;
+  return nullptr;
 }
 
 }  // namespace normlab

@@ -37,13 +37,48 @@ struct WidthShape {
   double fan_out_mult = 1;   // of the first dimension (2-D: out)
 };
 
-// What a parameter is for, where its consumers need more than its group: diagnostics and
-// doctor find DyT's alpha and nGPT's eigen learning rates by role, never by a name suffix.
+// What a parameter is, set where it is declared (build_param_table, model/param_table.cpp).
+// Code that looks for a kind of parameter (diagnostics, weight loading, the model summary) selects
+// it by role and finds its partners by (site, role), never by a name suffix: the names are the
+// checkpoint's and safetensors' and say nothing the table does not.
 enum class ParamRole {
-  other,
-  squash_alpha,  // DyT / Derf: the scalar alpha of a norm site (its spec's name: <site>.alpha)
-  eigen_lr,      // nGPT: a sublayer's per-channel eigen learning rates alpha_A / alpha_M
+  other,  // not declared by build_param_table (tables built by hand in tests)
+  // Matrices (out, in) of the linear maps and the embeddings
+  tok_emb,    // `tok_emb.weight` (V, C); also the LM head when tied
+  pos_emb,    // `pos_emb.weight` (T, C), model.pos = learned
+  lm_head,    // `lm_head.weight` (V, C), untied
+  attn_qkv,   // the fused query/key/value projection (Cq + 2 Ckv, C)
+  attn_out,   // the attention output projection (C, Cq)
+  attn_gate,  // model.attn_gate's W_g (H or Cq, C)
+  mlp_in,     // the MLP input projection (F or 2F, C)
+  mlp_out,    // the MLP output projection (C, F)
+  linear_bias,  // the bias of one of the block's linear maps (its site: the map)
+  attn_sink,    // model.attn_sink = learned's per-head logits (H)
+  // A norm site's parameters (residual, final, or q/k/v: its site is the norm site)
+  norm_gain,   // w
+  norm_bias,   // b (model.norm_bias)
+  dyt_alpha,   // DyT's and Derf's scalar alpha (the metric dyt_alpha)
+  norm_shift,  // Derf's scalar shift
+  // Residual path scales
+  branch_scale,    // model.residual_scale's a: `<sublayer>.res_scale` (1) or (C)
+  shortcut_scale,  // Admin's omega: `<sublayer>.res_omega` (C)
+  ngpt_alpha,      // nGPT's eigen learning rates alpha_A / alpha_M (the metric ngpt_alpha)
+  ngpt_scale,      // nGPT's stored scales s_qk, s_u, s_v, s_z
+  // σReparam of a block weight (its site: the weight's linear map)
+  sigma_gamma,  // the learned gamma per row block
+  sigma_u,      // power-iteration vectors (buffers)
+  sigma_v,
 };
+std::string_view to_string(ParamRole r);
+// σReparam's state of a weight (gamma, u, v): derived from the weight at initialisation.
+inline bool is_sigma_state(ParamRole r) {
+  return r == ParamRole::sigma_gamma || r == ParamRole::sigma_u || r == ParamRole::sigma_v;
+}
+// The weight matrix of a linear map inside the blocks (those σReparam can reparametrize).
+inline bool is_block_weight(ParamRole r) {
+  return r == ParamRole::attn_qkv || r == ParamRole::attn_out || r == ParamRole::attn_gate ||
+         r == ParamRole::mlp_in || r == ParamRole::mlp_out;
+}
 
 struct ParamSpec {
   std::string name;
@@ -69,6 +104,10 @@ struct ParamSpec {
   bool trained = true;
   UnitNorm unit_norm = UnitNorm::none;  // nGPT: restored after every optimizer step
   ParamRole role = ParamRole::other;
+  // The unit it belongs to: a norm site (`blocks.0.attn.norm_in`: its gain, bias, alpha and shift)
+  // or a linear map (`blocks.0.attn.wqkv`: its weight, bias and σReparam's gamma, u and v); for
+  // any other parameter its own name. Per-site diagnostics are keyed by it.
+  std::string site;
   bool hidden_matrix() const {  // a trained 2-D weight inside the blocks (Muon's parameters)
     return trained && shape.size() == 2 &&
            (group == ParamGroup::attention || group == ParamGroup::mlp);
@@ -91,6 +130,8 @@ class ParamTable {
   // shapes and offsets must not change.
   std::vector<ParamSpec>& specs_mut() { return specs_; }
   const ParamSpec* find(std::string_view name) const;
+  // The parameter of `role` at `site` (ParamSpec::site), or null.
+  const ParamSpec* find(std::string_view site, ParamRole role) const;
   long total() const { return total_; }
 
  private:

@@ -18,8 +18,10 @@ ModelSummary summarize(const ModelConfig& m, int batch_size) {
     if (!p.trained) continue;  // buffers (σReparam's u, v) are state, not parameters
     s.params += p.numel;
     s.params_by_group[std::string(to_string(p.group))] += p.numel;
-    if (p.shape.size() == 2 && p.name != "pos_emb.weight" &&
-        (p.name != "tok_emb.weight" || m.tie_embeddings))
+    // Matrices that multiply activations: the token embedding only as the tied head (its lookup
+    // is no product), the learned positions never.
+    if (p.shape.size() == 2 && p.role != ParamRole::pos_emb &&
+        (p.role != ParamRole::tok_emb || m.tie_embeddings))
       s.matmul_params += p.numel;
   }
   // Attention: 12 x (keys a query reaches) x Cq per layer: seq_len, or the window when it slides.

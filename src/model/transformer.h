@@ -20,6 +20,11 @@
 
 namespace normlab {
 
+namespace ops {
+template <class T>
+struct AttnScores;  // ops/attention.h
+}  // namespace ops
+
 struct LossStats {
   double loss = 0;      // ce + z_loss
   double ce = 0;        // mean cross-entropy
@@ -260,9 +265,11 @@ class Transformer {
   void attn_forward(int l, const T* u, T* f);
   void attn_backward(int l, const T* u, const T* df, T* du, ops::Accum du_accum);
   QkView qk_view(int l) const;
-  // Layer l's sink logits (H) as the attention kernels take them: null without a sink, zeros for
-  // model.attn_sink = one, the learned parameter otherwise.
-  const T* sink_logits(int l) const;
+  // What layer l's attention kernels do to the scores (ops/attention.h): the scale, the soft-cap,
+  // the layer's window and the sink's logits (H) (null without a sink, zeros for
+  // model.attn_sink = one, the learned parameter otherwise). The one place that maps the
+  // attention options of the config and plan onto the kernels' arguments.
+  ops::AttnScores<T> attn_scores(int l) const;
   // Gated attention (model.attn_gate): gate values per head, 1 or D; 0 without a gate.
   int gate_width() const;
   // The multiplier on the gate logits u W_g^T: μP's readout-like 1/m_fan_in for a per-head gate

@@ -68,10 +68,12 @@ WeightMatch load_matching_weights(Transformer<T>& model, const SafetensorsFile& 
   for (const TensorInfo& t : file.tensors())
     if (!names.count(t.name)) match.dropped.push_back(t.name);
   std::vector<T> staged(model.params().begin(), model.params().end());
+  bool sigma_missing = false;  // σReparam state (gamma, u, v) the file lacks
   for (const ParamSpec& s : table.specs()) {
     const TensorInfo* t = file.find(s.name);
     if (!t) {
       match.initialized.push_back(s.name);
+      sigma_missing = sigma_missing || is_sigma_state(s.role);
       continue;
     }
     if (t->shape != s.shape) {
@@ -92,11 +94,7 @@ WeightMatch load_matching_weights(Transformer<T>& model, const SafetensorsFile& 
   // σReparam's gamma, u and v belong to the weights they were computed from: when the file lacks
   // them (weights of a model without σReparam), they are set afresh from the loaded weights, so
   // that W_hat = W as at initialisation.
-  for (const std::string& n : match.initialized)
-    if (n.find(".sigma_") != std::string::npos) {
-      model.init_sigma_reparam();
-      break;
-    }
+  if (sigma_missing) model.init_sigma_reparam();
   return match;
 }
 

@@ -17,29 +17,93 @@
 //         (only the entries j in K(i) are written and read).
 // attention_forward / attention_backward are the plain reference (they keep P); the model runs the
 // tiled kernels at the end of this file, checked against them.
+// Every kernel takes its sizes as an AttnShape and what acts on the scores (scale, soft-cap,
+// window, sink) as an AttnScores, so that an option of the attention is a field of one of these
+// small structs, read by the kernels and set in the one place that knows the model
+// (Transformer::attn_scores, model/branches.cpp), not a positional argument of every kernel and
+// caller.
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
+#include "ops/attention_rows.h"
 #include "tensor/gemm.h"
 #include "tensor/threading.h"
-#include "tensor/vec_math.h"
 
 namespace normlab::ops {
 
-namespace detail {
-// First key of query i: 0 when causal (window 0), else max(0, i - window + 1).
-inline int first_key(int i, int window) { return window > 0 ? std::max(0, i - window + 1) : 0; }
-}  // namespace detail
+// B sequences of T positions; H query heads over Hkv key/value heads (H % Hkv == 0) of size D.
+struct AttnShape {
+  int B = 1, T = 0, H = 0, Hkv = 0, D = 0;
+  int Cq() const { return H * D; }     // a query row's width
+  int Ckv() const { return Hkv * D; }  // a key/value row's width
+};
 
-// Optional per-(b, h) statistics gathered in the forward pass for diagnostics (may be null):
-// max |s| before the cap, and the attention entropy summed over query positions (h: query head).
+// What turns q_i . k_j into softmax logits, in order: the scale, the soft-cap (0: none), the mask
+// (window W > 0: i - W < j <= i; 0: causal) and the sink's logits z (H) joining every row's
+// softmax (null: none). A new option on the scores is one more field here.
 template <class T>
-void attention_forward(T* o, T* P, T* th, const T* q, const T* k, const T* v, int B, int Tn, int H,
-                       int Hkv, int D, int window, T scale, T cap, T* max_abs_logit = nullptr,
-                       T* entropy_sum = nullptr, const T* sink = nullptr) {
+struct AttnScores {
+  T scale = 1;
+  T cap = 0;
+  int window = 0;
+  const T* sink = nullptr;
+};
+
+// Rows of stride ld (e.g. 3C for views into the fused qkv buffer): query head h at column offset
+// h * D, key/value head hk at hk * D.
+template <class T>
+struct AttnRows {
+  T* data = nullptr;
+  int ld = 0;
+};
+
+// The tiled kernels' inputs: q (B, T, H D), k and v (B, T, Hkv D), each with its stride.
+template <class T>
+struct AttnInputs {
+  AttnRows<const T> q, k, v;
+};
+
+// The gradients the tiled backward writes: dq, dk, dv, and a sink's per-(b, h) dz (B, H), null
+// when not wanted.
+template <class T>
+struct AttnGrads {
+  AttnRows<T> dq, dk, dv;
+  T* dsink_bh = nullptr;
+};
+
+// Optional per-(b, h) statistics (B, H) of the forward pass for diagnostics, each null when not
+// wanted: max |s| of the scores before the cap (the sink's logit is not a score); the attention
+// entropy summed over query positions (the sink one of a row's outcomes); first_mass: P_i0, the
+// probability on key position 0, summed over query rows i = 1 .. T-1 (row 0 has only key 0 and,
+// without a sink, puts all its mass there; rows whose window no longer reaches key 0 add 0);
+// sink_mass: the sink's p0_i summed over all rows. The reference kernel fills the first two.
+template <class T>
+struct AttnStats {
+  T* max_abs_logit = nullptr;
+  T* entropy_sum = nullptr;
+  T* first_mass = nullptr;
+  T* sink_mass = nullptr;
+};
+
+// The kernels deduce T from their AttnScores and plain pointers only; the structs they take as
+// Given<...> (not deduced) can then be written as braced lists at the call ({o, Cq}).
+template <class X>
+using Given = std::type_identity_t<X>;
+
+// The reference forward: o (B, T, H D) overwritten, P and th (B, H, T, T) as above (th only when
+// capped), stats.max_abs_logit and stats.entropy_sum (h: query head) when not null.
+template <class T>
+void attention_forward(T* o, T* P, T* th, const T* q, const T* k, const T* v, const AttnShape& sh,
+                       const AttnScores<T>& sc, Given<AttnStats<T>> stats = {}) {
+  const int B = sh.B, Tn = sh.T, H = sh.H, Hkv = sh.Hkv, D = sh.D, window = sc.window;
+  const T scale = sc.scale, cap = sc.cap;
+  const T* sink = sc.sink;
+  T* max_abs_logit = stats.max_abs_logit;
+  T* entropy_sum = stats.entropy_sum;
   const int Cq = H * D, Ckv = Hkv * D, G = H / Hkv;
   const long TT = static_cast<long>(Tn) * Tn;
   const long n_bh = static_cast<long>(B) * H;
@@ -111,8 +175,10 @@ void attention_forward(T* o, T* P, T* th, const T* q, const T* k, const T* v, in
 // race.
 template <class T>
 void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
-                        const T* P, const T* th, int B, int Tn, int H, int Hkv, int D, int window,
-                        T scale, T cap, T* dsink_bh = nullptr) {
+                        const T* P, const T* th, const AttnShape& sh, const AttnScores<T>& sc,
+                        T* dsink_bh = nullptr) {
+  const int B = sh.B, Tn = sh.T, H = sh.H, Hkv = sh.Hkv, D = sh.D, window = sc.window;
+  const T scale = sc.scale, cap = sc.cap;
   const int Cq = H * D, Ckv = Hkv * D, G = H / Hkv;
   const long TT = static_cast<long>(Tn) * Tn;
   const long n_tasks = static_cast<long>(B) * Hkv;
@@ -179,12 +245,14 @@ namespace normlab::ops {
 // Inference with a KV cache: Tq new queries at absolute positions p = pos0 .. pos0 + Tq - 1 attend
 // to the cached keys/values j in K(p) (causal 0 .. p, or p - W < j <= p with a window W > 0).
 // B = 1. No backward: generation never trains. Query head h reads key/value head h / (H / Hkv).
-// Shapes: q, o (Tq, H * D); kc, vc (>= pos0 + Tq, Hkv * D); scratch (H, pos0 + Tq); sink (H) or
-// null, as in attention_forward.
+// Shapes: sh.B = 1, sh.T = Tq; q, o (Tq, H * D); kc, vc (>= pos0 + Tq, Hkv * D); scratch
+// (H, pos0 + Tq); the scores as in attention_forward.
 template <class T>
-void attention_forward_kv(T* o, T* scratch, const T* q, const T* kc, const T* vc, int Tq, int pos0,
-                          int H, int Hkv, int D, int window, T scale, T cap,
-                          const T* sink = nullptr) {
+void attention_forward_kv(T* o, T* scratch, const T* q, const T* kc, const T* vc, int pos0,
+                          const AttnShape& sh, const AttnScores<T>& sc) {
+  const int Tq = sh.T, H = sh.H, Hkv = sh.Hkv, D = sh.D, window = sc.window;
+  const T scale = sc.scale, cap = sc.cap;
+  const T* sink = sc.sink;
   const int Cq = H * D, Ckv = Hkv * D, G = H / Hkv, Tk = pos0 + Tq;
   parallel_for(H, (static_cast<long>(H) * Tq * Tk * D > 65536) ? 1 : H, [&](long h0, long h1) {
     for (int h = static_cast<int>(h0); h < h1; ++h) {
@@ -229,162 +297,25 @@ namespace normlab::ops {
 // costs about W / T of the causal work and never forms (T, T). Only the row log-sum-exp (B, H, T)
 // is kept for the backward, which recomputes the scores with one more product instead of storing
 // P (B, H, T, T) (as FlashAttention does, Dao et al. 2022).
-// Strides: q, k, v, o and their gradients are rows of stride ld* (e.g. 3C for views into the
-// fused qkv buffer), query head h at column offset h * D, key/value head hk at hk * D.
-constexpr int kAttnTile = 64;
+// q, k, v, o and their gradients are AttnRows: views into the fused qkv buffer and the like.
+// The row loops, the tile size kAttnTile and the key span of a tile are ops/attention_rows.h.
 
-namespace detail {
-// Row kernels of the tiled attention: plain loops over one row of scores, as separate functions
-// so that they vectorise (inside the task lambdas GCC gives up on some of them).
-template <class T>
-T max_row(const T* s, int n) {
-  T m = s[0];
-#pragma omp simd reduction(max : m)
-  for (int j = 0; j < n; ++j) m = s[j] > m ? s[j] : m;
-  return m;
-}
-template <class T>
-T max_abs_row(const T* s, int n, T m) {
-#pragma omp simd reduction(max : m)
-  for (int j = 0; j < n; ++j) m = std::fabs(s[j]) > m ? std::fabs(s[j]) : m;
-  return m;
-}
-// The soft-cap rows' tanh: tanh_fast, or with Small (every s_j / cap of the row below kTanhSmall,
-// tensor/vec_math.h) tanh_fast_small, which gives tanh_fast's values there without its
-// exponential (scores far below the cap, the common case). Each row loop is written once, over
-// Small, with plain arguments; below_tanh_small picks the instance from the row's largest |s_j|
-// (max_abs_row skips NaN, which stays NaN either way).
-template <bool Small, class T>
-NORMLAB_INLINE T cap_tanh(T x) {
-  if constexpr (Small)
-    return tanh_fast_small(x);
-  else
-    return tanh_fast(x);
-}
-template <class T>
-bool below_tanh_small(T max_abs, T inv) {
-  return max_abs * inv < T(kTanhSmall);
-}
-template <bool Small, class T>
-NORMLAB_WIDE_MAP void softcap_loop(T* s, int n, T cap, T inv) {
-#pragma omp simd
-  for (int j = 0; j < n; ++j) s[j] = cap * cap_tanh<Small>(s[j] * inv);
-}
-// s = cap tanh(s / cap); max_abs: the row's largest |s_j| (max_abs_row).
-template <class T>
-void softcap_row(T* s, int n, T cap, T max_abs) {
-  const T inv = T(1) / cap;
-  if (below_tanh_small(max_abs, inv))
-    softcap_loop<true>(s, n, cap, inv);
-  else
-    softcap_loop<false>(s, n, cap, inv);
-}
-// s_j = exp(s_j - m); returns sum_j s_j, and sum_j e_j s_j (old s_j) in *es when es is not null.
-template <class T>
-T exp_row(T* s, int n, T m, T* es) {
-  T sum = 0, e_s = 0;
-  if (es) {
-#pragma omp simd reduction(+ : sum, e_s)
-    for (int j = 0; j < n; ++j) {
-      const T e = exp_fast(s[j] - m);
-      e_s += e * s[j];
-      s[j] = e;
-      sum += e;
-    }
-    *es = e_s;
-  } else {
-#pragma omp simd reduction(+ : sum)
-    for (int j = 0; j < n; ++j) {
-      const T e = exp_fast(s[j] - m);
-      s[j] = e;
-      sum += e;
-    }
-  }
-  return sum;
-}
-template <class T>
-NORMLAB_WIDE_MAP void scale_row(T* s, int n, T k) {
-#pragma omp simd
-  for (int j = 0; j < n; ++j) s[j] *= k;
-}
-// Backward: p = exp(s - lse) from the raw scores (and, capped, g = (1 - th^2) scale).
-template <class T>
-NORMLAB_WIDE_MAP void probs_row(T* p, int n, T l) {
-#pragma omp simd
-  for (int j = 0; j < n; ++j) p[j] = exp_fast(p[j] - l);
-}
-template <bool Small, class T>
-NORMLAB_WIDE_MAP void probs_capped_loop(T* p, T* g, int n, T l, T cap, T inv, T scale) {
-#pragma omp simd
-  for (int j = 0; j < n; ++j) {
-    const T t = cap_tanh<Small>(p[j] * inv);
-    g[j] = (T(1) - t * t) * scale;
-    p[j] = exp_fast(cap * t - l);
-  }
-}
-template <class T>
-void probs_capped_row(T* p, T* g, int n, T l, T cap, T scale) {
-  const T inv = T(1) / cap;
-  if (below_tanh_small(max_abs_row(p, n, T(0)), inv))
-    probs_capped_loop<true>(p, g, n, l, cap, inv, scale);
-  else
-    probs_capped_loop<false>(p, g, n, l, cap, inv, scale);
-}
-template <class T>
-T dot_row(const T* a, const T* b, int n) {
-  T d = 0;
-#pragma omp simd reduction(+ : d)
-  for (int j = 0; j < n; ++j) d += a[j] * b[j];
-  return d;
-}
-// d = p (d - dot) g  (g: per element, or the constant `scale` when g is null)
-template <class T>
-NORMLAB_WIDE_MAP void dscores_row(T* d, const T* p, const T* g, int n, T dot, T scale) {
-  if (g) {
-#pragma omp simd
-    for (int j = 0; j < n; ++j) d[j] = p[j] * (d[j] - dot) * g[j];
-  } else {
-#pragma omp simd
-    for (int j = 0; j < n; ++j) d[j] = p[j] * (d[j] - dot) * scale;
-  }
-}
-
-struct AttnScratch;  // thread_scratch's owner tag: the tiles' scores, probabilities, cap factors
-template <class T>
-T* attn_scratch(int slot, long n) {
-  return thread_scratch<AttnScratch, 3, T>(slot, n);
-}
-}  // namespace detail
-
-namespace detail {
-// Keys a query tile [i0, i0 + tq) multiplies: [tile_lo, i0 + tq).
-inline int tile_lo(int i0, int window) { return first_key(i0, window); }
-// Columns of the (tq, nk) score tile a key span [lo, lo + nk) needs at most (scratch size).
-inline long tile_cols(int Tn, int window) {
-  return window > 0 ? std::min<long>(Tn, kAttnTile + window - 1) : Tn;
-}
-template <class T>
-void zero_outside(T* s, int a, int n, int nk) {
-  for (int j = 0; j < a; ++j) s[j] = T(0);
-  for (int j = a + n; j < nk; ++j) s[j] = T(0);
-}
-}  // namespace detail
-
-// o = softmax(mask(cap(scale q k^T))) v  (overwrites o);  lse (B, H, T) = log sum_j exp(s_ij)
-// (+ exp(z_h) with a sink, `sink` (H) as in attention_forward, or null).
-// Optional per-(b, h) statistics (each may be null): max |s| of the scores before the cap (the
-// sink's logit is not a score); the attention entropy summed over queries (row entropy = lse -
-// sum_j P_ij s_ij - p0 z, the sink one of the outcomes); first_mass: P_i0, the probability on key
-// position 0, summed over query rows i = 1 .. T-1 (row 0 has only key 0 and, without a sink, puts
-// all its mass there; rows whose window no longer reaches key 0 add 0); sink_mass: the sink's p0_i
-// summed over all rows.
+// o = softmax(mask(cap(scale q k^T))) v  (overwrites o (B, T, H D), rows of stride o.ld);
+// lse (B, H, T) = log sum_j exp(s_ij) (+ exp(z_h) with a sink); the statistics as AttnStats says.
 // Parallel over (b, query head): each task writes only its own rows of o and lse.
 template <class T>
-void attention_forward_tiled(T* o, int ldo, T* lse, const T* q, int ldq, const T* k, int ldk,
-                             const T* v, int ldv, int B, int Tn, int H, int Hkv, int D, int window,
-                             T scale, T cap, T* max_abs_logit = nullptr,
-                             T* entropy_sum = nullptr, const T* sink = nullptr,
-                             T* first_mass = nullptr, T* sink_mass = nullptr) {
+void attention_forward_tiled(Given<AttnRows<T>> o, T* lse, Given<AttnInputs<T>> in,
+                             const AttnShape& sh, const AttnScores<T>& sc,
+                             Given<AttnStats<T>> stats = {}) {
+  const int B = sh.B, Tn = sh.T, H = sh.H, Hkv = sh.Hkv, D = sh.D, window = sc.window;
+  const T scale = sc.scale, cap = sc.cap;
+  const T* sink = sc.sink;
+  const T *q = in.q.data, *k = in.k.data, *v = in.v.data;
+  const int ldq = in.q.ld, ldk = in.k.ld, ldv = in.v.ld, ldo = o.ld;
+  T* max_abs_logit = stats.max_abs_logit;
+  T* entropy_sum = stats.entropy_sum;
+  T* first_mass = stats.first_mass;
+  T* sink_mass = stats.sink_mass;
   const int G = H / Hkv;
   const long n_bh = static_cast<long>(B) * H;
   parallel_for(n_bh, (static_cast<long>(B) * H * Tn * Tn * D > 65536) ? 1 : n_bh,
@@ -396,7 +327,7 @@ void attention_forward_tiled(T* o, int ldo, T* lse, const T* q, int ldq, const T
                    const T* qb = q + row0 * ldq + h * D;
                    const T* kb = k + row0 * ldk + hk * D;
                    const T* vb = v + row0 * ldv + hk * D;
-                   T* ob = o + row0 * ldo + h * D;
+                   T* ob = o.data + row0 * ldo + h * D;
                    T* lb = lse + (static_cast<long>(b) * H + h) * Tn;
                    T* S = detail::attn_scratch<T>(0, kAttnTile * detail::tile_cols(Tn, window));
                    T max_abs = 0, ent = 0, first = 0, sunk = 0;
@@ -451,18 +382,23 @@ void attention_forward_tiled(T* o, int ldo, T* lse, const T* q, int ldq, const T
 // With s the capped scores and P = exp(s - lse) recomputed tile by tile:
 // dP = do v^T;  dv = P^T do;  dS = P (dP - rowsum(P dP)) (1 - th^2 if capped) scale;
 // dq = dS k;  dk = dS^T q.   dq, dk, dv are overwritten; dk, dv (B, T, Hkv * D) of a key/value
-// head sum over the query heads of its group. With a sink (lse then includes it): dsink_bh (B, H)
-// = -sum_i p0_i rowsum(P dP)_i, p0_i = exp(z_h - lse_i) (overwritten; null: not wanted).
+// head sum over the query heads of its group. With a sink (lse then includes it): dsink_bh
+// (B, H) = -sum_i p0_i rowsum(P dP)_i, p0_i = exp(z_h - lse_i) (overwritten; null: not wanted).
 // Parallel over (b, key/value head), the group's query heads in order inside the task, so the
 // shared dk/dv rows never race and every task does the same work. Tiles run last to first; the
 // first query head of a group writes (beta = 0) the key rows no earlier tile reached and
 // accumulates into the rest.
 template <class T>
-void attention_backward_tiled(T* dq, int lddq, T* dk, int lddk, T* dv, int lddv, const T* dout,
-                              int lddo, const T* q, int ldq, const T* k, int ldk, const T* v,
-                              int ldv, const T* lse, int B, int Tn, int H, int Hkv, int D,
-                              int window, T scale, T cap, const T* sink = nullptr,
-                              T* dsink_bh = nullptr) {
+void attention_backward_tiled(Given<AttnGrads<T>> grads, Given<AttnRows<const T>> dout,
+                              Given<AttnInputs<T>> in, const T* lse, const AttnShape& sh,
+                              const AttnScores<T>& sc) {
+  const int B = sh.B, Tn = sh.T, H = sh.H, Hkv = sh.Hkv, D = sh.D, window = sc.window;
+  const T scale = sc.scale, cap = sc.cap;
+  const T* sink = sc.sink;
+  const T *q = in.q.data, *k = in.k.data, *v = in.v.data;
+  const int ldq = in.q.ld, ldk = in.k.ld, ldv = in.v.ld, lddo = dout.ld;
+  T *dq = grads.dq.data, *dk = grads.dk.data, *dv = grads.dv.data, *dsink_bh = grads.dsink_bh;
+  const int lddq = grads.dq.ld, lddk = grads.dk.ld, lddv = grads.dv.ld;
   const int G = H / Hkv;
   const long n_tasks = static_cast<long>(B) * Hkv;
   parallel_for(
@@ -481,7 +417,7 @@ void attention_backward_tiled(T* dq, int lddq, T* dk, int lddk, T* dv, int lddv,
           T* Gc = cap > 0 ? detail::attn_scratch<T>(2, kAttnTile * cols) : nullptr;
           for (int h = hk * G; h < (hk + 1) * G; ++h) {
             const T* qb = q + row0 * ldq + h * D;
-            const T* dob = dout + row0 * lddo + h * D;
+            const T* dob = dout.data + row0 * lddo + h * D;
             T* dqb = dq + row0 * lddq + h * D;
             const T* lb = lse + (static_cast<long>(b) * H + h) * Tn;
             T dsink = 0;

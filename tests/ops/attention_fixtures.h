@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "ops/attention.h"
+
 namespace normlab::test {
 
 // A case's shape: H query heads over Hkv key/value heads, window W (0 = causal).
@@ -16,6 +18,21 @@ struct AttnShape {
   int Ckv() const { return Hkv * D; }
   long nq() const { return static_cast<long>(B) * T * Cq(); }
   long nkv() const { return static_cast<long>(B) * T * Ckv(); }
+  // The kernels' arguments (ops/attention.h) for this case: its sizes, its scores (the window W),
+  // and contiguous q, k, v (rows Cq, Ckv, Ckv wide) and their gradients.
+  ops::AttnShape dims() const { return {B, T, H, Hkv, D}; }
+  template <class X>
+  ops::AttnScores<X> scores(X scale, X cap, const X* sink = nullptr) const {
+    return {scale, cap, W, sink};
+  }
+  template <class X>
+  ops::AttnInputs<X> inputs(const X* q, const X* k, const X* v) const {
+    return {{q, Cq()}, {k, Ckv()}, {v, Ckv()}};
+  }
+  template <class X>
+  ops::AttnGrads<X> grads(X* dq, X* dk, X* dv, X* dsink_bh = nullptr) const {
+    return {{dq, Cq()}, {dk, Ckv()}, {dv, Ckv()}, dsink_bh};
+  }
 };
 
 inline std::string shape_name(const AttnShape& s) {

@@ -30,8 +30,7 @@ GradCase attention_case(const AttnShape& sh, double cap, double scale, Rng& rng,
     P.assign(PP, 0.0);
     th.assign(PP, 0.0);
     ops::attention_forward(o.data(), P.data(), cap > 0 ? th.data() : nullptr, in[0].data(),
-                           in[1].data(), in[2].data(), sh.B, sh.T, sh.H, sh.Hkv, sh.D, sh.W, scale,
-                           cap);
+                           in[1].data(), in[2].data(), sh.dims(), sh.scores(scale, cap));
     return o;
   };
   c.forward = [=](const std::vector<Vec>& in) {
@@ -44,7 +43,7 @@ GradCase attention_case(const AttnShape& sh, double cap, double scale, Rng& rng,
     Vec dq(sh.nq(), 0.0), dk(sh.nkv(), 0.0), dv(sh.nkv(), 0.0);
     ops::attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), in[0].data(),
                             in[1].data(), in[2].data(), P.data(), cap > 0 ? th.data() : nullptr,
-                            sh.B, sh.T, sh.H, sh.Hkv, sh.D, sh.W, scale, cap);
+                            sh.dims(), sh.scores(scale, cap));
     return std::vector<Vec>{dq, dk, dv};
   };
   return c;
@@ -100,7 +99,7 @@ TEST(Ops, AttentionCapBoundsLogits) {
   GradCase c = attention_case(kSmall, 1.5, 1.0, rng, 30.0);
   Vec P(B * H * T * T), th(B * H * T * T), o(B * T * C);
   ops::attention_forward(o.data(), P.data(), th.data(), c.inputs[0].data(), c.inputs[1].data(),
-                         c.inputs[2].data(), B, T, H, H, D, 0, 1.0, 1.5);
+                         c.inputs[2].data(), kSmall.dims(), kSmall.scores(1.0, 1.5));
   for (int bh = 0; bh < B * H; ++bh)
     for (int i = 0; i < T; ++i)
       for (int j = 0; j <= i; ++j)
@@ -132,9 +131,10 @@ GradCase tiled_attention_case(const AttnShape& sh, double cap, double scale, Rng
   auto fwd = [=](const Vec& qkv, Vec& lse) {
     Vec o(sh.nq());
     lse.assign(static_cast<long>(sh.B) * sh.H * sh.T, 0.0);
-    ops::attention_forward_tiled(o.data(), Cq, lse.data(), qkv.data(), ld, qkv.data() + Cq, ld,
-                                 qkv.data() + Cq + Ckv, ld, sh.B, sh.T, sh.H, sh.Hkv, sh.D, sh.W,
-                                 scale, cap);
+    const double* q = qkv.data();
+    ops::attention_forward_tiled({o.data(), Cq}, lse.data(),
+                                 {{q, ld}, {q + Cq, ld}, {q + Cq + Ckv, ld}}, sh.dims(),
+                                 sh.scores(scale, cap));
     return o;
   };
   c.forward = [=](const std::vector<Vec>& in) {
@@ -149,9 +149,9 @@ GradCase tiled_attention_case(const AttnShape& sh, double cap, double scale, Rng
     Vec dqkv = random_vec(qkv.size(), r, 1.0, 1e3);  // junk: the kernel overwrites
     const double* q = qkv.data();
     double* dq = dqkv.data();
-    ops::attention_backward_tiled(dq, ld, dq + Cq, ld, dq + Cq + Ckv, ld, dout.data(), Cq, q, ld,
-                                  q + Cq, ld, q + Cq + Ckv, ld, lse.data(), sh.B, sh.T, sh.H,
-                                  sh.Hkv, sh.D, sh.W, scale, cap);
+    ops::attention_backward_tiled({{dq, ld}, {dq + Cq, ld}, {dq + Cq + Ckv, ld}}, {dout.data(), Cq},
+                                  {{q, ld}, {q + Cq, ld}, {q + Cq + Ckv, ld}}, lse.data(),
+                                  sh.dims(), sh.scores(scale, cap));
     std::vector<Vec> grads = {Vec(sh.nq()), Vec(sh.nkv()), Vec(sh.nkv())};
     for (long row = 0; row < rows; ++row)
       for (int part = 0; part < 3; ++part)
@@ -195,11 +195,11 @@ AttentionRef reference_attention(const AttnShape& sh, const Vec& q, const Vec& k
                  Vec(sh.nkv(), 0.0), Vec(B * H),        Vec(B * H)};
   Vec P(static_cast<long>(B) * H * T * T, 0.0), th(P.size(), 0.0);
   ops::attention_forward(r.o.data(), P.data(), cap > 0 ? th.data() : nullptr, q.data(), k.data(),
-                         v.data(), B, T, H, sh.Hkv, sh.D, sh.W, scale, cap, r.max_abs.data(),
-                         r.ent.data());
+                         v.data(), sh.dims(), sh.scores(scale, cap),
+                         {r.max_abs.data(), r.ent.data()});
   ops::attention_backward(r.dq.data(), r.dk.data(), r.dv.data(), dout.data(), q.data(), k.data(),
-                          v.data(), P.data(), cap > 0 ? th.data() : nullptr, B, T, H, sh.Hkv, sh.D,
-                          sh.W, scale, cap);
+                          v.data(), P.data(), cap > 0 ? th.data() : nullptr, sh.dims(),
+                          sh.scores(scale, cap));
   return r;
 }
 
@@ -227,7 +227,7 @@ std::vector<AttnShape> tiled_shapes(int D) {
 TEST(Ops, AttentionTiledMatchesReferenceInDouble) {
   Rng rng(24);
   for (const AttnShape& sh : tiled_shapes(8)) {
-    const int Cq = sh.Cq(), Ckv = sh.Ckv();
+    const int Cq = sh.Cq();
     for (double cap : {0.0, 5.0}) {
       const Vec q = random_vec(sh.nq(), rng, 2.0), k = random_vec(sh.nkv(), rng, 2.0),
                 v = random_vec(sh.nkv(), rng), dout = random_vec(sh.nq(), rng);
@@ -235,12 +235,11 @@ TEST(Ops, AttentionTiledMatchesReferenceInDouble) {
       const AttentionRef want = reference_attention(sh, q, k, v, dout, scale, cap);
       Vec o(sh.nq()), lse(static_cast<long>(sh.B) * sh.H * sh.T), mx(sh.B * sh.H),
           ent(sh.B * sh.H), dq(sh.nq(), 1e3), dk(sh.nkv(), 1e3), dv(sh.nkv(), 1e3);
-      ops::attention_forward_tiled(o.data(), Cq, lse.data(), q.data(), Cq, k.data(), Ckv, v.data(),
-                                   Ckv, sh.B, sh.T, sh.H, sh.Hkv, sh.D, sh.W, scale, cap, mx.data(),
-                                   ent.data());
-      ops::attention_backward_tiled(dq.data(), Cq, dk.data(), Ckv, dv.data(), Ckv, dout.data(), Cq,
-                                    q.data(), Cq, k.data(), Ckv, v.data(), Ckv, lse.data(), sh.B,
-                                    sh.T, sh.H, sh.Hkv, sh.D, sh.W, scale, cap);
+      const ops::AttnInputs<double> in = sh.inputs(q.data(), k.data(), v.data());
+      ops::attention_forward_tiled({o.data(), Cq}, lse.data(), in, sh.dims(),
+                                   sh.scores(scale, cap), {mx.data(), ent.data()});
+      ops::attention_backward_tiled(sh.grads(dq.data(), dk.data(), dv.data()), {dout.data(), Cq},
+                                    in, lse.data(), sh.dims(), sh.scores(scale, cap));
       const std::string what = fmt::format("{} cap={}", shape_name(sh), cap);
       EXPECT_LE(max_rel_err(o, want.o), 1e-12) << what;
       EXPECT_LE(max_rel_err(dq, want.dq), 1e-12) << what;
@@ -258,7 +257,7 @@ TEST(Ops, AttentionTiledMatchesReferenceInDouble) {
 TEST(OpsFastKernels, AttentionTiledMatchesReference) {
   Rng rng(4);
   for (const AttnShape& sh : tiled_shapes(64)) {
-    const int Cq = sh.Cq(), Ckv = sh.Ckv();
+    const int Cq = sh.Cq();
     for (float cap : {0.f, 1.f, 5.f, 50.f}) {
       auto normal = [&](long n) {
         std::vector<float> x(n);
@@ -273,12 +272,11 @@ TEST(OpsFastKernels, AttentionTiledMatchesReference) {
                                                     static_cast<double>(scale), cap);
       std::vector<float> o(sh.nq()), lse(static_cast<long>(sh.B) * sh.H * sh.T), mx(sh.B * sh.H),
           ent(sh.B * sh.H), gq(sh.nq()), gk(sh.nkv()), gv(sh.nkv());
-      ops::attention_forward_tiled(o.data(), Cq, lse.data(), q.data(), Cq, k.data(), Ckv, v.data(),
-                                   Ckv, sh.B, sh.T, sh.H, sh.Hkv, sh.D, sh.W, scale, cap, mx.data(),
-                                   ent.data());
-      ops::attention_backward_tiled(gq.data(), Cq, gk.data(), Ckv, gv.data(), Ckv, dout.data(), Cq,
-                                    q.data(), Cq, k.data(), Ckv, v.data(), Ckv, lse.data(), sh.B,
-                                    sh.T, sh.H, sh.Hkv, sh.D, sh.W, scale, cap);
+      const ops::AttnInputs<float> in = sh.inputs(q.data(), k.data(), v.data());
+      ops::attention_forward_tiled({o.data(), Cq}, lse.data(), in, sh.dims(),
+                                   sh.scores(scale, cap), {mx.data(), ent.data()});
+      ops::attention_backward_tiled(sh.grads(gq.data(), gk.data(), gv.data()), {dout.data(), Cq},
+                                    in, lse.data(), sh.dims(), sh.scores(scale, cap));
       const std::string what = fmt::format("{} cap={}", shape_name(sh), cap);
       EXPECT_LE(max_rel_err(o, want.o), 2e-5) << what;
       EXPECT_LE(max_rel_err(gq, want.dq), 2e-5) << what;
@@ -332,13 +330,12 @@ TEST(Ops, AttentionGroupedGradsAreSumsOverRepeatedHeads) {
       // tiled
       Vec o(sh.nq()), lse(static_cast<long>(sh.B) * sh.H * sh.T), dq(sh.nq()), dk(sh.nkv()),
           dv(sh.nkv());
-      ops::attention_forward_tiled(o.data(), sh.Cq(), lse.data(), q.data(), sh.Cq(), k.data(),
-                                   sh.Ckv(), v.data(), sh.Ckv(), sh.B, sh.T, sh.H, sh.Hkv, D, sh.W,
-                                   scale, cap);
-      ops::attention_backward_tiled(dq.data(), sh.Cq(), dk.data(), sh.Ckv(), dv.data(), sh.Ckv(),
-                                    dout.data(), sh.Cq(), q.data(), sh.Cq(), k.data(), sh.Ckv(),
-                                    v.data(), sh.Ckv(), lse.data(), sh.B, sh.T, sh.H, sh.Hkv, D,
-                                    sh.W, scale, cap);
+      const ops::AttnInputs<double> in = sh.inputs(q.data(), k.data(), v.data());
+      ops::attention_forward_tiled({o.data(), sh.Cq()}, lse.data(), in, sh.dims(),
+                                   sh.scores(scale, cap));
+      ops::attention_backward_tiled(sh.grads(dq.data(), dk.data(), dv.data()),
+                                    {dout.data(), sh.Cq()}, in, lse.data(), sh.dims(),
+                                    sh.scores(scale, cap));
       EXPECT_LE(max_rel_err(o, m.o), 1e-12) << what;
       EXPECT_LE(max_rel_err(dq, m.dq), 1e-12) << what;
       EXPECT_LE(max_rel_err(dk, fold(m.dk)), 1e-12) << what;
@@ -357,11 +354,10 @@ TEST(Ops, AttentionTiledWindowSkipsKeysBeforeItsSpan) {
             v = random_vec(sh.nkv(), rng), dout = random_vec(sh.nq(), rng);
   auto run = [&](const Vec& kk, const Vec& vv, std::vector<Vec>& out) {
     Vec o(sh.nq()), lse(static_cast<long>(sh.H) * sh.T), dq(sh.nq()), dk(sh.nkv()), dv(sh.nkv());
-    ops::attention_forward_tiled(o.data(), Cq, lse.data(), q.data(), Cq, kk.data(), Ckv, vv.data(),
-                                 Ckv, sh.B, sh.T, sh.H, sh.Hkv, sh.D, sh.W, 0.5, 0.0);
-    ops::attention_backward_tiled(dq.data(), Cq, dk.data(), Ckv, dv.data(), Ckv, dout.data(), Cq,
-                                  q.data(), Cq, kk.data(), Ckv, vv.data(), Ckv, lse.data(), sh.B,
-                                  sh.T, sh.H, sh.Hkv, sh.D, sh.W, 0.5, 0.0);
+    const ops::AttnInputs<double> in = sh.inputs(q.data(), kk.data(), vv.data());
+    ops::attention_forward_tiled({o.data(), Cq}, lse.data(), in, sh.dims(), sh.scores(0.5, 0.0));
+    ops::attention_backward_tiled(sh.grads(dq.data(), dk.data(), dv.data()), {dout.data(), Cq}, in,
+                                  lse.data(), sh.dims(), sh.scores(0.5, 0.0));
     out = {o, dq, dk, dv};
   };
   Vec kn = k, vn = v;
@@ -392,11 +388,12 @@ TEST(OpsFastKernels, AttentionTiledLongWindowIsCausal) {
   const std::vector<float> q = normal(nq), k = normal(nkv), v = normal(nkv), dout = normal(nq);
   auto run = [&](int W) {
     std::vector<float> o(nq), lse(static_cast<long>(B) * H * Tn), dq(nq), dk(nkv), dv(nkv);
-    ops::attention_forward_tiled(o.data(), Cq, lse.data(), q.data(), Cq, k.data(), Ckv, v.data(),
-                                 Ckv, B, Tn, H, Hkv, D, W, 0.25f, 5.f);
-    ops::attention_backward_tiled(dq.data(), Cq, dk.data(), Ckv, dv.data(), Ckv, dout.data(), Cq,
-                                  q.data(), Cq, k.data(), Ckv, v.data(), Ckv, lse.data(), B, Tn, H,
-                                  Hkv, D, W, 0.25f, 5.f);
+    const ops::AttnShape shape{B, Tn, H, Hkv, D};
+    const ops::AttnScores<float> scores{.scale = 0.25f, .cap = 5.f, .window = W};
+    const ops::AttnInputs<float> in{{q.data(), Cq}, {k.data(), Ckv}, {v.data(), Ckv}};
+    ops::attention_forward_tiled({o.data(), Cq}, lse.data(), in, shape, scores);
+    ops::attention_backward_tiled({{dq.data(), Cq}, {dk.data(), Ckv}, {dv.data(), Ckv}},
+                                  {dout.data(), Cq}, in, lse.data(), shape, scores);
     return std::vector<std::vector<float>>{o, lse, dq, dk, dv};
   };
   const auto causal = run(0);
@@ -437,8 +434,8 @@ void check_kv_cache_against_reference(double tol) {
           std::copy_n(kt.data() + pos * Ckv, piece * Ckv, kc.data() + pos * Ckv);
           std::copy_n(vt.data() + pos * Ckv, piece * Ckv, vc.data() + pos * Ckv);
           ops::attention_forward_kv(o.data() + pos * Cq, scratch.data(), qt.data() + pos * Cq,
-                                    kc.data(), vc.data(), piece, pos, H, sh.Hkv, sh.D, sh.W,
-                                    static_cast<T>(scale), static_cast<T>(cap));
+                                    kc.data(), vc.data(), pos, {1, piece, H, sh.Hkv, sh.D},
+                                    sh.scores(static_cast<T>(scale), static_cast<T>(cap)));
           pos += piece;
         }
         ASSERT_EQ(pos, Tn);

@@ -30,9 +30,9 @@ GradCase sink_case(const AttnShape& sh, double cap, Rng& rng) {
     Vec o(sh.nq());
     P.assign(PP, 0.0);
     th.assign(PP, 0.0);
-    ops::attention_forward<double>(o.data(), P.data(), cap > 0 ? th.data() : nullptr, in[0].data(),
-                           in[1].data(), in[2].data(), sh.B, sh.T, sh.H, sh.Hkv, sh.D, sh.W, scale,
-                           cap, nullptr, nullptr, in[3].data());
+    ops::attention_forward(o.data(), P.data(), cap > 0 ? th.data() : nullptr, in[0].data(),
+                           in[1].data(), in[2].data(), sh.dims(),
+                           sh.scores(scale, cap, in[3].data()));
     return o;
   };
   c.forward = [=](const std::vector<Vec>& in) {
@@ -45,7 +45,7 @@ GradCase sink_case(const AttnShape& sh, double cap, Rng& rng) {
     Vec dq(sh.nq(), 0.0), dk(sh.nkv(), 0.0), dv(sh.nkv(), 0.0), dz_bh(sh.B * sh.H, 7.0), dz(sh.H);
     ops::attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), in[0].data(),
                             in[1].data(), in[2].data(), P.data(), cap > 0 ? th.data() : nullptr,
-                            sh.B, sh.T, sh.H, sh.Hkv, sh.D, sh.W, scale, cap, dz_bh.data());
+                            sh.dims(), sh.scores(scale, cap), dz_bh.data());
     for (int b = 0; b < sh.B; ++b)
       for (int h = 0; h < sh.H; ++h) dz[h] += dz_bh[b * sh.H + h];
     return std::vector<Vec>{dq, dk, dv, dz};
@@ -59,14 +59,13 @@ GradCase tiled_sink_case(const AttnShape& sh, double cap, Rng& rng) {
   c.inputs = {random_vec(sh.nq(), rng, 2.0), random_vec(sh.nkv(), rng, 2.0),
               random_vec(sh.nkv(), rng), random_vec(sh.H, rng, 1.0, 0.3)};
   const double scale = 1.0 / std::sqrt(sh.D);
-  const int Cq = sh.Cq(), Ckv = sh.Ckv();
+  const int Cq = sh.Cq();
   auto fwd = [=](const std::vector<Vec>& in, Vec& lse) {
     Vec o(sh.nq());
     lse.assign(static_cast<long>(sh.B) * sh.H * sh.T, 0.0);
-    ops::attention_forward_tiled<double>(o.data(), Cq, lse.data(), in[0].data(), Cq,
-                                         in[1].data(), Ckv, in[2].data(), Ckv, sh.B, sh.T, sh.H,
-                                         sh.Hkv, sh.D, sh.W, scale, cap, nullptr, nullptr,
-                                         in[3].data());
+    ops::attention_forward_tiled({o.data(), Cq}, lse.data(),
+                                 sh.inputs(in[0].data(), in[1].data(), in[2].data()), sh.dims(),
+                                 sh.scores(scale, cap, in[3].data()));
     return o;
   };
   c.forward = [=](const std::vector<Vec>& in) {
@@ -77,10 +76,10 @@ GradCase tiled_sink_case(const AttnShape& sh, double cap, Rng& rng) {
     Vec lse;
     fwd(in, lse);
     Vec dq(sh.nq(), 1e3), dk(sh.nkv(), 1e3), dv(sh.nkv(), 1e3), dz_bh(sh.B * sh.H, 7.0), dz(sh.H);
-    ops::attention_backward_tiled(dq.data(), Cq, dk.data(), Ckv, dv.data(), Ckv, dout.data(), Cq,
-                                  in[0].data(), Cq, in[1].data(), Ckv, in[2].data(), Ckv,
-                                  lse.data(), sh.B, sh.T, sh.H, sh.Hkv, sh.D, sh.W, scale, cap,
-                                  in[3].data(), dz_bh.data());
+    ops::attention_backward_tiled(sh.grads(dq.data(), dk.data(), dv.data(), dz_bh.data()),
+                                  {dout.data(), Cq},
+                                  sh.inputs(in[0].data(), in[1].data(), in[2].data()), lse.data(),
+                                  sh.dims(), sh.scores(scale, cap, in[3].data()));
     for (int b = 0; b < sh.B; ++b)
       for (int h = 0; h < sh.H; ++h) dz[h] += dz_bh[b * sh.H + h];
     return std::vector<Vec>{dq, dk, dv, dz};
@@ -137,7 +136,7 @@ TEST(Ops, AttentionSinkTiledMatchesReference) {
                               AttnShape{1, 150, 4, 1, 8, 65}, AttnShape{2, 70, 2, 2, 8, 200}})
     for (double cap : {0.0, 5.0})
       for (bool with_sink : {false, true}) {
-        const int B = sh.B, T = sh.T, H = sh.H, Cq = sh.Cq(), Ckv = sh.Ckv();
+        const int B = sh.B, T = sh.T, H = sh.H, Cq = sh.Cq();
         const double scale = 1.0 / std::sqrt(sh.D);
         const Vec q = random_vec(sh.nq(), rng, 2.0), k = random_vec(sh.nkv(), rng, 2.0),
                   v = random_vec(sh.nkv(), rng), dout = random_vec(sh.nq(), rng),
@@ -146,12 +145,12 @@ TEST(Ops, AttentionSinkTiledMatchesReference) {
         Vec P(static_cast<long>(B) * H * T * T, 0.0), th(P.size(), 0.0), o_ref(sh.nq()),
             ent_ref(B * H), dq_ref(sh.nq(), 0.0), dk_ref(sh.nkv(), 0.0), dv_ref(sh.nkv(), 0.0),
             dz_ref(B * H);
-        ops::attention_forward<double>(o_ref.data(), P.data(), cap > 0 ? th.data() : nullptr,
-                                       q.data(), k.data(), v.data(), B, T, H, sh.Hkv, sh.D, sh.W,
-                                       scale, cap, nullptr, ent_ref.data(), zp);
+        ops::attention_forward(o_ref.data(), P.data(), cap > 0 ? th.data() : nullptr, q.data(),
+                               k.data(), v.data(), sh.dims(), sh.scores(scale, cap, zp),
+                               {.entropy_sum = ent_ref.data()});
         ops::attention_backward(dq_ref.data(), dk_ref.data(), dv_ref.data(), dout.data(), q.data(),
-                                k.data(), v.data(), P.data(), cap > 0 ? th.data() : nullptr, B, T,
-                                H, sh.Hkv, sh.D, sh.W, scale, cap, dz_ref.data());
+                                k.data(), v.data(), P.data(), cap > 0 ? th.data() : nullptr,
+                                sh.dims(), sh.scores(scale, cap), dz_ref.data());
         Vec first_ref(B * H, 0.0), sink_ref(B * H, 0.0);
         for (int bh = 0; bh < B * H; ++bh)
           for (int i = 0; i < T; ++i) {
@@ -163,14 +162,13 @@ TEST(Ops, AttentionSinkTiledMatchesReference) {
           }
         Vec o(sh.nq()), lse(static_cast<long>(B) * H * T), ent(B * H), first(B * H),
             sunk(B * H), dq(sh.nq(), 1e3), dk(sh.nkv(), 1e3), dv(sh.nkv(), 1e3), dz(B * H, 1e3);
-        ops::attention_forward_tiled<double>(o.data(), Cq, lse.data(), q.data(), Cq, k.data(), Ckv,
-                                     v.data(), Ckv, B, T, H, sh.Hkv, sh.D, sh.W, scale, cap,
-                                     static_cast<double*>(nullptr), ent.data(), zp, first.data(),
-                                     sunk.data());
-        ops::attention_backward_tiled(dq.data(), Cq, dk.data(), Ckv, dv.data(), Ckv, dout.data(),
-                                      Cq, q.data(), Cq, k.data(), Ckv, v.data(), Ckv, lse.data(),
-                                      B, T, H, sh.Hkv, sh.D, sh.W, scale, cap, zp,
-                                      with_sink ? dz.data() : nullptr);
+        const ops::AttnInputs<double> in = sh.inputs(q.data(), k.data(), v.data());
+        ops::attention_forward_tiled(
+            {o.data(), Cq}, lse.data(), in, sh.dims(), sh.scores(scale, cap, zp),
+            {.entropy_sum = ent.data(), .first_mass = first.data(), .sink_mass = sunk.data()});
+        ops::attention_backward_tiled(
+            sh.grads(dq.data(), dk.data(), dv.data(), with_sink ? dz.data() : nullptr),
+            {dout.data(), Cq}, in, lse.data(), sh.dims(), sh.scores(scale, cap, zp));
         const std::string what =
             fmt::format("{} cap={} sink={}", shape_name(sh), cap, with_sink);
         auto near = [&](const Vec& got, const Vec& want, double tol, const char* name) {
@@ -200,13 +198,12 @@ TEST(Ops, AttentionSinkKvMatchesReference) {
                 v = random_vec(sh.nkv(), rng), z = random_vec(H, rng, 2.0);
       Vec P(static_cast<long>(H) * T * T), th(P.size()), o_ref(sh.nq()), o(sh.nq()),
           scratch(H * T);
-      ops::attention_forward<double>(o_ref.data(), P.data(), th.data(), q.data(), k.data(),
-                                     v.data(), 1, T, H, sh.Hkv, sh.D, sh.W, scale, cap, nullptr,
-                                     nullptr, z.data());
+      ops::attention_forward(o_ref.data(), P.data(), th.data(), q.data(), k.data(), v.data(),
+                             sh.dims(), sh.scores(scale, cap, z.data()));
       for (int pos = 0; pos < T; ++pos)
         ops::attention_forward_kv(o.data() + pos * Cq, scratch.data(), q.data() + pos * Cq,
-                                  k.data(), v.data(), 1, pos, H, sh.Hkv, sh.D, sh.W, scale, cap,
-                                  z.data());
+                                  k.data(), v.data(), pos, {1, 1, H, sh.Hkv, sh.D},
+                                  sh.scores(scale, cap, z.data()));
       (void)Ckv;
       for (long i = 0; i < sh.nq(); ++i)
         ASSERT_NEAR(o[i], o_ref[i], 1e-12) << shape_name(sh) << " cap=" << cap;
@@ -219,8 +216,9 @@ TEST(Ops, AttentionSinkLargeLogitStaysFinite) {
   const int T = 70, H = 1, D = 2;
   std::vector<float> q(T * D, 0.5f), k(T * D, 0.5f), v(T * D, 1.0f), o(T * D), lse(T);
   const float z[1] = {200.f};
-  ops::attention_forward_tiled<float>(o.data(), D, lse.data(), q.data(), D, k.data(), D, v.data(),
-                                      D, 1, T, H, H, D, 0, 1.0f, 0.0f, nullptr, nullptr, z);
+  ops::attention_forward_tiled({o.data(), D}, lse.data(),
+                               {{q.data(), D}, {k.data(), D}, {v.data(), D}}, {1, T, H, H, D},
+                               ops::AttnScores<float>{.scale = 1.0f, .window = 0, .sink = z});
   for (float x : o) {
     EXPECT_TRUE(std::isfinite(x));
     EXPECT_LT(x, 1e-30f);

@@ -49,6 +49,9 @@ struct TrainHooks {
   std::function<std::optional<std::string>(const TrainResult&)> judge_end;
   // Events that are not steps (a rollback), as written to metrics.jsonl.
   std::function<void(const nlohmann::json&)> on_event;
+  // The hooks' own state (the divergence rule's smoothed loss), saved in every checkpoint and
+  // handed back to a resumed run by Trainer::resumed_hook_state(), so that it continues exactly.
+  std::function<nlohmann::json()> save_state;
   // Fault injection for tests: may change the gradients and the loss of 0-based step `step`
   // after the backward pass, before the guards look at them.
   std::function<void(long step, std::span<float> grads, double& loss)> inject;
@@ -99,6 +102,9 @@ class Trainer {
   ~Trainer();
   const Config& config() const;
   long step() const;
+  // What TrainHooks::save_state returned when the checkpoint this run resumed from was written
+  // (null for a new run, or a checkpoint written without it).
+  const nlohmann::json& resumed_hook_state() const;
   // Tokens in the training and the validation part of the data.
   long train_tokens() const;
   long val_tokens() const;

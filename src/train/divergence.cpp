@@ -65,17 +65,41 @@ std::string DivergenceRule::describe() {
       kHalfLife, kMinSpan, 100 * kSpanFraction, kMinSpan, kBlowUpFactor);
 }
 
+nlohmann::json DivergenceRule::to_json() const {
+  const auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
+  return {{"initial", num(initial_)}, {"smoothed", num(ema_)}, {"above", above_}};
+}
+
+void DivergenceRule::from_json(const nlohmann::json& j) {
+  const auto num = [&](const char* k) {
+    return j.contains(k) && j[k].is_number() ? j[k].get<double>() : NAN;
+  };
+  initial_ = num("initial");
+  ema_ = num("smoothed");
+  above_ = j.value("above", 0L);
+}
+
 TrainHooks with_divergence_rule(TrainHooks hooks, const Trainer& trainer,
                                 const std::string& run_dir) {
   auto rule = std::make_shared<DivergenceRule>(trainer.config().train.steps);
-  // A resumed run replays its records up to the checkpoint through the rule: the initial loss,
-  // the smoothed loss and the span above it continue where the straight run had them (exactly
-  // when every step was logged, train.log_interval = 1; else from the logged steps).
-  if (trainer.step() > 0)
+  // A resumed run continues the rule where the checkpoint saved it (initial loss, smoothed loss,
+  // steps above); from a checkpoint written without it, the rule replays the run's logged
+  // records up to the checkpoint (exact when every step was logged).
+  const nlohmann::json& saved = trainer.resumed_hook_state();
+  if (saved.is_object() && saved.contains("divergence")) {
+    rule->from_json(saved["divergence"]);
+  } else if (trainer.step() > 0) {
     for (const auto& r : read_metrics(run_dir))
       if (!r.contains(metric::event) && r.contains(metric::step) &&
           r.value(metric::step, 0L) <= trainer.step())
         rule->observe(step_record_from_json(r));
+  }
+  auto others = hooks.save_state;
+  hooks.save_state = [rule, others] {
+    nlohmann::json j = others ? others() : nlohmann::json::object();
+    j["divergence"] = rule->to_json();
+    return j;
+  };
   hooks.check_divergence = [rule](const StepRecord& r) { return rule->observe(r); };
   hooks.judge_end = [rule](const TrainResult& r) { return rule->judge_end(r); };
   return hooks;

@@ -55,6 +55,10 @@ class DivergenceRule {
 
   // The initial loss of a run whose step 1 this rule did not observe.
   void set_initial_loss(double loss) { initial_ = loss; }
+  // The rule's state (initial loss, smoothed loss, steps above), for a checkpoint: a rule read
+  // back continues as the one written.
+  nlohmann::json to_json() const;
+  void from_json(const nlohmann::json& j);
   double initial_loss() const { return initial_; }
   double smoothed_loss() const { return ema_; }
   long span() const { return span_; }

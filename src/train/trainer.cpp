@@ -65,6 +65,8 @@ TokenCorpus open_corpus(Config& cfg, const RunTokenizer& t, const std::string& d
 
 struct Trainer::Impl {
   Communicator& comm;
+  nlohmann::json resumed_hooks;  // the hooks' state in the checkpoint resumed from
+  std::function<nlohmann::json()> save_hook_state;  // the running hooks' (TrainHooks::save_state)
   std::string resume_ckpt;  // the checkpoint a resumed run continues from (empty for a new run)
   Config cfg;
   std::string run_dir;
@@ -130,6 +132,7 @@ struct Trainer::Impl {
       time_before_s = state.extra.value(metric::time_s, 0.0);
       qk_clip_total = state.extra.value(metric::qk_clip_total, 0L);
       recent.from_json(state.extra.value("recent_losses", nlohmann::json::object()));
+      resumed_hooks = state.extra.value("hooks", nlohmann::json());
       if (state.step > cfg.train.end_step())
         throw ConfigError({fmt::format("train.stop_at = {} is below step {} of the checkpoint {}",
                                        cfg.train.stop_at, state.step, resume_ckpt)});
@@ -189,6 +192,7 @@ struct Trainer::Impl {
     state.extra["guard"] = guard.to_json();
     state.extra[metric::time_s] = time_s();
     state.extra["recent_losses"] = recent.to_json();
+    if (save_hook_state) state.extra["hooks"] = save_hook_state();
     if (opt->qk_clip_events()) state.extra[metric::qk_clip_total] = qk_clip_total;
     if (comm.is_root()) save_checkpoint(run_dir, cfg, model, *opt, state, cfg.train.keep_checkpoints);
     comm.barrier();  // nobody reads a checkpoint before it is complete
@@ -346,6 +350,7 @@ Trainer::Trainer(Communicator& comm, const Config& cfg, const std::string& run_d
 Trainer::~Trainer() = default;
 const Config& Trainer::config() const { return impl_->cfg; }
 long Trainer::step() const { return impl_->state.step; }
+const nlohmann::json& Trainer::resumed_hook_state() const { return impl_->resumed_hooks; }
 long Trainer::train_tokens() const { return impl_->split.train.size(); }
 long Trainer::val_tokens() const { return impl_->split.validation.size(); }
 double Trainer::evaluate() { return impl_->evaluate(); }
@@ -376,6 +381,7 @@ std::vector<std::pair<std::string, std::span<const float>>> Trainer::optimizer_s
 const TrainingState& Trainer::state() const { return impl_->state; }
 
 TrainResult Trainer::run(const TrainHooks& hooks) {
+  impl_->save_hook_state = hooks.save_state;
   Impl& I = *impl_;
   const TrainConfig& tc = I.cfg.train;
   const auto t_start = std::chrono::steady_clock::now();

@@ -16,4 +16,11 @@ double chunked_sum(long n, long grain, F&& body) {
   return s;
 }
 
+// Such a sum as the float T that a reference's reduction returns (torch's norm or mean, read with
+// .item()): rounded to T once.
+template <class T>
+double rounded(double v) {
+  return static_cast<double>(static_cast<T>(v));
+}
+
 }  // namespace normlab

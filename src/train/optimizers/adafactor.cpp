@@ -29,13 +29,6 @@ std::vector<std::int64_t> col_shape(const ParamSpec& s) {
   return d;
 }
 
-// The float32 value torch's reductions (norm, mean) return, from a sum taken here in double:
-// rounded to T once, as the .item() that reads it.
-template <class T>
-double rounded(double v) {
-  return static_cast<double>(static_cast<T>(v));
-}
-
 // torch's eps[0]: optim.adafactor_eps1, or the machine epsilon of T when 0 (torch's None).
 template <class T>
 double eps1_of(const OptimConfig& c) {

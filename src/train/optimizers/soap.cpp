@@ -70,12 +70,6 @@ std::vector<std::int64_t> left_shape(const ParamSpec& s) { return {s.shape[0], s
 std::vector<std::int64_t> right_shape(const ParamSpec& s) { return {s.shape[1], s.shape[1]}; }
 bool every(const ParamSpec&) { return true; }
 
-// The float32 value torch's reductions return, from a sum taken here in double.
-template <class T>
-double rounded(double v) {
-  return static_cast<double>(static_cast<T>(v));
-}
-
 double shampoo_beta(const OptimConfig& c) {
   return c.soap_shampoo_beta < 0 ? c.beta2 : c.soap_shampoo_beta;
 }

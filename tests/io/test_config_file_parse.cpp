@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "config_file_fixtures.h"
 #include "normlab/config.h"
@@ -173,8 +174,10 @@ path = 5
   EXPECT_TRUE(has_problem(p, "model.vocab_size: expected an integer, got an array"));
   EXPECT_TRUE(
       has_problem(p, "model.norm_bias: expected a boolean (true or false), got 1 (an integer)"));
-  EXPECT_TRUE(has_problem(p, "model.placement: expected one of post, pre, peri, reordered, "
-                             "deepnorm, mix, ngpt, hybrid, got 3"));
+  // Every placement's name, in the enum's order (a new placement adds its own, no edit here).
+  EXPECT_TRUE(has_problem(p, fmt::format("model.placement: expected one of {}, got 3",
+                                         fmt::join(enum_names<Placement>(), ", "))));
+  EXPECT_TRUE(has_problem(p, "model.placement: expected one of post, pre, peri, reordered, "));
   EXPECT_TRUE(has_problem(
       p, "model.norm: unknown value \"batchnorm\" (allowed: layernorm, rmsnorm, dyt, derf, l2)"));
   EXPECT_TRUE(has_problem(p, "model.rope_theta: expected a number, got \"big\" (a string)"));

@@ -34,11 +34,10 @@ def first_nonfinite(probe: Any, h: dict[str, list[float]], out: dict[str, Any],
     nonfinite_forward / nonfinite_backward fields, present only on a probed step that had one."""
     found: dict[str, str] = {}
     if "resid" not in missing:  # a statistic that is missing is not a non-finite one
-        names = _sublayer_names(probe)
         bad = [k for k, (rms, mx) in enumerate(zip(out["resid_rms"], out["resid_max"]))
                if _nonfinite(rms) or _nonfinite(mx)]
-        if bad:
-            found["nonfinite_forward"] = names[bad[0]]
+        if bad:  # the module names only for a step that needs them
+            found["nonfinite_forward"] = _sublayer_names(probe)[bad[0]]
         elif "logits" not in missing and probe.r.head is not None and (
                 _nonfinite(out["log_z_mean"]) or _nonfinite(out["max_logit_raw"])):
             found["nonfinite_forward"] = "output head"

@@ -57,6 +57,19 @@ std::vector<std::vector<float>> state_of(const Trainer& t) {
 
 class EveryOptimizer : public ::testing::TestWithParam<std::pair<OptimizerKind, double>> {};
 
+// A fresh optimizer loaded from `ckpt` has taken `steps` and holds, arena by arena, the state
+// the trainer held when it saved (`saved`: state_of(), the parameters first).
+void expect_state_reloads(const std::string& ckpt, Transformer<float>& model, const Config& c,
+                          long steps, const std::vector<std::vector<float>>& saved) {
+  const auto opt = make_optimizer<float>(model.table(), c.optim, c.model);
+  load_checkpoint(ckpt, model, opt.get(), nullptr);
+  EXPECT_EQ(opt->steps_taken(), steps);
+  const auto arenas = std::as_const(*opt).state();
+  ASSERT_EQ(arenas.size() + 1, saved.size());
+  for (std::size_t k = 0; k < arenas.size(); ++k)
+    EXPECT_TRUE(arenas[k]->data == saved[k + 1]) << arenas[k]->prefix;
+}
+
 TEST_P(EveryOptimizer, ResumesBitwise) {
   const auto [kind, clip] = GetParam();
   const std::string name = std::string(to_string(kind)) + (clip > 0 ? "_clip" : "");
@@ -311,13 +324,7 @@ TEST(Optimizers, AdafactorCheckpointHoldsItsFactorsByNameAndShape) {
   // Every tensor of the file is one of these (nothing else, nothing parameter-shaped extra).
   EXPECT_EQ(static_cast<long>(f.tensors().size()), 2 * matrices + vectors);
 
-  const auto opt = make_optimizer<float>(model.table(), c.optim, c.model);
-  load_checkpoint(ckpt, model, opt.get(), nullptr);
-  EXPECT_EQ(opt->steps_taken(), 3);
-  const auto arenas = std::as_const(*opt).state();
-  ASSERT_EQ(arenas.size() + 1, saved.size());
-  for (std::size_t k = 0; k < arenas.size(); ++k)
-    EXPECT_TRUE(arenas[k]->data == saved[k + 1]) << arenas[k]->prefix;
+  expect_state_reloads(ckpt, model, c, 3, saved);
   fs::remove_all(dir);
 }
 
@@ -424,13 +431,7 @@ TEST(Optimizers, SoapCheckpointHoldsItsMatricesByNameAndShape) {
   EXPECT_GT(identity, 0);  // the embedding's vocabulary side
   EXPECT_EQ(static_cast<long>(f.tensors().size()), tensors);
 
-  const auto opt = make_optimizer<float>(model.table(), c.optim, c.model);
-  load_checkpoint(ckpt, model, opt.get(), nullptr);
-  EXPECT_EQ(opt->steps_taken(), 5);
-  const auto arenas = std::as_const(*opt).state();
-  ASSERT_EQ(arenas.size() + 1, saved.size());
-  for (std::size_t k = 0; k < arenas.size(); ++k)
-    EXPECT_TRUE(arenas[k]->data == saved[k + 1]) << arenas[k]->prefix;
+  expect_state_reloads(ckpt, model, c, 5, saved);
   fs::remove_all(dir);
 }
 

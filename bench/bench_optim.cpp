@@ -14,6 +14,7 @@
 #include "tensor/rng.h"
 #include "tensor/threading.h"
 #include "train/optimizer.h"
+#include "train/optimizers/muon.h"
 #include "train/optimizers/newton_schulz.h"
 
 namespace normlab::bench {
@@ -56,6 +57,7 @@ json run_optim(const BenchConfig& bc, const std::string& name, int steps, int wa
             {"precision", prec == GemmPrecision::bf16 ? "bf16" : "float32"},
             {"step_ms", 1e3 * median(times)}, {"params", table.total()}, {"shapes", shapes}};
   if (oc.name == OptimizerKind::muon) {
+    const MuonSettings mu = MuonSettings::of(oc);
     // Newton-Schulz alone on every matrix of the table, as the update runs it.
     double flops = 0;
     std::vector<std::pair<long, long>> blocks;
@@ -65,7 +67,7 @@ json run_optim(const BenchConfig& bc, const std::string& name, int steps, int wa
       for (const auto rows : s.row_blocks.empty() ? std::vector<std::int64_t>{s.shape[0]} : s.row_blocks) {
         blocks.push_back({rows, s.shape[1]});
         const double m = std::min<double>(rows, s.shape[1]), n = std::max<double>(rows, s.shape[1]);
-        flops += oc.ns_steps * (4 * m * m * n + 2 * m * m * m);
+        flops += mu.ns_steps * (4 * m * m * n + 2 * m * m * m);
         max_elems = std::max<long>(max_elems, rows * s.shape[1]);
         max_short = std::max<long>(max_short, static_cast<long>(m));
       }
@@ -74,7 +76,7 @@ json run_optim(const BenchConfig& bc, const std::string& name, int steps, int wa
     ns.reserve(max_elems, max_short);
     std::vector<float> in(max_elems), out(max_elems);
     for (auto& x : in) x = static_cast<float>(rng.normal());
-    const NsCoefficients k{oc.ns_a, oc.ns_b, oc.ns_c, oc.ns_steps, oc.ns_eps};
+    const NsCoefficients k{mu.ns_a, mu.ns_b, mu.ns_c, mu.ns_steps, mu.ns_eps};
     std::vector<double> ns_times;
     for (int s = 0; s < warmup + steps; ++s) {
       const double t = seconds([&] {

@@ -28,7 +28,7 @@ if [ "$PART" = all ] || [ "$PART" = 11 ]; then
     W=($(width $d))
     $NL sweep "${COMMON[@]}" "${W[@]}" --grid optim.name=adamw,muon --grid "$LRS" \
       --out "$OUT/optim/d${d}_adamw_muon" -j "$JOBS"
-    $NL sweep "${COMMON[@]}" "${W[@]}" --set optim.name=muon --set optim.adjust_lr=match_rms_adamw \
+    $NL sweep "${COMMON[@]}" "${W[@]}" --set optim.name=muon --set optim.muon.adjust_lr=match_rms_adamw \
       --grid "$LRS" --out "$OUT/optim/d${d}_muon_match" -j "$JOBS"
     $NL sweep "${COMMON[@]}" "${W[@]}" --set optim.name=muon --grid model.qk_norm=rmsnorm \
       --grid "$LRS" --out "$OUT/optim/d${d}_muon_qknorm" -j "$JOBS"

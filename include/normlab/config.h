@@ -6,10 +6,12 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 namespace normlab {
@@ -233,6 +235,9 @@ struct ModelConfig {
   friend bool operator==(const ModelConfig&, const ModelConfig&) = default;
 };
 
+// A value of an optimizer's own key: a boolean, an integer, a number or an enumeration's name.
+using OptionValue = std::variant<bool, std::int64_t, double, std::string>;
+
 struct OptimConfig {
   OptimizerKind name = OptimizerKind::adamw;  // key optim.name
   double lr = 1e-3;
@@ -245,39 +250,18 @@ struct OptimConfig {
   double grad_clip = 1.0;  // global-norm clipping; 0 = off
   int warmup_steps = 100;
   ScheduleKind schedule = ScheduleKind::cosine;
-  // Muon (the defaults are torch.optim.Muon's). The AdamW group's peak learning rate is adamw_lr
-  // (0: optim.lr), following the same schedule; weight decay, betas and eps are optim's.
-  double adamw_lr = 0.0;
-  double momentum = 0.95;
-  bool nesterov = true;
-  int ns_steps = 5;  // Newton-Schulz iterations
-  double ns_a = 3.4445, ns_b = -4.7750, ns_c = 2.0315;  // quintic coefficients
-  double ns_eps = 1e-7;  // X / max(||X||_F, ns_eps) before the iterations
-  MuonAdjustLr adjust_lr = MuonAdjustLr::original;
-  // Adam-atan2 (adam-atan2-pytorch's defaults): update a * atan2(m_hat, b * sqrt(v_hat)).
-  double atan2_a = 1.27, atan2_b = 1.0;
-  // Adafactor (torch.optim.Adafactor's defaults; train/optimizers/adafactor.h): 1 - beta2_t =
-  // t^beta2_decay; eps1 bounds the second moment from below (0: the machine epsilon, torch's
-  // None); eps2 the parameter scale of the relative step; d the update clipping threshold.
-  double adafactor_beta2_decay = -0.8;
-  double adafactor_eps1 = 0.0, adafactor_eps2 = 1e-3;
-  double adafactor_d = 1.0;
-  // SOAP (pytorch_optimizer.SOAP's defaults; train/optimizers/soap.h): the running average of
-  // Shampoo's statistics L = E[G G^T], R = E[G^T G] decays by shampoo_beta (< 0: beta2, the
-  // reference's None); their eigenbasis is refreshed by one power iteration every
-  // precondition_frequency updates; a side longer than max_precond_dim is not preconditioned;
-  // normalize_grads divides each update by its RMS; correct_bias applies Adam's bias correction.
-  double soap_shampoo_beta = -1.0;
-  int soap_precondition_frequency = 10;
-  int soap_max_precond_dim = 10000;
-  bool soap_normalize_grads = false;
-  bool soap_correct_bias = true;
   // QK-Clip (Kimi K2), with any optimizer: after each step, every head whose largest |pre-softmax
   // logit| in that step exceeded qk_clip has its query and key projections scaled by
   // (qk_clip / S)^alpha and (qk_clip / S)^(1 - alpha). 0 = off. train/qk_clip.h states the rules
   // for grouped keys and for QK-Norm.
   double qk_clip = 0.0;
   double qk_clip_alpha = 0.5;
+  // The optimizers' own sections, [optim.muon], [optim.soap], ...: each optimizer declares its
+  // keys beside its class (src/train/optimizers/<name>.cpp, OptionKey of config/option_keys.h)
+  // and reads them there. "<optimizer>.<key>" ("soap.shampoo_beta") -> value, holding only the
+  // values that differ from the key's default (so that equal settings compare equal). Set and
+  // read through the key table: `optim.soap.shampoo_beta = 0.9` in a file or an override.
+  std::map<std::string, OptionValue, std::less<>> settings;
 
   friend bool operator==(const OptimConfig&, const OptimConfig&) = default;
 };

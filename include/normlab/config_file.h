@@ -27,6 +27,11 @@ Config parse_config(std::string_view toml_text, std::string_view source_name,
 // a ConfigError naming the path.
 Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
 
+// Sets one key of `c` as an override does (`set_key(c, "optim.soap.max_precond_dim", "64")`; the
+// value is read as `--set` reads it), checking its type; ranges and the rules between keys are
+// validate()'s. Throws ConfigError naming the key and what is wrong, leaving `c` unchanged. The
+// way C++ callers set an optimizer's own keys, which have no field (OptimConfig::settings).
+void set_key(Config& c, std::string_view key, std::string_view value);
 // The full resolved config as TOML, every key present; parse_config() of it gives back `c`.
 std::string dump_config_toml(const Config& c);
 

@@ -80,6 +80,18 @@ def _need(path: PathLike, message: str) -> None:
         raise NotFoundError(message, _os.fspath(path))
 
 
+def _dotted(mapping: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """("section.key", value) of a nested mapping: {"optim": {"soap": {"shampoo_beta": 0.9}}}
+    and {"optim": {"soap.shampoo_beta": 0.9}} both give ("optim.soap.shampoo_beta", 0.9)."""
+    out: list[tuple[str, Any]] = []
+    for k, v in mapping.items():
+        if isinstance(v, _Mapping):
+            out += _dotted(v, f"{prefix}{k}.")
+        else:
+            out.append((f"{prefix}{k}", v))
+    return out
+
+
 class Config:
     """A normlab configuration (model, optim, train, data, diag, dist sections).
 
@@ -118,8 +130,7 @@ class Config:
             # defaults one key implies (model.placement = ngpt: no weight decay, no warmup) see
             # which keys were set, as they do from the CLI.
             del base
-            nested_flat = [f"{sec}.{k}={_value_text(v)}" for sec, body in nested.items()
-                           for k, v in body.items()]
+            nested_flat = [f"{k}={_value_text(v)}" for k, v in _dotted(nested)]
             self._c = _parse("", nested_flat + flat)
         else:
             path = _Path(source)
@@ -155,11 +166,15 @@ class Config:
         return self
 
     def __getitem__(self, key: str) -> Any:
-        section, _, name = key.partition(".")
-        d = self.to_dict()
-        if section not in d or name not in d[section]:
+        # A dotted section nests: "optim.soap.shampoo_beta" is to_dict()["optim"]["soap"][...].
+        at: Any = self.to_dict()
+        for part in key.split("."):
+            if not isinstance(at, dict) or part not in at:
+                raise KeyError(f"{key!r} is not a config key (normlab.Config.keys() lists them)")
+            at = at[part]
+        if isinstance(at, dict) or "." not in key:
             raise KeyError(f"{key!r} is not a config key (normlab.Config.keys() lists them)")
-        return d[section][name]
+        return at
 
     def __setitem__(self, key: str, value: Any) -> None:
         self.set(key, value)

@@ -271,6 +271,17 @@ std::vector<std::string> validation_errors(const Config& c) {
 
   for (const std::string_view section : keytab::section_names())
     if (section != "model") keytab::check_keys(c, section, problems);
+  // A setting no optimizer declares (only a C++ caller writing OptimConfig::settings directly
+  // can make one; the readers refuse the key by name).
+  for (const auto& [id, value] : c.optim.settings) {
+    const auto dot = id.find('.');
+    if (dot == std::string::npos ||
+        keytab::find_key(fmt::format("optim.{}", id.substr(0, dot)), id.substr(dot + 1)) ==
+            nullptr)
+      add(fmt::format("optim.settings holds '{}', which is no optimizer's key (config_keys() lists "
+                      "them)",
+                      id));
+  }
   if (c.train.eval_interval > 0 && c.train.eval_batches == 0)
     add(fmt::format("train.eval_batches = 0 must be > 0 when train.eval_interval = {} > 0",
                     c.train.eval_interval));

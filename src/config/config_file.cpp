@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -145,15 +146,31 @@ void read_toml(Reader& r, const toml::table& root, std::string_view source) {
     const toml::node* node;
   };
   std::vector<Entry> entries;
+  std::deque<std::string> names;  // the dotted section names entries point into (stable)
+  // A section's keys; a table inside it that is itself a section ([optim.soap] in [optim]) is
+  // walked as one.
+  const auto walk = [&](const auto& self, std::string_view section, const toml::table& t) -> void {
+    for (const auto& [key, node] : t) {
+      if (find_key(section, key.str()) != nullptr) {
+        entries.push_back({line_of(key, node), section, &key, &node});
+        continue;
+      }
+      const std::string& sub = names.emplace_back(fmt::format("{}.{}", section, key.str()));
+      if (is_section(sub) && node.is_table())
+        self(self, sub, *node.as_table());
+      else if (is_section(sub) || node.is_table())  // a section that is no table; an unknown one
+        entries.push_back({line_of(key, node), sub, nullptr, &node});
+      else
+        entries.push_back({line_of(key, node), section, &key, &node});
+    }
+  };
   for (const auto& [section_key, section_node] : root) {
     const std::string_view section = section_key.str();
     const auto* table = section_node.as_table();
-    if (is_section(section) && table != nullptr) {
-      for (const auto& [key, node] : *table)
-        entries.push_back({line_of(key, node), section, &key, &node});
-    } else {
+    if (is_section(section) && table != nullptr)
+      walk(walk, section, *table);
+    else
       entries.push_back({line_of(section_key, section_node), section, nullptr, &section_node});
-    }
   }
   std::stable_sort(entries.begin(), entries.end(),
                    [](const Entry& a, const Entry& b) { return a.line < b.line; });
@@ -222,7 +239,9 @@ void read_override(Reader& r, std::string_view text) {
   const std::string_view key = trim(text.substr(0, eq));
   const std::string_view value = trim(text.substr(eq + 1));
   if (key.empty()) return r.problem(where, "expected section.key=value (empty key)");
-  const auto dot = key.find('.');
+  // The section is everything before the last dot: `optim.soap.shampoo_beta` is key
+  // shampoo_beta of [optim.soap].
+  const auto dot = key.rfind('.');
   if (dot == std::string_view::npos) return r.unknown_key(where, "", key);
   const std::string_view section = key.substr(0, dot), name = key.substr(dot + 1);
   if (!is_section(section)) return r.unknown_section(where, section);
@@ -333,6 +352,14 @@ Config parse_config(std::string_view toml_text, std::string_view source_name,
   return r.finish();
 }
 
+void set_key(Config& c, std::string_view key, std::string_view value) {
+  Reader r;
+  r.cfg = c;
+  read_override(r, fmt::format("{}={}", key, value));
+  if (!r.problems.empty()) throw ConfigError(std::move(r.problems));
+  c = std::move(r.cfg);
+}
+
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
   if (path.empty()) return parse_config("", "<defaults>", overrides);
   std::error_code ec;
@@ -369,10 +396,48 @@ std::string dump_config_toml(const Config& c) {
 nlohmann::json config_to_json(const Config& c) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& k : key_table()) {
-    std::visit([&](const auto& x) { j[k.section][k.name] = x; }, k.get(c));
+    // A dotted section nests: [optim.soap] is j["optim"]["soap"].
+    nlohmann::json* at = &j;
+    for (std::size_t b = 0, e = 0; e != std::string::npos; b = e + 1) {
+      e = k.section.find('.', b);
+      at = &(*at)[k.section.substr(b, e == std::string::npos ? e : e - b)];
+    }
+    std::visit([&](const auto& x) { (*at)[k.name] = x; }, k.get(c));
   }
   return j;
 }
+
+namespace {
+
+// The keys of one section; an object inside it that is itself a section ("soap" in "optim") is
+// read as one.
+void read_json_section(Reader& r, const std::string& section, const nlohmann::json& body) {
+  const std::string_view where = "json: ";
+  for (const auto& [name, value] : body.items()) {
+    const auto dot = name.rfind('.');
+    const std::string inner = dot == std::string::npos ? "" : fmt::format("{}.{}", section, name.substr(0, dot));
+    if (const KeySpec* k = find_key(section, name)) {
+      r.set(where, *k, scalar_from_json(value), json_type_name(value));
+    } else if (!inner.empty() && is_section(inner)) {
+      // A dotted name inside a section ({"optim": {"soap.shampoo_beta": 0.9}}), as in TOML.
+      if (const KeySpec* k2 = find_key(inner, name.substr(dot + 1)))
+        r.set(where, *k2, scalar_from_json(value), json_type_name(value));
+      else
+        r.unknown_key(where, inner, name.substr(dot + 1));
+    } else if (const std::string sub = fmt::format("{}.{}", section, name); is_section(sub)) {
+      if (value.is_object()) read_json_section(r, sub, value);
+      else
+        r.problem(where, fmt::format("'{}' must be an object of keys, got {}", sub,
+                                     json_type_name(value)));
+    } else if (value.is_object()) {
+      r.unknown_section(where, sub);
+    } else {
+      r.unknown_key(where, section, name);
+    }
+  }
+}
+
+}  // namespace
 
 Config config_from_json(const nlohmann::json& j) {
   Reader r;
@@ -392,12 +457,7 @@ Config config_from_json(const nlohmann::json& j) {
                                    json_type_name(body)));
       continue;
     }
-    for (const auto& [name, value] : body.items()) {
-      if (const KeySpec* k = find_key(section, name))
-        r.set(where, *k, scalar_from_json(value), json_type_name(value));
-      else
-        r.unknown_key(where, section, name);
-    }
+    read_json_section(r, section, body);
   }
   return r.finish();
 }

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -25,6 +27,7 @@
 #include <fmt/ranges.h>
 #include <toml++/toml.h>
 
+#include "config/key_convert.h"
 #include "config/source.h"
 #include "data/text_check.h"
 #include "normlab/config_file.h"
@@ -97,101 +100,6 @@ std::string expected(Kind kind, std::span<const std::string_view> allowed) {
 
 std::string expected(const KeySpec& k) { return expected(k.kind, k.allowed); }
 
-// ---- Scalar <-> field -------------------------------------------------------------------------
-
-template <class T>
-constexpr Kind kind_of() {
-  if constexpr (std::is_same_v<T, bool>) return Kind::boolean;
-  else if constexpr (std::is_same_v<T, int>) return Kind::integer;
-  else if constexpr (std::is_same_v<T, std::uint64_t>) return Kind::unsigned_integer;
-  else if constexpr (std::is_same_v<T, double>) return Kind::floating;
-  else if constexpr (std::is_same_v<T, std::string>) return Kind::string;
-  else if constexpr (std::is_same_v<T, StringList>) return Kind::string_list;
-  else {
-    static_assert(std::is_enum_v<T>, "config field of a type the key table does not know");
-    return Kind::enumeration;
-  }
-}
-
-template <class T>
-Scalar to_scalar(const T& v) {
-  if constexpr (std::is_same_v<T, int>) return static_cast<std::int64_t>(v);
-  else if constexpr (std::is_enum_v<T>) return std::string(to_string(v));
-  else return v;
-}
-
-template <class T>
-std::span<const std::string_view> allowed_of() {
-  if constexpr (std::is_enum_v<T>) return enum_names<T>();
-  else return {};
-}
-
-// Integer fields: any integer value in range; a float (even 2.0) is refused.
-template <class T>
-std::optional<std::string> integer_from(const Scalar& v, T& out) {
-  const auto store = [&out](auto i) -> std::optional<std::string> {
-    if (!std::in_range<T>(i))
-      return fmt::format("{} is out of range ({} .. {})", i, std::numeric_limits<T>::min(),
-                         std::numeric_limits<T>::max());
-    out = static_cast<T>(i);
-    return std::nullopt;
-  };
-  if (const auto* i = std::get_if<std::int64_t>(&v)) return store(*i);
-  if (const auto* u = std::get_if<std::uint64_t>(&v)) return store(*u);
-  return fmt::format("expected {}, got {}", expected(kind_of<T>(), {}), describe(v));
-}
-
-// Stores `v` into `out` when it has the right type and range; otherwise leaves `out` alone and
-// returns what is wrong.
-template <class T>
-std::optional<std::string> convert(const Scalar& v, T& out) {
-  const auto mismatch = [&] {
-    return fmt::format("expected {}, got {}", expected(kind_of<T>(), allowed_of<T>()), describe(v));
-  };
-  if constexpr (std::is_same_v<T, int> || std::is_same_v<T, std::uint64_t>) {
-    return integer_from(v, out);
-  } else if constexpr (std::is_same_v<T, double>) {
-    // Float keys accept integers: `lr = 1` means 1.0.
-    if (const auto* d = std::get_if<double>(&v)) out = *d;
-    else if (const auto* i = std::get_if<std::int64_t>(&v)) out = static_cast<double>(*i);
-    else if (const auto* u = std::get_if<std::uint64_t>(&v)) out = static_cast<double>(*u);
-    else return mismatch();
-    return std::nullopt;
-  } else if constexpr (std::is_same_v<T, bool>) {
-    if (const auto* x = std::get_if<T>(&v)) {
-      out = *x;
-      return std::nullopt;
-    }
-    return mismatch();
-  } else if constexpr (std::is_same_v<T, std::string>) {
-    const auto* x = std::get_if<T>(&v);
-    if (x == nullptr) return mismatch();
-    // TOML and JSON text is UTF-8: a value that is not (a raw byte path from an override) could
-    // not be written back to the run's config.toml nor into a checkpoint's JSON metadata.
-    if (const long at = detail::first_invalid_utf8(*x); at >= 0)
-      return fmt::format("not valid UTF-8 (byte {} of the value)", at);
-    out = *x;
-    return std::nullopt;
-  } else if constexpr (std::is_same_v<T, StringList>) {
-    const auto* x = std::get_if<T>(&v);
-    if (x == nullptr) return mismatch();
-    for (std::size_t i = 0; i < x->size(); ++i)
-      if (const long at = detail::first_invalid_utf8((*x)[i]); at >= 0)
-        return fmt::format("entry {} is not valid UTF-8 (byte {})", i + 1, at);
-    out = *x;
-    return std::nullopt;
-  } else {
-    const auto* s = std::get_if<std::string>(&v);
-    if (s == nullptr) return mismatch();
-    if (const auto e = enum_from_string<T>(*s)) {
-      out = *e;
-      return std::nullopt;
-    }
-    return fmt::format("unknown value {} (allowed: {})", quote(*s),
-                       fmt::join(allowed_of<T>(), ", "));
-  }
-}
-
 // The key bound to field `field` of section `sec`, with its own checks (key_checks.h) after the
 // enum-membership check every enumeration key has.
 template <class S, class T, class... Checks>
@@ -227,24 +135,6 @@ KeySpec make_key(std::string_view section, S Config::*sec, std::string_view name
   make_key(#section, &Config::section, #field, &decltype(Config::section)::field, \
            resume::on_resume __VA_OPT__(, ) __VA_ARGS__)
 
-// Whether a resumed run (`train --resume RUN --set key=value`) may change a key. It may when the
-// change alters only how training goes on from the checkpoint: the length of the run, the
-// learning-rate schedule and the optimizer settings that do not define the saved moments, logging,
-// evaluation, checkpoints, diagnostics, the guards, threads and reduction settings. It may not
-// when the change would alter what the checkpoint holds or what the run trains on; the reason
-// names what, for the refusal "<key> cannot change on resume: it changes <reason>".
-namespace resume {
-constexpr std::string_view resumable = "";
-constexpr std::string_view shapes = "the parameter shapes";
-constexpr std::string_view model_fn = "the model the checkpoint was trained as";
-constexpr std::string_view moments = "the meaning of the saved optimizer moments";
-constexpr std::string_view optimizer = "the optimizer whose state the checkpoint holds (start a new run "
-                                       "from it with --init-from, which starts a fresh state)";
-constexpr std::string_view batches = "the batches the run draws";
-constexpr std::string_view start = "how the run started (initialization and data order)";
-constexpr std::string_view objective = "the training objective";
-constexpr std::string_view data = "the training and validation data";
-}  // namespace resume
 
 // Checks of one key that need more than a bound.
 namespace {
@@ -274,9 +164,57 @@ constexpr auto max_toml_integer =
 
 }  // namespace
 
+namespace {
+
+// The keys of the optimizers' sections, as their files declare them (register_option_key), and
+// whether key_table() has been built from them.
+struct OptionRegistry {
+  std::vector<KeySpec> keys;
+  bool frozen = false;
+};
+OptionRegistry& option_registry() {
+  static OptionRegistry r;
+  return r;
+}
+
+// Every key of the fixed table, then the optimizers' sections after [optim]'s last key: ordered
+// by optim.name's enum, each section's keys in the order its file declares them.
+std::vector<KeySpec> with_option_sections(std::vector<KeySpec> fixed) {
+  OptionRegistry& reg = option_registry();
+  reg.frozen = true;
+  std::vector<KeySpec> options = reg.keys;
+  const auto rank = [](const KeySpec& k) {
+    const auto owner = enum_from_string<OptimizerKind>(std::string_view(k.section).substr(6));
+    return owner ? static_cast<int>(*owner) : -1;
+  };
+  std::stable_sort(options.begin(), options.end(),
+                   [&](const KeySpec& a, const KeySpec& b) { return rank(a) < rank(b); });
+  const auto last_optim = std::find_if(fixed.rbegin(), fixed.rend(),
+                                       [](const KeySpec& k) { return k.section == "optim"; });
+  fixed.insert(last_optim.base(), std::make_move_iterator(options.begin()),
+               std::make_move_iterator(options.end()));
+  return fixed;
+}
+
+}  // namespace
+
+void register_option_key(KeySpec k) {
+  OptionRegistry& reg = option_registry();
+  const auto owner = std::string_view(k.section).substr(0, 6) == "optim."
+                         ? enum_from_string<OptimizerKind>(std::string_view(k.section).substr(6))
+                         : std::nullopt;
+  if (reg.frozen || !owner) {
+    fmt::print(stderr, "normlab: internal error: option key {} {}\n", k.full,
+               reg.frozen ? "registered after the key table was built"
+                          : "is not in a section [optim.<an optim.name value>]");
+    std::abort();
+  }
+  reg.keys.push_back(std::move(k));
+}
+
 const std::vector<KeySpec>& key_table() {
   using namespace check;
-  static const std::vector<KeySpec> table = {
+  static const std::vector<KeySpec> table = with_option_sections({
       NL_KEY(model, vocab_size, shapes, positive()),
       NL_KEY(model, n_layer, shapes, positive()),
       NL_KEY(model, d_model, shapes, positive()),
@@ -353,26 +291,6 @@ const std::vector<KeySpec>& key_table() {
       NL_KEY(optim, grad_clip, resumable, non_negative()),
       NL_KEY(optim, warmup_steps, resumable, non_negative()),
       NL_KEY(optim, schedule, resumable),
-      NL_KEY(optim, adamw_lr, resumable, non_negative()),
-      NL_KEY(optim, momentum, moments, in_half_open(0, 1)),
-      NL_KEY(optim, nesterov, resumable),
-      NL_KEY(optim, ns_steps, resumable, positive(), less_than(100, "(as torch.optim.Muon)")),
-      NL_KEY(optim, ns_a, resumable),
-      NL_KEY(optim, ns_b, resumable),
-      NL_KEY(optim, ns_c, resumable),
-      NL_KEY(optim, ns_eps, resumable, positive()),
-      NL_KEY(optim, adjust_lr, resumable),
-      NL_KEY(optim, atan2_a, resumable, positive()),
-      NL_KEY(optim, atan2_b, resumable, positive()),
-      NL_KEY(optim, adafactor_beta2_decay, moments, at_most(0.0, "(as torch.optim.Adafactor)")),
-      NL_KEY(optim, adafactor_eps1, resumable, non_negative()),
-      NL_KEY(optim, adafactor_eps2, resumable, non_negative()),
-      NL_KEY(optim, adafactor_d, resumable, at_least(1.0)),
-      NL_KEY(optim, soap_shampoo_beta, moments, less_than(1.0, "(< 0: optim.beta2)")),
-      NL_KEY(optim, soap_precondition_frequency, resumable, positive()),
-      NL_KEY(optim, soap_max_precond_dim, optimizer, positive()),
-      NL_KEY(optim, soap_normalize_grads, resumable),
-      NL_KEY(optim, soap_correct_bias, resumable),
       NL_KEY(optim, qk_clip, resumable, non_negative()),
       NL_KEY(optim, qk_clip_alpha, resumable, in_closed(0, 1)),
 
@@ -415,7 +333,7 @@ const std::vector<KeySpec>& key_table() {
       NL_KEY(source, unknown, resumable, known_keys),
       NL_KEY(source, world_size, resumable, positive()),
       NL_KEY(source, sharding, resumable),
-  };
+  });
   return table;
 }
 #undef NL_KEY
@@ -436,6 +354,11 @@ bool is_section(std::string_view name) {
 const KeySpec* find_key(std::string_view section, std::string_view name) {
   for (const auto& k : key_table())
     if (k.section == section && k.name == name) return &k;
+  // An earlier name ("optim.momentum"): read as the key it became.
+  for (const auto& k : key_table())
+    if (k.legacy.size() == section.size() + 1 + name.size() && k.legacy.starts_with(section) &&
+        k.legacy[section.size()] == '.' && k.legacy.ends_with(name))
+      return &k;
   return nullptr;
 }
 

@@ -38,15 +38,46 @@ struct KeySpec {
   // What the key's value must satisfy on its own (key_checks.h): its range, enum membership.
   // validation_errors runs them in table order; rules over several keys live there.
   std::vector<BoundCheck> checks;
+  // The key's earlier name ("optim.momentum" for "optim.muon.momentum"), still read so that older
+  // configs and checkpoints load; written and suggested under its own name only. Empty: none.
+  std::string_view legacy;
 };
 
-// TOML text of a value ("2.0", "\"peri\"", "true").
+// Whether a resumed run (`train --resume RUN --set key=value`) may change a key. It may when the
+// change alters only how training goes on from the checkpoint: the length of the run, the
+// learning-rate schedule and the optimizer settings that do not define the saved moments, logging,
+// evaluation, checkpoints, diagnostics, the guards, threads and reduction settings. It may not
+// when the change would alter what the checkpoint holds or what the run trains on; the reason
+// names what, for the refusal "<key> cannot change on resume: it changes <reason>".
+namespace resume {
+constexpr std::string_view resumable = "";
+constexpr std::string_view shapes = "the parameter shapes";
+constexpr std::string_view model_fn = "the model the checkpoint was trained as";
+constexpr std::string_view moments = "the meaning of the saved optimizer moments";
+constexpr std::string_view optimizer = "the optimizer whose state the checkpoint holds (start a new run "
+                                       "from it with --init-from, which starts a fresh state)";
+constexpr std::string_view batches = "the batches the run draws";
+constexpr std::string_view start = "how the run started (initialization and data order)";
+constexpr std::string_view objective = "the training objective";
+constexpr std::string_view data = "the training and validation data";
+}  // namespace resume
+
+// TOML text of a value ("2.0", "\"peri\"", "true"); a TOML basic string; "2.0 (a float)".
 std::string toml_text(const Scalar& v);
+std::string quote(std::string_view s);
+std::string describe(const Scalar& v);
+std::string expected(Kind kind, std::span<const std::string_view> allowed);
 // What a key accepts, for messages ("a positive integer", "one of: post, pre, ...").
 std::string expected(const KeySpec& k);
 
-// Every key, in the order of the structs.
+// Every key, in the order of the structs; after [optim]'s own keys, each optimizer's section
+// ([optim.muon], [optim.soap], ...: the keys its file declares, option_keys.h) in the order of
+// optim.name's values.
 const std::vector<KeySpec>& key_table();
+// Adds a key of an optimizer's section to the table (OptionKey's constructor, at static
+// initialization); a key registered after key_table() was first built is a programming error
+// and aborts with its name.
+void register_option_key(KeySpec k);
 std::vector<std::string_view> section_names();
 bool is_section(std::string_view name);
 const KeySpec* find_key(std::string_view section, std::string_view name);

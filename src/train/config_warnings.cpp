@@ -21,41 +21,16 @@ std::vector<std::string> config_warnings(const Config& c, int cores) {
         "train.threads = {} is more than the {} cores available to this process: the threads "
         "will share cores, which slows training down",
         c.train.threads, cores));
-  // Keys of one optimizer set while another trains: a typo of optim.name, or a sweep over them
-  // that would measure nothing.
+  // Keys of one optimizer's section set while another trains: a typo of optim.name, or a sweep
+  // over them that would measure nothing. OptimConfig::settings holds only changed values.
   const OptimConfig d;
   const OptimConfig& o = c.optim;
-  const auto unused = [&](const char* key, bool changed, std::string_view used_by) {
-    if (changed)
-      out.push_back(fmt::format("optim.{} has no effect with optim.name = {} (it is {}'s)", key,
-                                to_string(o.name), used_by));
-  };
-  if (o.name != OptimizerKind::muon) {
-    unused("adamw_lr", o.adamw_lr != d.adamw_lr, "muon");
-    unused("momentum", o.momentum != d.momentum, "muon");
-    unused("nesterov", o.nesterov != d.nesterov, "muon");
-    unused("ns_steps", o.ns_steps != d.ns_steps, "muon");
-    unused("ns_a", o.ns_a != d.ns_a || o.ns_b != d.ns_b || o.ns_c != d.ns_c, "muon");
-    unused("adjust_lr", o.adjust_lr != d.adjust_lr, "muon");
-  }
-  if (o.name != OptimizerKind::adam_atan2) {
-    unused("atan2_a", o.atan2_a != d.atan2_a, "adam_atan2");
-    unused("atan2_b", o.atan2_b != d.atan2_b, "adam_atan2");
-  }
-  if (o.name != OptimizerKind::adafactor) {
-    unused("adafactor_beta2_decay", o.adafactor_beta2_decay != d.adafactor_beta2_decay,
-           "adafactor");
-    unused("adafactor_eps1", o.adafactor_eps1 != d.adafactor_eps1, "adafactor");
-    unused("adafactor_eps2", o.adafactor_eps2 != d.adafactor_eps2, "adafactor");
-    unused("adafactor_d", o.adafactor_d != d.adafactor_d, "adafactor");
-  }
-  if (o.name != OptimizerKind::soap) {
-    unused("soap_shampoo_beta", o.soap_shampoo_beta != d.soap_shampoo_beta, "soap");
-    unused("soap_precondition_frequency",
-           o.soap_precondition_frequency != d.soap_precondition_frequency, "soap");
-    unused("soap_max_precond_dim", o.soap_max_precond_dim != d.soap_max_precond_dim, "soap");
-    unused("soap_normalize_grads", o.soap_normalize_grads != d.soap_normalize_grads, "soap");
-    unused("soap_correct_bias", o.soap_correct_bias != d.soap_correct_bias, "soap");
+  const std::string_view training = to_string(o.name);
+  for (const auto& [id, value] : o.settings) {
+    const std::string_view owner = std::string_view(id).substr(0, id.find('.'));
+    if (owner != training)
+      out.push_back(fmt::format("optim.{} has no effect with optim.name = {} (it is {}'s)", id,
+                                training, owner));
   }
   if (o.qk_clip <= 0 && o.qk_clip_alpha != d.qk_clip_alpha)
     out.push_back(fmt::format("optim.qk_clip_alpha has no effect while optim.qk_clip = 0 (QK-Clip "

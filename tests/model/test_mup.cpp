@@ -9,6 +9,7 @@
 
 #include "fixtures.h"
 #include "model/mup.h"
+#include "normlab/config_file.h"
 #include "model/param_table.h"
 #include "model/plan.h"
 #include "model/transformer.h"
@@ -144,7 +145,10 @@ TEST(Mup, LearningRateRulePerOptimizer) {
   const auto adamw = make_optimizer<float>(t, o, m);
   o.name = OptimizerKind::muon;
   const auto muon = make_optimizer<float>(t, o, m);
-  o.adjust_lr = MuonAdjustLr::match_rms_adamw;
+  Config rms;
+  rms.optim = o;
+  set_key(rms, "optim.muon.adjust_lr", "match_rms_adamw");
+  o = rms.optim;
   const auto muon_rms = make_optimizer<float>(t, o, m);
   o = {};
   o.name = OptimizerKind::adam_atan2;

@@ -80,7 +80,7 @@ def test_two_ranks_match_one_rank_full_batch(tmp_path):
                                    ["--set", "optim.name=muon", "--set", "optim.qk_clip=0.01"],
                                    ["--set", "optim.name=adafactor"],
                                    ["--set", "optim.name=soap",
-                                    "--set", "optim.soap_precondition_frequency=2"]],
+                                    "--set", "optim.soap.precondition_frequency=2"]],
                          ids=["adamw", "muon", "muon_qk_clip", "adafactor", "soap"])
 def test_deterministic_mode_is_bitwise(tmp_path, optim):
     import json

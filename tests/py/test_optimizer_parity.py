@@ -166,23 +166,23 @@ ELEMENTWISE_CASES = [
     {"name": "stable_adamw", "beta1": 0.8, "beta2": 0.98, "eps": 1e-3, "weight_decay": 0.3,
      "decay_embeddings": False},
     # b = 1 leaves b and b^2 alike; b = 2.5 and a = 0.9 do not (#52)
-    {"name": "adam_atan2", "beta2": 0.99, "weight_decay": 0.1, "atan2_a": 1.27, "atan2_b": 1.0},
+    {"name": "adam_atan2", "beta2": 0.99, "weight_decay": 0.1, "adam_atan2.a": 1.27, "adam_atan2.b": 1.0},
     {"name": "adam_atan2", "beta1": 0.8, "beta2": 0.98, "weight_decay": 0.3,
-     "decay_embeddings": False, "atan2_a": 0.9, "atan2_b": 2.5},
+     "decay_embeddings": False, "adam_atan2.a": 0.9, "adam_atan2.b": 2.5},
 ]
 
 MUON_CASES = [
-    {"name": "muon", "adjust_lr": "original", "nesterov": True, "adamw_lr": 5e-3, "lr": 1e-2},
-    {"name": "muon", "adjust_lr": "original", "nesterov": False, "adamw_lr": 5e-3, "lr": 1e-2},
-    {"name": "muon", "adjust_lr": "match_rms_adamw", "nesterov": True, "adamw_lr": 5e-3,
+    {"name": "muon", "muon.adjust_lr": "original", "muon.nesterov": True, "muon.adamw_lr": 5e-3, "lr": 1e-2},
+    {"name": "muon", "muon.adjust_lr": "original", "muon.nesterov": False, "muon.adamw_lr": 5e-3, "lr": 1e-2},
+    {"name": "muon", "muon.adjust_lr": "match_rms_adamw", "muon.nesterov": True, "muon.adamw_lr": 5e-3,
      "lr": 1e-2},
     # Every other key of Muon and of its AdamW away from its default (lr: the step's learning rate
     # comes from LRS, optim.lr only sets AdamW's fraction adamw_lr / lr). ns_eps = 0.5 is above the
     # Frobenius norm of some momentum blocks (about 0.1 to 0.5 here), so it bounds the division;
     # (2, -1.5, 0.5) is a quintic with p(1) = 1 that 3 steps of converge less far than the default.
-    {"name": "muon", "lr": 4e-2, "adamw_lr": 1e-2, "momentum": 0.9, "nesterov": False,
-     "ns_steps": 3, "ns_a": 2.0, "ns_b": -1.5, "ns_c": 0.5, "ns_eps": 0.5,
-     "adjust_lr": "match_rms_adamw", "beta1": 0.8, "beta2": 0.98, "eps": 1e-3,
+    {"name": "muon", "lr": 4e-2, "muon.adamw_lr": 1e-2, "muon.momentum": 0.9, "muon.nesterov": False,
+     "muon.ns_steps": 3, "muon.ns_a": 2.0, "muon.ns_b": -1.5, "muon.ns_c": 0.5, "muon.ns_eps": 0.5,
+     "muon.adjust_lr": "match_rms_adamw", "beta1": 0.8, "beta2": 0.98, "eps": 1e-3,
      "weight_decay": 0.3, "decay_embeddings": False},
 ]
 
@@ -191,8 +191,8 @@ MUON_CASES = [
 # lets through updates that d = 1 clips (the tenfold jump of step 2, and factored estimates).
 ADAFACTOR_CASES = [
     {"name": "adafactor", "weight_decay": 0.1},
-    {"name": "adafactor", "adafactor_beta2_decay": -0.5, "adafactor_eps1": 0.05,
-     "adafactor_eps2": 1e-2, "adafactor_d": 1.5, "weight_decay": 0.3, "decay_embeddings": False},
+    {"name": "adafactor", "adafactor.beta2_decay": -0.5, "adafactor.eps1": 0.05,
+     "adafactor.eps2": 1e-2, "adafactor.d": 1.5, "weight_decay": 0.3, "decay_embeddings": False},
 ]
 
 # SOAP: max_precond_dim = 24 = d_model preconditions the d_model side of every matrix (both sides
@@ -203,10 +203,10 @@ ADAFACTOR_CASES = [
 # second case sets every SOAP key away from its default, with the eigenbasis refreshed at every
 # update; the first every 3 updates (the power iterations after steps 4 and 7 of 8).
 SOAP_CASES = [
-    {"name": "soap", "soap_max_precond_dim": 24, "soap_precondition_frequency": 3,
+    {"name": "soap", "soap.max_precond_dim": 24, "soap.precondition_frequency": 3,
      "weight_decay": 0.1},
-    {"name": "soap", "soap_max_precond_dim": 24, "soap_precondition_frequency": 1,
-     "soap_shampoo_beta": 0.9, "soap_normalize_grads": True, "soap_correct_bias": False,
+    {"name": "soap", "soap.max_precond_dim": 24, "soap.precondition_frequency": 1,
+     "soap.shampoo_beta": 0.9, "soap.normalize_grads": True, "soap.correct_bias": False,
      "beta1": 0.8, "beta2": 0.98, "eps": 1e-3, "weight_decay": 0.3, "decay_embeddings": False},
 ]
 
@@ -234,7 +234,7 @@ def elementwise_reference(cfg, m):
         cls, kw = optimi.StableAdamW, dict(betas=betas, eps=o("eps"), foreach=False, triton=False)
     else:
         from adam_atan2_pytorch import AdamAtan2
-        cls, kw = AdamAtan2, dict(betas=betas, a=o("atan2_a"), b=o("atan2_b"))
+        cls, kw = AdamAtan2, dict(betas=betas, a=o("adam_atan2.a"), b=o("adam_atan2.b"))
     dec = decayed(m, cfg)
     return Reference(m, lambda r: [cls(r.groups(list(r.t), o("weight_decay"), dec), lr=1e-2,
                                        **kw)])
@@ -275,14 +275,14 @@ def test_stable_adamw_clips_the_tensor_whose_gradient_jumps():
 
 def adafactor_reference(cfg, m):
     """torch.optim.Adafactor on every tensor as it is (a fused wqkv is one matrix), in the two
-    weight-decay groups; optim.adafactor_eps1 = 0 is torch's None (the dtype's machine epsilon)."""
+    weight-decay groups; optim.adafactor.eps1 = 0 is torch's None (the dtype's machine epsilon)."""
     o = lambda k: cfg["optim." + k]  # noqa: E731
-    eps1 = o("adafactor_eps1") or None
+    eps1 = o("adafactor.eps1") or None
     dec = decayed(m, cfg)
     return Reference(m, lambda r: [torch.optim.Adafactor(
         r.groups(list(r.t), o("weight_decay"), dec), lr=1e-2,
-        beta2_decay=o("adafactor_beta2_decay"), eps=(eps1, o("adafactor_eps2")),
-        d=o("adafactor_d"), foreach=False)])
+        beta2_decay=o("adafactor.beta2_decay"), eps=(eps1, o("adafactor.eps2")),
+        d=o("adafactor.d"), foreach=False)])
 
 
 @pytest.mark.parametrize("optim", ADAFACTOR_CASES, ids=case_id)
@@ -321,22 +321,22 @@ def muon_reference(m, cfg):
     o = lambda k: cfg["optim." + k]  # noqa: E731
     blocks = split_rows(m)
     dec = decayed(m, cfg)
-    adjust = o("adjust_lr")
+    adjust = o("muon.adjust_lr")
 
     def make(r):
         mats = [k for k in r.t if k[0] in blocks]
         rest = [k for k in r.t if k[0] not in blocks]
         assert all(k[0] in dec for k in mats)  # every hidden matrix decays
         muon = torch.optim.Muon([r.t[k] for k in mats], lr=1e-2, weight_decay=o("weight_decay"),
-                                momentum=o("momentum"), nesterov=o("nesterov"),
-                                ns_coefficients=(o("ns_a"), o("ns_b"), o("ns_c")),
-                                eps=o("ns_eps"), ns_steps=o("ns_steps"), adjust_lr_fn=adjust)
+                                momentum=o("muon.momentum"), nesterov=o("muon.nesterov"),
+                                ns_coefficients=(o("muon.ns_a"), o("muon.ns_b"), o("muon.ns_c")),
+                                eps=o("muon.ns_eps"), ns_steps=o("muon.ns_steps"), adjust_lr_fn=adjust)
         adam = torch.optim.AdamW(r.groups(rest, o("weight_decay"), dec), lr=1e-2,
                                  betas=(o("beta1"), o("beta2")), eps=o("eps"))
         adam.is_adam = True
         return [muon, adam]
     ref = Reference(m, make, blocks)
-    ratio = o("adamw_lr") / o("lr") if o("adamw_lr") > 0 else 1.0
+    ratio = o("muon.adamw_lr") / o("lr") if o("muon.adamw_lr") > 0 else 1.0
     lr_of = lambda opt, lr: lr * ratio if getattr(opt, "is_adam", False) else lr  # noqa: E731
     return ref, lr_of
 
@@ -488,14 +488,14 @@ ADAM_KEYS = {"beta1", "beta2", "eps", "weight_decay", "decay_embeddings"}
 READS = {
     "adamw": ADAM_KEYS,
     "stable_adamw": ADAM_KEYS,
-    "adam_atan2": (ADAM_KEYS - {"eps"}) | {"atan2_a", "atan2_b"},  # no epsilon
-    "muon": ADAM_KEYS | {"lr", "adamw_lr", "momentum", "nesterov", "ns_steps", "ns_a", "ns_b",
-                         "ns_c", "ns_eps", "adjust_lr"},
+    "adam_atan2": (ADAM_KEYS - {"eps"}) | {"adam_atan2.a", "adam_atan2.b"},  # no epsilon
+    "muon": ADAM_KEYS | {"lr", "muon.adamw_lr", "muon.momentum", "muon.nesterov", "muon.ns_steps", "muon.ns_a", "muon.ns_b",
+                         "muon.ns_c", "muon.ns_eps", "muon.adjust_lr"},
     # no first moment, no Adam betas or eps: its own
-    "adafactor": {"weight_decay", "decay_embeddings", "adafactor_beta2_decay", "adafactor_eps1",
-                  "adafactor_eps2", "adafactor_d"},
-    "soap": ADAM_KEYS | {"soap_shampoo_beta", "soap_precondition_frequency",
-                         "soap_max_precond_dim", "soap_normalize_grads", "soap_correct_bias"},
+    "adafactor": {"weight_decay", "decay_embeddings", "adafactor.beta2_decay", "adafactor.eps1",
+                  "adafactor.eps2", "adafactor.d"},
+    "soap": ADAM_KEYS | {"soap.shampoo_beta", "soap.precondition_frequency",
+                         "soap.max_precond_dim", "soap.normalize_grads", "soap.correct_bias"},
 }
 # Steps the key-effect test takes: SOAP's first step updates nothing, and a key of its eigenbasis
 # refresh acts from the update after the first refresh (after step 4 at frequency 3).

@@ -30,17 +30,17 @@ SOAP_STATE_TOL = 1e-4  # moments, statistics, eigenbases: 4.3e-5 at most when me
 
 def soap_reference(cfg, m, dtype=torch.float32):
     """pytorch_optimizer.SOAP on every tensor as it is (a fused wqkv is one matrix), in the two
-    weight-decay groups; optim.soap_shampoo_beta < 0 is its None (beta2)."""
+    weight-decay groups; optim.soap.shampoo_beta < 0 is its None (beta2)."""
     from pytorch_optimizer import SOAP
     o = lambda k: cfg["optim." + k]  # noqa: E731
-    sb = o("soap_shampoo_beta")
+    sb = o("soap.shampoo_beta")
     dec = decayed(m, cfg)
     return Reference(m, lambda r: [SOAP(
         r.groups(list(r.t), o("weight_decay"), dec), lr=1e-2, betas=(o("beta1"), o("beta2")),
         shampoo_beta=None if sb < 0 else sb, eps=o("eps"),
-        precondition_frequency=o("soap_precondition_frequency"),
-        max_precondition_dim=o("soap_max_precond_dim"), merge_dims=False, precondition_1d=False,
-        correct_bias=o("soap_correct_bias"), normalize_gradient=o("soap_normalize_grads"))],
+        precondition_frequency=o("soap.precondition_frequency"),
+        max_precondition_dim=o("soap.max_precond_dim"), merge_dims=False, precondition_1d=False,
+        correct_bias=o("soap.correct_bias"), normalize_gradient=o("soap.normalize_grads"))],
         dtype=dtype)
 
 
@@ -102,7 +102,7 @@ def test_soap_matches_pytorch_optimizer(optim):
     # The state by name and shape: the moments (exp_avg_sq in the eigenbasis), each preconditioned
     # side's statistic, and its eigenbasis up to the sign of each eigenvector.
     st, torch_state = opt.state, ref.opts[0].state
-    d, names, worst = cfg["optim.soap_max_precond_dim"], set(), {}
+    d, names, worst = cfg["optim.soap.max_precond_dim"], set(), {}
     for row in m.param_table():
         n, shape = row["name"], tuple(row["shape"])
         ts = torch_state[ref.t[(n, None)]]
@@ -138,7 +138,7 @@ def test_soap_at_its_default_max_precond_dim():
     # when measured) - neither side is wrong. What does not depend on that choice is held to the
     # reference here: the statistics L and R of every matrix and the first moment (both built
     # from the gradients alone), and the vectors' updates (Adam in their own basis).
-    cfg, m, opt = setup({"name": "soap", "soap_precondition_frequency": 2})
+    cfg, m, opt = setup({"name": "soap", "soap.precondition_frequency": 2})
     ref = soap_reference(cfg, m)
     vectors = [r["name"] for r in m.param_table() if len(r["shape"]) == 1]
     worst = 0.0

@@ -10,6 +10,7 @@
 
 #include "io/metrics.h"
 #include "model/transformer.h"
+#include "normlab/config_file.h"
 #include "normlab/checkpoint.h"
 #include "normlab/trainer.h"
 #include "train/checkpoint.h"
@@ -169,7 +170,7 @@ void rollback_restores_the_state_of(OptimizerKind kind) {
   const std::string dir = temp_dir(std::string("rollback_") + std::string(to_string(kind)));
   Config c = guard_config(30, SpikePolicy::rollback);
   c.optim.name = kind;
-  c.optim.soap_precondition_frequency = 3;  // SOAP's eigenbases refreshed after steps 19 and 22
+  set_key(c, "optim.soap.precondition_frequency", "3");  // SOAP's eigenbases refreshed after steps 19 and 22
   Trainer t(c, dir, false);
   TrainHooks h;
   int injected = 0;

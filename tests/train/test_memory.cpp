@@ -11,6 +11,7 @@
 #include "fixtures.h"
 #include "train/memory.h"
 #include "model/transformer.h"
+#include "normlab/config_file.h"
 #include "normlab/errors.h"
 #include "normlab/trainer.h"
 #include "train/optimizer.h"
@@ -33,7 +34,7 @@ TEST(MemoryEstimate, EqualsTheBuffersOfTinyModels) {
     cfg.model.qk_norm = variant == 1 ? QKNormKind::rmsnorm : QKNormKind::none;
     cfg.train.batch_size = 1 + variant;
     cfg.optim.name = static_cast<OptimizerKind>(variant);  // each optimizer once
-    cfg.optim.soap_max_precond_dim = 64;  // SOAP: no (V, V) statistics for the embedding
+    set_key(cfg, "optim.soap.max_precond_dim", "64");  // SOAP: no (V, V) statistics for the embedding
     const MemoryEstimate e = estimate_memory(cfg);
     Transformer<float> model(cfg.model, cfg.train.batch_size, cfg.model.seq_len);
     const auto opt = make_optimizer<float>(model.table(), cfg.optim, cfg.model);

@@ -13,6 +13,7 @@
 #include "fixtures.h"
 #include "io/metrics.h"
 #include "model/transformer.h"
+#include "normlab/config_file.h"
 #include "normlab/checkpoint.h"
 #include "normlab/errors.h"
 #include "normlab/safetensors.h"
@@ -37,7 +38,7 @@ Config run_with(OptimizerKind k, double qk_clip, int steps) {
   c.model.n_kv_head = 2;
   // SOAP refreshes its eigenbases every 3 updates (steps 4, 7, 10): a run interrupted at step 7
   // resumes from a checkpoint written right after one, with more to come.
-  c.optim.soap_precondition_frequency = 3;
+  set_key(c, "optim.soap.precondition_frequency", "3");
   return c;
 }
 
@@ -332,12 +333,13 @@ TEST(Optimizers, AdafactorCheckpointHoldsItsFactorsByNameAndShape) {
 // is clipped by: each tensor's step has RMS alpha r / max(1, r / d), with alpha =
 // max(eps2, RMS(p)) min(lr, 1 / sqrt(t)) (no weight decay here).
 TEST(Optimizers, AdafactorRatioIsTheRmsItsUpdateIsClippedBy) {
-  const Config c = run_with(OptimizerKind::adafactor, 0, 1);
+  Config c = run_with(OptimizerKind::adafactor, 0, 1);
+  const double d = 1.2, eps2 = 1e-3;  // optim.adafactor.d set here; eps2 torch's default
+  set_key(c, "optim.adafactor.d", "1.2");
   Transformer<float> model(c.model, 1, 8);
   model.init_params(1);
   OptimConfig oc = c.optim;
   oc.weight_decay = 0;
-  oc.adafactor_d = 1.2;
   const auto opt = make_optimizer<float>(model.table(), oc, c.model);
   Rng rng(5);
   const double lr = 1e-2;
@@ -359,11 +361,11 @@ TEST(Optimizers, AdafactorRatioIsTheRmsItsUpdateIsClippedBy) {
         ssd += d * d;
       }
       const double n = static_cast<double>(s.numel);
-      const double alpha = std::max(oc.adafactor_eps2, std::sqrt(ssp / n)) *
+      const double alpha = std::max(eps2, std::sqrt(ssp / n)) *
                            std::min(lr, 1.0 / std::sqrt(static_cast<double>(t)));
       ASSERT_TRUE(std::isfinite(r[k])) << s.name;
-      ++(r[k] > oc.adafactor_d ? clipped : unclipped);
-      const double want = alpha * r[k] / std::max(1.0, r[k] / oc.adafactor_d);
+      ++(r[k] > d ? clipped : unclipped);
+      const double want = alpha * r[k] / std::max(1.0, r[k] / d);
       EXPECT_NEAR(std::sqrt(ssd / n), want, 1e-3 * want) << s.name << " at step " << t;
     }
   }
@@ -373,12 +375,13 @@ TEST(Optimizers, AdafactorRatioIsTheRmsItsUpdateIsClippedBy) {
 
 // SOAP's matrix-shaped state goes through checkpoints by name and shape as well: an (A, B) matrix
 // keeps soap.L and soap.Q_L (A, A), soap.R and soap.Q_R (B, B), and its moments (A, B); a side
-// longer than optim.soap_max_precond_dim keeps nothing (here the vocabulary side of the
+// longer than optim.soap.max_precond_dim keeps nothing (here the vocabulary side of the
 // embedding); the eigenbases saved are orthogonal, and load back exactly.
 TEST(Optimizers, SoapCheckpointHoldsItsMatricesByNameAndShape) {
   const std::string dir = test::temp_dir("optim_soap_ckpt");
   Config c = run_with(OptimizerKind::soap, 0, 5);
-  c.optim.soap_max_precond_dim = 64;
+  const long max_dim = 64;
+  set_key(c, "optim.soap.max_precond_dim", "64");
   std::vector<std::vector<float>> saved;
   {
     Trainer t(c, dir, false);
@@ -392,7 +395,7 @@ TEST(Optimizers, SoapCheckpointHoldsItsMatricesByNameAndShape) {
   const auto side = [&](const ParamSpec& s, const char* stat, const char* basis, std::int64_t n) {
     const TensorInfo* S = f.find(std::string("soap.") + stat + "." + s.name);
     const TensorInfo* Q = f.find(std::string("soap.") + basis + "." + s.name);
-    if (n > c.optim.soap_max_precond_dim) {
+    if (n > max_dim) {
       EXPECT_TRUE(!S && !Q) << s.name;
       ++identity;
       return;
@@ -441,7 +444,7 @@ TEST(Optimizers, SoapIsBitwiseTheSameForAnyThreadCount) {
   Config c = run_with(OptimizerKind::soap, 0, 1);
   c.model.d_model = 96;
   c.model.d_ff = 384;
-  c.optim.soap_precondition_frequency = 2;
+  set_key(c, "optim.soap.precondition_frequency", "2");
   Transformer<float> model(c.model, 1, 8);
   const std::vector<float> p0(model.params().begin(), model.params().end());
   std::vector<std::vector<float>> grads(6, std::vector<float>(p0.size()));

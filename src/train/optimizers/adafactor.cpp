@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "config/option_keys.h"
 #include "normlab/errors.h"
 #include "tensor/chunked_sum.h"
 #include "train/optimizers/adamw_kernel.h"  // sum_squares
@@ -14,6 +15,22 @@
 namespace normlab {
 
 namespace {
+
+namespace check = keytab::check;
+namespace resume = keytab::resume;
+
+// [optim.adafactor] (torch.optim.Adafactor's defaults): 1 - beta2_t = t^beta2_decay; eps1 bounds
+// the second moment from below (0: the machine epsilon, torch's None); eps2 the parameter scale
+// of the relative step; d the update clipping threshold.
+const OptionKey<double> kBeta2Decay{"adafactor", "beta2_decay", -0.8, resume::moments,
+                                    "optim.adafactor_beta2_decay",
+                                    check::at_most(0.0, "(as torch.optim.Adafactor)")};
+const OptionKey<double> kEps1{"adafactor", "eps1", 0.0, resume::resumable, "optim.adafactor_eps1",
+                              check::non_negative()};
+const OptionKey<double> kEps2{"adafactor", "eps2", 1e-3, resume::resumable,
+                              "optim.adafactor_eps2", check::non_negative()};
+const OptionKey<double> kD{"adafactor", "d", 1.0, resume::resumable, "optim.adafactor_d",
+                           check::at_least(1.0)};
 
 bool factored(const ParamSpec& s) { return s.shape.size() >= 2; }
 bool unfactored(const ParamSpec& s) { return s.shape.size() < 2; }
@@ -29,10 +46,10 @@ std::vector<std::int64_t> col_shape(const ParamSpec& s) {
   return d;
 }
 
-// torch's eps[0]: optim.adafactor_eps1, or the machine epsilon of T when 0 (torch's None).
+// torch's eps[0]: optim.adafactor.eps1, or the machine epsilon of T when 0 (torch's None).
 template <class T>
 double eps1_of(const OptimConfig& c) {
-  return c.adafactor_eps1 > 0 ? c.adafactor_eps1 : std::numeric_limits<T>::epsilon();
+  return kEps1(c) > 0 ? kEps1(c) : std::numeric_limits<T>::epsilon();
 }
 
 }  // namespace
@@ -68,9 +85,8 @@ std::string Adafactor<T>::describe(const ParamTable& table, const OptimConfig& c
   return fmt::format(
       "optimizer adafactor: factored second moments on {} matrices, full on {} "
       "tensors (beta2_decay {:g}, eps1 {}, eps2 {:g}, d {:g})",
-      mats, others, c.adafactor_beta2_decay,
-      c.adafactor_eps1 > 0 ? fmt::format("{:g}", c.adafactor_eps1) : "machine", c.adafactor_eps2,
-      c.adafactor_d);
+      mats, others, kBeta2Decay(c), kEps1(c) > 0 ? fmt::format("{:g}", kEps1(c)) : "machine",
+      kEps2(c), kD(c));
 }
 
 template <class T>
@@ -116,8 +132,8 @@ template <class T>
 void Adafactor<T>::apply(std::span<T> params, std::span<T> grads, double lr, double grad_scale) {
   const OptimConfig& c = this->cfg_;
   const double t = static_cast<double>(this->t_);
-  const T w = static_cast<T>(std::pow(t, c.adafactor_beta2_decay));  // 1 - beta2_t
-  const double eps1 = eps1_of<T>(c);
+  const T w = static_cast<T>(std::pow(t, kBeta2Decay(c)));  // 1 - beta2_t
+  const double eps1 = eps1_of<T>(c), eps2 = kEps2(c), d = kD(c);
   const T e1 = static_cast<T>(eps1), e1sq = static_cast<T>(eps1 * eps1);
   const T k = static_cast<T>(grad_scale);
   const bool scaled = grad_scale != 1.0;
@@ -132,7 +148,7 @@ void Adafactor<T>::apply(std::span<T> params, std::span<T> grads, double lr, dou
     const double rho = std::min(lr_s, 1.0 / std::sqrt(t));
     const double rms_p =
         rounded<T>(std::sqrt(sum_squares(p, n))) / std::sqrt(static_cast<double>(n));
-    const double alpha = std::max(c.adafactor_eps2, rms_p) * rho;
+    const double alpha = std::max(eps2, rms_p) * rho;
     const double wd = this->decayed(s) ? c.weight_decay / mult : 0.0;
     const T decay = static_cast<T>(1.0 - lr_s * wd);
     if (scaled)
@@ -143,7 +159,7 @@ void Adafactor<T>::apply(std::span<T> params, std::span<T> grads, double lr, dou
     // The update's scale once sum(U^2) is known: -alpha / max(1, RMS(U) / d).
     const auto step_of = [&](double sum_u2) {
       const double rms_d =
-          rounded<T>(std::sqrt(sum_u2)) / (std::sqrt(static_cast<double>(n)) * c.adafactor_d);
+          rounded<T>(std::sqrt(sum_u2)) / (std::sqrt(static_cast<double>(n)) * d);
       return static_cast<T>(-alpha / std::max(1.0, rms_d));
     };
     if (!factored(s)) {

@@ -10,8 +10,9 @@
 //     V = R C^T / max(mean_i R, eps1)
 //   vector (dim <= 1):  V = lerp(V, g^2, w)
 //   U = g / sqrt(max(V, eps1^2));  p -= alpha U / max(1, RMS(U) / d)
-// eps1 = optim.adafactor_eps1 (0: the machine epsilon of the parameter's type, torch's None),
-// eps2 = optim.adafactor_eps2, d = optim.adafactor_d, beta2_decay = optim.adafactor_beta2_decay,
+// eps1 = optim.adafactor.eps1 (0: the machine epsilon of the parameter's type, torch's None),
+// eps2 = optim.adafactor.eps2, d = optim.adafactor.d, beta2_decay = optim.adafactor.beta2_decay
+// ([optim.adafactor], torch.optim.Adafactor's defaults, declared in adafactor.cpp),
 // wd = optim.weight_decay where the parameter decays (Optimizer::decayed). No first moment, no
 // bias correction: w = 1 at t = 1.
 // State, none of it parameter-shaped for a matrix: adafactor.row_var.<param> (A),

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "config/option_keys.h"
 #include "tensor/threading.h"
 #include "tensor/vec_math.h"
 #include "train/optimizers/lerp.h"
@@ -11,6 +12,12 @@
 namespace normlab {
 
 namespace {
+
+// [optim.adam_atan2] (adam-atan2-pytorch's defaults)
+const OptionKey<double> kA{"adam_atan2", "a", 1.27, keytab::resume::resumable, "optim.atan2_a",
+                           keytab::check::positive()};
+const OptionKey<double> kB{"adam_atan2", "b", 1.0, keytab::resume::resumable, "optim.atan2_b",
+                           keytab::check::positive()};
 
 // One contiguous range, as a function of its own so that it vectorises (inside the task lambda GCC
 // reloads the captured pointers and gives up). decay = 1 - lr wd (exactly 1 without decay).
@@ -39,7 +46,8 @@ void AdamAtan2<T>::apply(std::span<T> params, std::span<T> grads, double lr, dou
   const double t = static_cast<double>(this->t_);
   const double bc1 = 1.0 - std::pow(c.beta1, t), bc2 = 1.0 - std::pow(c.beta2, t);
   const T w1 = static_cast<T>(1.0 - c.beta1), w2 = static_cast<T>(1.0 - c.beta2);
-  const T inv_bc1 = static_cast<T>(1.0 / bc1), den_scale = static_cast<T>(c.atan2_b * c.atan2_b / bc2);
+  const double a = kA(c), b = kB(c);
+  const T inv_bc1 = static_cast<T>(1.0 / bc1), den_scale = static_cast<T>(b * b / bc2);
   const T k = static_cast<T>(grad_scale);  // 1 exactly without clipping: g * 1 = g
   for (std::size_t i = 0; i < this->m_.size(); ++i) {
     const ParamSpec& s = this->m_.spec(i);
@@ -50,7 +58,7 @@ void AdamAtan2<T>::apply(std::span<T> params, std::span<T> grads, double lr, dou
     const double mult = this->lr_multiplier(s);  // 1 but under μP
     const double wd = this->decayed(s) ? c.weight_decay / mult : 0.0;
     const T decay = static_cast<T>(1.0 - lr * mult * wd);
-    const T alpha = static_cast<T>(-lr * mult * c.atan2_a);
+    const T alpha = static_cast<T>(-lr * mult * a);
     parallel_for(s.numel, 32768, [&](long b, long end) {
       update_row(p + b, g + b, m + b, v + b, end - b, k, w1, w2, inv_bc1, den_scale, decay, alpha);
     });
@@ -62,7 +70,7 @@ std::string AdamAtan2<T>::describe(const ParamTable&, const OptimConfig& c) {
   return fmt::format(
       "optimizer adam_atan2: a atan2(m, b sqrt(v)) with a = {:g}, b = {:g} (no "
       "epsilon; beta2 {:g})",
-      c.atan2_a, c.atan2_b, c.beta2);
+      kA(c), kB(c), c.beta2);
 }
 
 template class AdamAtan2<float>;

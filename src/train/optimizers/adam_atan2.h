@@ -3,7 +3,8 @@
 // adam_atan2_pytorch.AdamAtan2, its reference:
 //   m = lerp(m, g, 1 - b1);  v = lerp(v, g^2, 1 - b2)
 //   u = atan2(m / (1 - b1^t), b sqrt(v / (1 - b2^t)))
-//   p = p (1 - lr wd);  p -= lr a u          (a = optim.atan2_a, b = optim.atan2_b)
+//   p = p (1 - lr wd);  p -= lr a u          (a = optim.adam_atan2.a, b = optim.adam_atan2.b:
+//                                             [optim.adam_atan2], declared in adam_atan2.cpp)
 // |u| < pi/2 always, and u ~ m_hat / (b sqrt(v_hat)) where that is small: no epsilon to tune.
 // State: adam_atan2.m.<param>, adam_atan2.v.<param>.
 #pragma once

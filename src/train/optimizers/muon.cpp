@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "config/option_keys.h"
 #include "model/mup.h"
 #include "tensor/threading.h"
 #include "train/optimizers/adamw.h"
@@ -13,6 +14,28 @@
 namespace normlab {
 
 namespace {
+
+using keytab::check::greater_than;
+using keytab::check::in_half_open;
+using keytab::check::less_than;
+using keytab::check::non_negative;
+namespace resume = keytab::resume;
+
+// [optim.muon]
+const OptionKey<double> kAdamwLr{"muon", "adamw_lr", 0.0, resume::resumable, "optim.adamw_lr",
+                                 non_negative()};
+const OptionKey<double> kMomentum{"muon", "momentum", 0.95, resume::moments, "optim.momentum",
+                                  in_half_open(0, 1)};
+const OptionKey<bool> kNesterov{"muon", "nesterov", true, resume::resumable, "optim.nesterov"};
+const OptionKey<int> kNsSteps{"muon", "ns_steps", 5, resume::resumable, "optim.ns_steps",
+                              greater_than(0), less_than(100, "(as torch.optim.Muon)")};
+const OptionKey<double> kNsA{"muon", "ns_a", 3.4445, resume::resumable, "optim.ns_a"};
+const OptionKey<double> kNsB{"muon", "ns_b", -4.7750, resume::resumable, "optim.ns_b"};
+const OptionKey<double> kNsC{"muon", "ns_c", 2.0315, resume::resumable, "optim.ns_c"};
+const OptionKey<double> kNsEps{"muon", "ns_eps", 1e-7, resume::resumable, "optim.ns_eps",
+                               greater_than(0)};
+const OptionKey<MuonAdjustLr> kAdjustLr{"muon", "adjust_lr", MuonAdjustLr::original,
+                                        resume::resumable, "optim.adjust_lr"};
 
 bool is_matrix(const ParamSpec& s) { return s.hidden_matrix(); }
 bool is_other(const ParamSpec& s) { return !s.hidden_matrix(); }
@@ -24,9 +47,15 @@ std::vector<std::int64_t> blocks_of(const ParamSpec& s) {
 
 }  // namespace
 
+MuonSettings MuonSettings::of(const OptimConfig& o) {
+  return {kAdamwLr(o), kMomentum(o), kNesterov(o), kNsSteps(o), kNsA(o),
+          kNsB(o),     kNsC(o),      kNsEps(o),    kAdjustLr(o)};
+}
+
 template <class T>
 Muon<T>::Muon(const ParamTable& table, const OptimConfig& cfg, const ModelConfig& model)
     : Optimizer<T>(table, cfg, model),
+      set_(MuonSettings::of(cfg)),
       mom_("muon.momentum.", table, is_matrix),
       m_("adam.m.", table, is_other),
       v_("adam.v.", table, is_other) {
@@ -63,13 +92,14 @@ std::vector<double> Muon<T>::second_moment_ratio(std::span<const T> grads) const
 template <class T>
 void Muon<T>::apply(std::span<T> params, std::span<T> grads, double lr, double grad_scale) {
   const OptimConfig& c = this->cfg_;
-  const double adam_lr = c.adamw_lr > 0 ? lr * (c.adamw_lr / c.lr) : lr;
+  const MuonSettings& m = set_;
+  const double adam_lr = m.adamw_lr > 0 ? lr * (m.adamw_lr / c.lr) : lr;
   adamw_group(*this, m_, v_, params.data(), grads.data(), adam_lr, grad_scale, this->t_);
 
-  const NsCoefficients ns{c.ns_a, c.ns_b, c.ns_c, c.ns_steps, c.ns_eps};
-  const T mu = static_cast<T>(c.momentum), w = static_cast<T>(1.0 - c.momentum);
+  const NsCoefficients ns{m.ns_a, m.ns_b, m.ns_c, m.ns_steps, m.ns_eps};
+  const T mu = static_cast<T>(m.momentum), w = static_cast<T>(1.0 - m.momentum);
   const T k = static_cast<T>(grad_scale);
-  const bool scaled = grad_scale != 1.0, nesterov = c.nesterov;
+  const bool scaled = grad_scale != 1.0, nesterov = m.nesterov;
   for (std::size_t i = 0; i < mom_.size(); ++i) {
     const ParamSpec& s = mom_.spec(i);
     const long cols = s.shape[1];
@@ -90,7 +120,7 @@ void Muon<T>::apply(std::span<T> params, std::span<T> grads, double lr, double g
         }
       });
       ns_.run(u, u, static_cast<int>(rows), static_cast<int>(cols), ns, this->mm_);
-      const T step = static_cast<T>(-lr * this->lr_multiplier(s) * adjust(c.adjust_lr, rows, cols));
+      const T step = static_cast<T>(-lr * this->lr_multiplier(s) * adjust(m.adjust_lr, rows, cols));
       parallel_for(n, 32768, [&](long b, long e) {
         for (long j = b; j < e; ++j) {
           const T pj = p[j] * decay;
@@ -104,11 +134,12 @@ void Muon<T>::apply(std::span<T> params, std::span<T> grads, double lr, double g
 
 template <class T>
 double Muon<T>::lr_multiplier(const ParamSpec& s) const {
-  return s.hidden_matrix() ? muon_lr_multiplier(s, this->cfg_.adjust_lr) : adam_lr_multiplier(s);
+  return s.hidden_matrix() ? muon_lr_multiplier(s, set_.adjust_lr) : adam_lr_multiplier(s);
 }
 
 template <class T>
 std::string Muon<T>::describe(const ParamTable& table, const OptimConfig& c) {
+  const MuonSettings m = MuonSettings::of(c);
   long mats = 0, blocks = 0, others = 0;
   for (const ParamSpec& p : table.specs()) {
     if (!p.hidden_matrix()) {
@@ -121,8 +152,8 @@ std::string Muon<T>::describe(const ParamTable& table, const OptimConfig& c) {
   return fmt::format(
       "optimizer muon: Muon (momentum {:g}{}, {} Newton-Schulz steps, adjust_lr {}) on {} "
       "matrices ({} with q, k, v and gate/up apart); AdamW on {} tensors at lr {:g}",
-      c.momentum, c.nesterov ? ", Nesterov" : "", c.ns_steps, to_string(c.adjust_lr), mats, blocks,
-      others, c.adamw_lr > 0 ? c.adamw_lr : c.lr);
+      m.momentum, m.nesterov ? ", Nesterov" : "", m.ns_steps, to_string(m.adjust_lr), mats, blocks,
+      others, m.adamw_lr > 0 ? m.adamw_lr : c.lr);
 }
 
 template class Muon<float>;

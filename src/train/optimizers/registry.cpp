@@ -21,7 +21,7 @@ OptimizerRow row(OptimizerKind kind) {
             return std::unique_ptr<Optimizer<double>>(std::make_unique<O<double>>(t, c, m));
           },
           [](const ParamTable& t, const OptimConfig& c) {
-            // SOAP's state depends on its settings (optim.soap_max_precond_dim); the others' not.
+            // SOAP's state depends on its settings (optim.soap.max_precond_dim); the others' not.
             if constexpr (requires { O<float>::state_elements(t, c); })
               return O<float>::state_elements(t, c);
             else

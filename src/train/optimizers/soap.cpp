@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "config/option_keys.h"
 #include "normlab/errors.h"
 #include "tensor/chunked_sum.h"
 #include "tensor/gemm.h"
@@ -70,8 +71,24 @@ std::vector<std::int64_t> left_shape(const ParamSpec& s) { return {s.shape[0], s
 std::vector<std::int64_t> right_shape(const ParamSpec& s) { return {s.shape[1], s.shape[1]}; }
 bool every(const ParamSpec&) { return true; }
 
+namespace check = keytab::check;
+namespace resume = keytab::resume;
+
+// [optim.soap] (pytorch_optimizer.SOAP's defaults)
+const OptionKey<double> kShampooBeta{"soap", "shampoo_beta", -1.0, resume::moments,
+                                     "optim.soap_shampoo_beta",
+                                     check::less_than(1.0, "(< 0: optim.beta2)")};
+const OptionKey<int> kFrequency{"soap", "precondition_frequency", 10, resume::resumable,
+                                "optim.soap_precondition_frequency", check::positive()};
+const OptionKey<int> kMaxPrecondDim{"soap", "max_precond_dim", 10000, resume::optimizer,
+                                    "optim.soap_max_precond_dim", check::positive()};
+const OptionKey<bool> kNormalizeGrads{"soap", "normalize_grads", false, resume::resumable,
+                                      "optim.soap_normalize_grads"};
+const OptionKey<bool> kCorrectBias{"soap", "correct_bias", true, resume::resumable,
+                                   "optim.soap_correct_bias"};
+
 double shampoo_beta(const OptimConfig& c) {
-  return c.soap_shampoo_beta < 0 ? c.beta2 : c.soap_shampoo_beta;
+  return kShampooBeta(c) < 0 ? c.beta2 : kShampooBeta(c);
 }
 
 }  // namespace
@@ -81,10 +98,10 @@ Soap<T>::Soap(const ParamTable& table, const OptimConfig& cfg, const ModelConfig
     : Optimizer<T>(table, cfg, model),
       m_("soap.exp_avg.", table, every),
       v_("soap.exp_avg_sq.", table, every),
-      l_("soap.L.", table, left_side(cfg.soap_max_precond_dim), left_shape),
-      ql_("soap.Q_L.", table, left_side(cfg.soap_max_precond_dim), left_shape),
-      r_("soap.R.", table, right_side(cfg.soap_max_precond_dim), right_shape),
-      qr_("soap.Q_R.", table, right_side(cfg.soap_max_precond_dim), right_shape) {
+      l_("soap.L.", table, left_side(kMaxPrecondDim(cfg)), left_shape),
+      ql_("soap.Q_L.", table, left_side(kMaxPrecondDim(cfg)), left_shape),
+      r_("soap.R.", table, right_side(kMaxPrecondDim(cfg)), right_shape),
+      qr_("soap.Q_R.", table, right_side(kMaxPrecondDim(cfg)), right_shape) {
   long max_numel = 0, max_n = 0;
   for (const ParamSpec& s : table.specs()) {
     if (!s.trained) continue;
@@ -92,8 +109,8 @@ Soap<T>::Soap(const ParamTable& table, const OptimConfig& cfg, const ModelConfig
       throw InputError(fmt::format("[soap] parameter '{}' has {} dimensions; SOAP here takes "
                                    "vectors and matrices",
                                    s.name, s.shape.size()));
-    const bool l = left_side(cfg.soap_max_precond_dim)(s);
-    const bool r = right_side(cfg.soap_max_precond_dim)(s);
+    const bool l = left_side(kMaxPrecondDim(cfg))(s);
+    const bool r = right_side(kMaxPrecondDim(cfg))(s);
     if (l) max_n = std::max<long>(max_n, s.shape[0]);
     if (r) max_n = std::max<long>(max_n, s.shape[1]);
     if (l || r) max_numel = std::max(max_numel, s.numel);
@@ -113,7 +130,7 @@ Soap<T>::Soap(const ParamTable& table, const OptimConfig& cfg, const ModelConfig
 
 template <class T>
 long Soap<T>::state_elements(const ParamTable& table, const OptimConfig& c) {
-  const long d = c.soap_max_precond_dim;
+  const long d = kMaxPrecondDim(c);
   return 2 * StateArena<T>::elements(table, every) +
          2 * StateArena<T>::elements(table, left_side(d), left_shape) +
          2 * StateArena<T>::elements(table, right_side(d), right_shape);
@@ -129,15 +146,15 @@ std::string Soap<T>::describe(const ParamTable& table, const OptimConfig& c) {
       continue;
     }
     ++mats;
-    for (const std::int64_t d : s.shape) ++(d <= c.soap_max_precond_dim ? sides : identity);
+    for (const std::int64_t d : s.shape) ++(d <= kMaxPrecondDim(c) ? sides : identity);
   }
   return fmt::format(
       "optimizer soap: Adam in Shampoo's eigenbasis on {} matrices ({} sides preconditioned, {} "
       "longer than max_precond_dim {} left in place), Adam on {} tensors (shampoo_beta {:g}, "
       "eigenbasis every {} steps{}{})",
-      mats, sides, identity, c.soap_max_precond_dim, others, shampoo_beta(c),
-      c.soap_precondition_frequency, c.soap_correct_bias ? "" : ", no bias correction",
-      c.soap_normalize_grads ? ", normalized updates" : "");
+      mats, sides, identity, kMaxPrecondDim(c), others, shampoo_beta(c),
+      kFrequency(c), kCorrectBias(c) ? "" : ", no bias correction",
+      kNormalizeGrads(c) ? ", normalized updates" : "");
 }
 
 template <class T>
@@ -213,7 +230,7 @@ void Soap<T>::statistics(const ParamSpec& s, const T* g, T* L, T* Ql, T* R, T* Q
   if (done == 0) {
     if (L) eigenbasis(L, A, Ql);
     if (R) eigenbasis(R, B, Qr);
-  } else if (done % c.soap_precondition_frequency == 0) {
+  } else if (done % kFrequency(c) == 0) {
     if (L) power_iteration(L, A, Ql, v, A, B, 0);
     if (R) power_iteration(R, B, Qr, v, A, B, 1);
   }
@@ -258,7 +275,7 @@ void Soap<T>::matrix_step(const ParamSpec& s, T* p, T* g, T* m, T* v, const T* Q
   });
   T* u = rotate(q, true);  // N = Q_L (...) Q_R^T
   T den = T(1);
-  if (c.soap_normalize_grads) {
+  if (kNormalizeGrads(c)) {
     const double ss = chunked_sum(n, 32768, [&](long b, long e) {
       double acc = 0;
       for (long j = b; j < e; ++j) acc += static_cast<double>(u[j] * u[j]);
@@ -279,7 +296,7 @@ void Soap<T>::adam_step(T* p, const T* g, T* m, T* v, long n, T step, T decay) {
   const T eps = static_cast<T>(c.eps);
   const auto update = [&](long j) { return m[j] / (std::sqrt(v[j]) + eps); };
   T den = T(1);
-  if (c.soap_normalize_grads) {
+  if (kNormalizeGrads(c)) {
     const double ss = chunked_sum(n, 32768, [&](long b, long e) {
       double acc = 0;
       for (long j = b; j < e; ++j) {
@@ -294,7 +311,7 @@ void Soap<T>::adam_step(T* p, const T* g, T* m, T* v, long n, T step, T decay) {
   }
   parallel_for(n, 32768, [&](long b, long e) {
     for (long j = b; j < e; ++j) {
-      if (!c.soap_normalize_grads) {
+      if (!kNormalizeGrads(c)) {
         m[j] = lerp_torch(m[j], g[j], b1w);
         v[j] = lerp_torch(v[j], g[j] * g[j], b2w);
       }
@@ -311,7 +328,7 @@ void Soap<T>::apply(std::span<T> params, std::span<T> grads, double lr, double g
   const bool scaled = grad_scale != 1.0;
   // The bias correction of the t - 1 updates taken (the first step takes none).
   const double done = static_cast<double>(t - 1);
-  const double bc = c.soap_correct_bias && t > 1 ? std::sqrt(1.0 - std::pow(c.beta2, done)) /
+  const double bc = kCorrectBias(c) && t > 1 ? std::sqrt(1.0 - std::pow(c.beta2, done)) /
                                                        (1.0 - std::pow(c.beta1, done))
                                                  : 1.0;
   std::size_t im = 0, il = 0, ir = 0;  // the next entry of m_ / v_, of l_ / ql_, of r_ / qr_

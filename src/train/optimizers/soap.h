@@ -9,16 +9,17 @@
 //     G' = Q_L^T G Q_R                            (the gradient in the eigenbasis)
 //     m = lerp(m, G, 1 - b1);  v = lerp(v, G'^2, 1 - b2)     (m in the parameter's basis)
 //     N = Q_L ((Q_L^T m Q_R) / (sqrt(v) + eps)) Q_R^T
-//     N = N / (sqrt(mean(N^2)) + eps)             (optim.soap_normalize_grads)
+//     N = N / (sqrt(mean(N^2)) + eps)             (optim.soap.normalize_grads)
 //     p = (p - lr sqrt(1 - b2^s) / (1 - b1^s) N) (1 - lr wd)   (the bias correction:
-//                                                               optim.soap_correct_bias)
+//                                                               optim.soap.correct_bias)
 //     L = lerp(L, G G^T, 1 - sb);  R = lerp(R, G^T G, 1 - sb)
-//     every soap_precondition_frequency updates (s % f == 0), one power iteration per side:
+//     every optim.soap.precondition_frequency updates (s % f == 0), one power iteration per side:
 //       P = L Q_L; order its columns by the estimated eigenvalue diag(Q_L^T P), decreasing;
 //       reorder v's rows the same way; Q_L = Q of the QR decomposition of P  (R, v's columns alike)
-// A side longer than optim.soap_max_precond_dim keeps no statistics (its Q is the identity); a
+// A side longer than optim.soap.max_precond_dim keeps no statistics (its Q is the identity); a
 // vector has none (precondition_1d off): Adam with SOAP's step-1 skip and shifted bias correction.
-// sb = optim.soap_shampoo_beta (< 0: optim.beta2, the reference's None); wd = optim.weight_decay
+// sb = optim.soap.shampoo_beta (< 0: optim.beta2, the reference's None; [optim.soap] is
+// declared in soap.cpp); wd = optim.weight_decay
 // where the parameter decays (Optimizer::decayed). Under μP it takes the Adam family's
 // learning-rate rule (Optimizer::lr_multiplier's default), which no coordinate check has
 // confirmed for SOAP. The eigendecomposition (syevd, in float64 whatever T) and the QR (geqrf +

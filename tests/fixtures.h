@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "normlab/config.h"
+#include "normlab/config_file.h"
 #include "tensor/rng.h"
 
 namespace normlab::test {
@@ -17,6 +18,22 @@ namespace normlab::test {
 // The tiny model of the gradient checks and of the PyTorch parity tests: V = 32, L = 2, C = 16,
 // H = 2 (D = 8), F = 24, seq_len = 8; every other option at its default (pre-norm, LayerNorm,
 // RoPE, GELU, tied embeddings).
+// Sets a [model] key a component declares (no field: model.attn_sink) as an override does.
+inline void set_model_key(ModelConfig& m, std::string_view key, std::string_view value) {
+  Config c;
+  c.model = m;
+  set_key(c, key, value);
+  m = c.model;
+}
+
+// The value of a [model] key a component declares, as its TOML text ("learned" unquoted).
+inline std::string model_key(const ModelConfig& m, const std::string& name) {
+  Config c;
+  c.model = m;
+  const auto v = config_to_json(c)["model"][name];
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
 inline ModelConfig tiny_model() {
   ModelConfig m;
   m.vocab_size = 32;

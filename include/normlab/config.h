@@ -109,15 +109,10 @@ enum class ResidualScale { none, rezero, skipinit, layerscale };
 //   head:        o'_{t,h,:} = sigmoid(u_t W_g^T)_h o_{t,h,:},  W_g (n_head, d_model)
 //   elementwise: o'_t = sigmoid(u_t W_g^T) (.) o_t,            W_g (n_head * head_dim, d_model)
 enum class AttnGate { none, head, elementwise };
-// An attention sink: one more term in every softmax denominator, a virtual key with logit z and a
-// zero value, so that a query can put probability mass on "nothing" (ops/attention.h):
-//   P_ij = exp(s_ij) / (exp(z_h) + sum_j' exp(s_ij'))
-//   none:    no sink (plain softmax)
-//   one:     z = 0, fixed (softmax+1, Evan Miller 2023, "Attention Is Off By One")
-//   learned: z_h a learned logit per query head starting at 0 (gpt-oss's `sinks`)
-// The sink logit is not soft-capped (model.attn_softcap applies to the scores q.k only), as in
-// gpt-oss / transformers' eager_attention_forward.
-enum class AttnSink { none, one, learned };
+
+// A value of a key declared beside its code (an optimizer's own section, a model component's key:
+// src/config/option_keys.h): a boolean, an integer, a number or an enumeration's name.
+using OptionValue = std::variant<bool, std::int64_t, double, std::string>;
 
 struct ModelConfig {
   int vocab_size = 256;
@@ -151,7 +146,6 @@ struct ModelConfig {
   double layerscale_init = 0.1;
   double skipinit_init = 0.0;
   AttnGate attn_gate = AttnGate::none;  // gated attention (AttnGate)
-  AttnSink attn_sink = AttnSink::none;  // attention sink (AttnSink)
   // σReparam (Zhai et al. 2023, "Stabilizing Transformer Training by Preventing Attention Entropy
   // Collapse"): every linear weight of the blocks (q, k, v, o and the MLP's, each row block of a
   // fused matrix on its own) is used as W_hat = (gamma / sigma(W)) W, sigma(W) the spectral norm
@@ -231,12 +225,13 @@ struct ModelConfig {
   bool layer_rope_scaled(int l) const {
     return rope_scaling != RopeScaling::none && !(layer_sliding(l) && rope_local_theta > 0);
   }
+  // The keys the model's components declare beside their code (model.attn_sink in
+  // src/model/attn_sink.cpp; OptionKey of src/config/option_keys.h): name -> value, holding only
+  // the values that differ from the key's default. Set and read through the key table.
+  std::map<std::string, OptionValue, std::less<>> settings;
 
   friend bool operator==(const ModelConfig&, const ModelConfig&) = default;
 };
-
-// A value of an optimizer's own key: a boolean, an integer, a number or an enumeration's name.
-using OptionValue = std::variant<bool, std::int64_t, double, std::string>;
 
 struct OptimConfig {
   OptimizerKind name = OptimizerKind::adamw;  // key optim.name
@@ -396,7 +391,6 @@ std::string_view to_string(Parametrization v);
 std::string_view to_string(ResidualScale v);
 std::string_view to_string(AdminOmega v);
 std::string_view to_string(AttnGate v);
-std::string_view to_string(AttnSink v);
 std::string_view to_string(SourceKind v);
 
 // Every enumerator's name in declaration order: enum_names<E>()[i] == to_string(E(i)).

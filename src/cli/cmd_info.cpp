@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "model/attn_component.h"
 #include "model/mup.h"
 #include "model/norm_ops.h"
 #include "model/param_table.h"
@@ -115,17 +116,14 @@ void add_info(CLI::App& app, Action& action) {
                    to_string(m.qk_norm_scope), to_string(m.qk_norm_position),
                    m.hybrid_first_pre ? "; block 0 Pre-Norm (HybridNorm*, model.hybrid_first_pre)"
                                       : "");
-      // Gated attention and attention sinks (model.attn_gate, model.attn_sink).
+      // Gated attention (model.attn_gate) and the attention components (model/attn_component.h).
       if (m.attn_gate != AttnGate::none)
         fmt::print("attention gate (model.attn_gate = {}): o' = sigmoid(u W_g^T) (.) o before the "
                    "output projection, {}\n",
                    to_string(m.attn_gate),
                    m.attn_gate == AttnGate::head ? "one gate per head" : "one gate per value");
-      if (m.attn_sink != AttnSink::none)
-        fmt::print("attention sink (model.attn_sink = {}): {} in every softmax denominator\n",
-                   to_string(m.attn_sink),
-                   m.attn_sink == AttnSink::one ? "exp(0) (softmax+1)"
-                                                : "exp(z_h), a learned logit per head from 0,");
+      for (const AttnComponentRow& r : attn_components())
+        if (r.on(m)) fmt::print("{}\n", r.describe(m));
       const ParamLayout layout = build_param_table(m, plan);
       // σReparam (model.sigma_reparam): how many weights and row blocks it covers.
       if (!layout.slots.sigma.empty()) {

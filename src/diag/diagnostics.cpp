@@ -71,7 +71,7 @@ nlohmann::json diagnostics_json(const Transformer<float>& model, std::span<const
   j[metric::attn_max_logit] = vec_json(st.attn_max_logit);
   j[metric::attn_entropy] = vec_json(st.attn_entropy);
   j[metric::attn_first_mass] = vec_json(st.attn_first_mass);
-  if (model.config().attn_sink != AttnSink::none)
+  if (!st.attn_sink_mass.empty())  // a sink in the softmax (model.attn_sink)
     j[metric::attn_sink_mass] = vec_json(st.attn_sink_mass);
   if (per_head) {
     nlohmann::json heads = nlohmann::json::array();

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "model/attn_component.h"
 #include "model/model_detail.h"
 #include "normlab/errors.h"
 #include "ops/activation.h"
@@ -27,16 +28,11 @@ using namespace model_detail;
 
 template <class T>
 ops::AttnScores<T> Transformer<T>::attn_scores(int l) const {
-  const T* sink = nullptr;
-  switch (cfg_.attn_sink) {
-    case AttnSink::none: break;
-    case AttnSink::one: sink = sink_zero_.data(); break;
-    case AttnSink::learned: sink = params_.data() + blocks_[l].attn.sink; break;
-  }
-  return {.scale = static_cast<T>(plan_.attn_scale),
-          .cap = static_cast<T>(cfg_.attn_softcap),
-          .window = layers_[l].window,
-          .sink = sink};
+  ops::AttnScores<T> s{.scale = static_cast<T>(plan_.attn_scale),
+                       .cap = static_cast<T>(cfg_.attn_softcap),
+                       .window = layers_[l].window};
+  for (const auto& c : attn_parts_) c->scores(l, params_.data(), s);
+  return s;
 }
 
 template <class T>
@@ -136,7 +132,8 @@ void Transformer<T>::attn_forward(int l, const T* u, T* f) {
       double first = 0, sunk = 0;
       for (long i = 0; i < BH; ++i) first += st_first[i], sunk += st_sink[i];
       stats_.attn_first_mass[l] = T_ > 1 ? first / (static_cast<double>(BH) * (T_ - 1)) : 0.0;
-      stats_.attn_sink_mass[l] = sunk / (static_cast<double>(BH) * T_);
+      if (!stats_.attn_sink_mass.empty())
+        stats_.attn_sink_mass[l] = sunk / (static_cast<double>(BH) * T_);
     }
   }
   const T* heads = a.o;
@@ -195,10 +192,10 @@ void Transformer<T>::attn_backward(int l, const T* u, const T* df, T* du, ops::A
   const bool vnorm = plan_.blocks[l].attn.norm_qkv;
   const bool head = plan_.qk_per_head;
   const ops::AttnRows<const T> v{vnorm ? a.vn.out : a.qkv + Cq + Ckv, vnorm ? Ckv : W3};
-  const ops::AttnGrads<T> grads{.dq = {dq, staged ? Cq : W3},
-                                .dk = {dk, staged ? Ckv : W3},
-                                .dv = {vnorm ? d_v_ : d_qkv_ + Cq + Ckv, vnorm ? Ckv : W3},
-                                .dsink_bh = s.sink != kNone ? d_sink_bh_.data() : nullptr};
+  ops::AttnGrads<T> grads{.dq = {dq, staged ? Cq : W3},
+                          .dk = {dk, staged ? Ckv : W3},
+                          .dv = {vnorm ? d_v_ : d_qkv_ + Cq + Ckv, vnorm ? Ckv : W3}};
+  for (const auto& c : attn_parts_) c->grads(l, grads);
   ops::attention_backward_tiled(grads, {d_o, Cq}, {{qk.q, qk.ldq}, {qk.k, qk.ldk}, v}, a.lse,
                                 {B_, T_, H, Hkv, D}, attn_scores(l));
   if (vnorm) {
@@ -206,10 +203,9 @@ void Transformer<T>::attn_backward(int l, const T* u, const T* df, T* du, ops::A
                   ops::Accum::overwrite);
     scatter_cols(d_qkv_, d_v_raw_, N, Ckv, W3, Cq + Ckv);
   }
-  if (s.sink != kNone) {  // a learned sink: its gradient summed over the batch
-    T* dz = g(s.sink);
-    for (int b = 0; b < B_; ++b)
-      for (int h = 0; h < H; ++h) dz[h] += d_sink_bh_[static_cast<long>(b) * H + h];
+  if (!attn_parts_.empty()) {  // the components' parameters: their gradients from the kernel's
+    const std::function<T*(long)> grad = [this](long off) { return g(off); };
+    for (const auto& c : attn_parts_) c->finish_backward(l, B_, grad);
   }
   if (staged) {
     // Replay the QK stages backwards for queries (H heads), then keys (Hkv heads).

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "model/attn_component.h"
 #include "model/mup.h"
 #include "model/norm_ops.h"
 
@@ -134,6 +135,22 @@ class TableBuilder {
   std::vector<SigmaSlots>& sigma_;
 };
 
+// The builder behind an attention component's declarations: `blocks.{l}.attn.<part>` vectors in
+// the attention group, not decayed.
+class AttnDeclarer final : public AttnParams {
+ public:
+  AttnDeclarer(TableBuilder& tb, const std::string& prefix, int l) : tb_(tb), prefix_(prefix), l_(l) {}
+  long vec(std::string_view part, ParamRole role, std::int64_t n, double value) override {
+    return tb_.vec(prefix_ + std::string(part), "", role, n, value, ParamGroup::attention, l_, 0,
+                   false);
+  }
+
+ private:
+  TableBuilder& tb_;
+  const std::string& prefix_;
+  int l_;
+};
+
 // Marks a declared matrix as held at unit norm along d_model (nGPT).
 void unit_norm(ParamTable& t, long off, UnitNorm u) {
   for (ParamSpec& s : t.specs_mut())
@@ -193,9 +210,10 @@ BlockSlots block_params(TableBuilder& tb, const ModelConfig& cfg, const ModelPla
   if (cfg.attn_gate != AttnGate::none)
     at.wg = tb.weight(ab + "wg", ParamRole::attn_gate,
                       cfg.attn_gate == AttnGate::head ? cfg.n_head : Cq, C, ag, l, 0, 1.0);
-  // A learned sink: one logit per query head, 0 at the start (softmax+1's value).
-  if (cfg.attn_sink == AttnSink::learned)
-    at.sink = tb.vec(ab + "sink", "", ParamRole::attn_sink, cfg.n_head, 0.0, ag, l, 0, false);
+  // The attention components' parameters (model/attn_component.h: the sink's logits).
+  AttnDeclarer decl(tb, ab, l);
+  for (const AttnComponentRow& r : attn_components())
+    if (r.on(cfg)) r.declare(decl, cfg);
   if (plan.ngpt.on)
     at.s_qk = tb.vec(ab + "s_qk", "", ParamRole::ngpt_scale, Cq, plan.ngpt.s_qk.scale,
                      ParamGroup::norm, l, 0, false);

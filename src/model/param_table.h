@@ -33,7 +33,6 @@ struct AttnSlots {
   long wqkv = kNoSlot, bqkv = kNoSlot, wo = kNoSlot, bo = kNoSlot;
   NormSlots q_norm, k_norm, v_norm;  // v_norm: HybridNorm's (norm_qkv) only
   long wg = kNoSlot;    // `attn.wg.weight` (H or H D, C): model.attn_gate's gate projection W_g
-  long sink = kNoSlot;  // `attn.sink` (H): model.attn_sink = learned's per-head sink logits
   long s_qk = kNoSlot;  // nGPT: (Cq) on unit-norm queries and keys
 };
 struct MlpSlots {
@@ -82,8 +81,9 @@ struct ParamLayout {
 // at its StoredScale::scale, in the norm group, not decayed; no norm parameter (its sites are
 // l2); every matrix and embedding under a UnitNorm constraint along d_model (rows of wqkv, w_in,
 // tok_emb, lm_head; columns of wo, w_out). The attention gate's W_g (model.attn_gate) is a
-// projection like wqkv (same init, attention group, decayed); a learned sink's logits
-// (model.attn_sink) start at 0, attention group, not decayed. Under model.parametrization =
+// projection like wqkv (same init, attention group, decayed); the attention components'
+// parameters (model/attn_component.h: a learned sink's logits, model.attn_sink, from 0) follow
+// it, in the attention group, not decayed. Under model.parametrization =
 // mup, apply_mup (model/mup.h) sets the width shapes and rescales the matrix-like weights'
 // initialisation (a scalar alpha or shift has no width dimension: fixed, as in the base model).
 // With model.sigma_reparam, each block weight `<w>.weight` (wqkv, wo, w_in, w_out) is followed by

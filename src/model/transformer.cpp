@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "model/attn_component.h"
 #include "model/model_detail.h"
 #include "model/mup.h"
 #include "normlab/errors.h"
@@ -26,6 +27,9 @@ namespace normlab {
 
 using namespace model_detail;
 
+
+template <class T>
+Transformer<T>::~Transformer() = default;
 
 template <class T>
 Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, bool allocate)
@@ -87,7 +91,6 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
   stats_.attn_entropy.assign(L, 0.0);
   stats_.gate_logit_rms.assign(gate_width() > 0 ? L : 0, 0.0);
   stats_.attn_first_mass.assign(L, 0.0);
-  stats_.attn_sink_mass.assign(L, 0.0);
   stats_.attn_max_logit_head.assign(static_cast<long>(L) * H, 0.0);
   stats_.norm_saturated.assign(table_.specs().size(), std::nan(""));
   if (allocate) {
@@ -95,9 +98,10 @@ Transformer<T>::Transformer(const ModelConfig& cfg, int max_batch, int max_seq, 
     attn_stat_ent_.assign(static_cast<long>(L) * max_batch * H, T(0));
     attn_stat_first_.assign(static_cast<long>(L) * max_batch * H, T(0));
     attn_stat_sink_.assign(static_cast<long>(L) * max_batch * H, T(0));
-    sink_zero_.assign(H, T(0));
-    d_sink_bh_.assign(static_cast<long>(max_batch) * H, T(0));
   }
+  attn_parts_ = make_attn_components<T>(table_, cfg_, max_batch, allocate);
+  // A sink's mass per layer, when a component puts a sink in the softmax.
+  stats_.attn_sink_mass.assign(allocate && L > 0 && attn_scores(0).sink != nullptr ? L : 0, 0.0);
   if (rope && allocate) {
     ops::rope_tables(rope_cos_, rope_sin_, cfg_.seq_len, D, cfg_.rope_theta, rope_scale(cfg_));
     if (rope_cos_local_)

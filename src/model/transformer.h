@@ -9,6 +9,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -24,6 +25,8 @@ namespace ops {
 template <class T>
 struct AttnScores;  // ops/attention.h
 }  // namespace ops
+template <class T>
+class AttnComponent;  // model/attn_component.h
 
 struct LossStats {
   double loss = 0;      // ce + z_loss
@@ -45,7 +48,8 @@ struct ForwardStats {
   // readout-like multiplier, before the sigmoid); empty without a gate.
   std::vector<double> gate_logit_rms;
   // Per layer, means over batch, heads and query rows: the probability on key position 0 (rows
-  // 1 .. T-1; row 0 has nothing else to attend to), and a sink's (model.attn_sink; 0 without).
+  // 1 .. T-1; row 0 has nothing else to attend to), and a sink's (model.attn_sink; empty without
+  // a sink).
   std::vector<double> attn_first_mass, attn_sink_mass;
   double log_z_mean = 0, log_z_std = 0, log_z_max = 0;
   double max_logit = 0;                      // max |logit| after the final soft-cap
@@ -82,6 +86,7 @@ class Transformer {
   // With allocate = false only the sizes are computed; nothing may run (use
   // activation_elements(cfg, ...) rather than such an object).
   Transformer(const ModelConfig& cfg, int max_batch, int max_seq, bool allocate = true);
+  ~Transformer();  // out of line: the attention components are complete only in transformer.cpp
   // Elements of the activation arena (activations, backward scratch, head chunk buffers).
   long activation_elements() const { return arena_used_; }
   // The same for a model of config `cfg`, without allocating anything (`normlab info`).
@@ -266,9 +271,9 @@ class Transformer {
   void attn_backward(int l, const T* u, const T* df, T* du, ops::Accum du_accum);
   QkView qk_view(int l) const;
   // What layer l's attention kernels do to the scores (ops/attention.h): the scale, the soft-cap,
-  // the layer's window and the sink's logits (H) (null without a sink, zeros for
-  // model.attn_sink = one, the learned parameter otherwise). The one place that maps the
-  // attention options of the config and plan onto the kernels' arguments.
+  // the layer's window, then each attention component's fields (model/attn_component.h: the
+  // sink's logits). The one place that maps the attention options of the config and plan onto
+  // the kernels' arguments.
   ops::AttnScores<T> attn_scores(int l) const;
   // Gated attention (model.attn_gate): gate values per head, 1 or D; 0 without a gate.
   int gate_width() const;
@@ -370,8 +375,8 @@ class Transformer {
   ForwardStats stats_;
   std::vector<T> attn_stat_max_, attn_stat_ent_;  // (L, B*H), used only while collecting
   std::vector<T> attn_stat_first_, attn_stat_sink_;  // (L, B*H), likewise
-  std::vector<T> sink_zero_;  // (H) zeros: model.attn_sink = one's fixed logits
-  std::vector<T> d_sink_bh_;  // (B, H) a learned sink's gradient per batch row, summed over b
+  // The attention components the config turns on (model/attn_component.h), with their scratch.
+  std::vector<std::unique_ptr<AttnComponent<T>>> attn_parts_;
   KvCache* kv_ = nullptr;  // set during forward_cached
   int pos0_ = 0;           // absolute position of the first row of the current pass
 };

@@ -15,6 +15,7 @@
 #include "config/compat.h"
 #include "model/plan.h"
 #include "normlab/config.h"
+#include "normlab/config_file.h"
 
 namespace normlab {
 namespace {
@@ -73,7 +74,7 @@ std::vector<CompatCase> compat_triggers() {
        })},
       {"ngpt + sigma_reparam", with_ngpt([](Config& c) { c.model.sigma_reparam = true; })},
       {"ngpt + attn_gate", with_ngpt([](Config& c) { c.model.attn_gate = AttnGate::head; })},
-      {"ngpt + attn_sink", with_ngpt([](Config& c) { c.model.attn_sink = AttnSink::one; })},
+      {"ngpt + attn_sink", with_ngpt([](Config& c) { set_key(c, "model.attn_sink", "one"); })},
       {"ngpt + learned pos", with_ngpt([](Config& c) { c.model.pos = PosKind::learned; })},
       {"ngpt + gelu", with_ngpt([](Config& c) { c.model.mlp = MlpKind::gelu; })},
       {"ngpt + bias", with_ngpt([](Config& c) { c.model.mlp_bias = true; })},

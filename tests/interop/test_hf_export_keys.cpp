@@ -11,6 +11,7 @@
 #include "interop/hf.h"
 #include "interop/hf_export_keys.h"
 #include "normlab/errors.h"
+#include "fixtures.h"
 
 namespace normlab {
 namespace {
@@ -47,13 +48,14 @@ TEST(HfExportKeys, InitializationKeysAreNotRefused) {
 // A refused row gives its own reason, an enumeration's value unquoted.
 TEST(HfExportKeys, RefusedRowsSayWhy) {
   ModelConfig m;
-  m.attn_sink = AttnSink::learned;
+  test::set_model_key(m, "model.attn_sink", "learned");
   m.sigma_reparam = true;
   const auto p = hf::unexportable_keys(m);
   ASSERT_EQ(p.size(), 2u);
-  EXPECT_EQ(p[0], "model.attn_sink = learned: no supported transformers family has an attention "
+  // In the key table's order: a component's key (model.attn_sink) after [model]'s fixed keys.
+  EXPECT_EQ(p[0].rfind("model.sigma_reparam = true: ", 0), 0u) << p[0];
+  EXPECT_EQ(p[1], "model.attn_sink = learned: no supported transformers family has an attention "
                   "sink (gpt-oss's is not mapped)");
-  EXPECT_EQ(p[1].rfind("model.sigma_reparam = true: ", 0), 0u) << p[1];
   EXPECT_THROW(hf_family_for(m), ConfigError);
 }
 

@@ -50,7 +50,6 @@ Config every_key_changed() {
   m.layerscale_init = 1e-5;
   m.skipinit_init = 0.125;
   m.attn_gate = AttnGate::elementwise;
-  m.attn_sink = AttnSink::learned;
   m.sigma_reparam = true;
   m.ngpt_alpha_init = 0.0625;
   m.qk_norm = QKNormKind::layernorm;
@@ -137,6 +136,7 @@ Config every_key_changed() {
   c.source.sharding = "fsdp2";
   // The optimizers' own sections (declared in their files; no field to assign).
   for (const auto& [key, value] : std::vector<std::pair<const char*, const char*>>{
+           {"model.attn_sink", "learned"},
            {"optim.muon.adamw_lr", "1e-3"},
            {"optim.muon.momentum", "0.9"},
            {"optim.muon.nesterov", "false"},

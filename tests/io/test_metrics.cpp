@@ -18,6 +18,7 @@
 #include "io/metrics.h"
 #include "normlab/metrics.h"
 #include "normlab/trainer.h"
+#include "normlab/config_file.h"
 
 namespace fs = std::filesystem;
 
@@ -109,7 +110,7 @@ TEST(Metrics, EveryKeyARunWritesIsDocumented) {
   c.model.norm = NormKind::dyt;
   c.model.qk_norm = QKNormKind::derf;
   c.model.attn_gate = AttnGate::head;
-  c.model.attn_sink = AttnSink::learned;
+  set_key(c, "model.attn_sink", "learned");
   fs::remove_all(dir);
   Trainer(c, dir.string(), false).run({});
   for (auto& rec : read_metrics(dir.string())) records.push_back(std::move(rec));

@@ -34,7 +34,8 @@ TEST_P(KvCacheParity, MatchesFullForward) {
     m.mlp = variant == 0 ? MlpKind::swiglu : MlpKind::gelu;
     // Gated attention and attention sinks (issue #37): every value once over the variants.
     m.attn_gate = static_cast<AttnGate>(variant);
-    m.attn_sink = static_cast<AttnSink>((variant + 1) % 3);
+    test::set_model_key(m, "model.attn_sink",
+                        std::array{"none", "one", "learned"}[(variant + 1) % 3]);
     if (variant == 2) {  // the architectures of issue #18
       m.pos = PosKind::rope;
       m.n_kv_head = 2;

@@ -82,7 +82,7 @@ std::vector<std::pair<std::string, ModelConfig>> option_models() {
   add("sigma_gate_sink", [](ModelConfig& m) {
     m.sigma_reparam = true;
     m.attn_gate = AttnGate::head;
-    m.attn_sink = AttnSink::learned;
+    test::set_model_key(m, "model.attn_sink", "learned");
     m.mlp = MlpKind::swiglu;
   });
   add("admin", [](ModelConfig& m) {

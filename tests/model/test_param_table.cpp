@@ -9,6 +9,7 @@
 
 #include "model/param_table.h"
 #include "model/transformer.h"
+#include "fixtures.h"
 
 namespace normlab {
 namespace {
@@ -257,9 +258,9 @@ TEST(ParamTable, AttnGateAndSinkParameters) {
   m.n_kv_head = 1;
   m.head_dim = 8;
   for (AttnGate gate : {AttnGate::none, AttnGate::head, AttnGate::elementwise})
-    for (AttnSink sink : {AttnSink::none, AttnSink::one, AttnSink::learned}) {
+    for (const std::string sink : {"none", "one", "learned"}) {
       m.attn_gate = gate;
-      m.attn_sink = sink;
+      test::set_model_key(m, "model.attn_sink", sink);
       const ParamLayout lay = build_param_table(m, build_plan(m));
       for (int l = 0; l < m.n_layer; ++l) {
         const std::string pre = "blocks." + std::to_string(l) + ".attn.";
@@ -268,7 +269,7 @@ TEST(ParamTable, AttnGateAndSinkParameters) {
         const ParamSpec* z = lay.table.find(pre + "sink");
         ASSERT_NE(wqkv, nullptr);
         EXPECT_EQ(wg != nullptr, gate != AttnGate::none);
-        EXPECT_EQ(z != nullptr, sink == AttnSink::learned);
+        EXPECT_EQ(z != nullptr, sink == "learned");
         if (wg) {
           const std::int64_t rows = gate == AttnGate::head ? m.n_head : m.n_head * m.head_dim;
           EXPECT_EQ(wg->shape, (std::vector<std::int64_t>{rows, m.d_model}));
@@ -286,7 +287,8 @@ TEST(ParamTable, AttnGateAndSinkParameters) {
           EXPECT_EQ(z->group, ParamGroup::attention);
           EXPECT_FALSE(z->decay);
           EXPECT_FALSE(z->hidden_matrix());
-          EXPECT_EQ(lay.slots.blocks[l].attn.sink, z->offset);
+          EXPECT_EQ(z->role, ParamRole::attn_sink);
+          EXPECT_EQ(z->layer, l);
         }
       }
     }

@@ -60,7 +60,7 @@ void restrict_to_ngpt(ModelConfig& m, int i) {
   m.qk_norm = QKNormKind::none;
   m.residual_scale = ResidualScale::none;
   m.attn_gate = AttnGate::none;
-  m.attn_sink = AttnSink::none;
+  test::set_model_key(m, "model.attn_sink", "none");
   m.parametrization = Parametrization::standard;
   m.pos = PosKind::rope;
   m.mlp = MlpKind::swiglu;
@@ -154,9 +154,9 @@ std::vector<Case> make_cases() {
       // Gated attention and attention sinks, every value with every placement (a learned sink
       // starts at 0 and is moved by the perturbation below).
       const AttnGate gates[] = {AttnGate::none, AttnGate::head, AttnGate::elementwise};
-      const AttnSink sinks[] = {AttnSink::none, AttnSink::one, AttnSink::learned};
+      const char* sinks[] = {"none", "one", "learned"};
       m.attn_gate = gates[(i + 2 * pi) % 3];
-      m.attn_sink = sinks[(i / 2 + pi) % 3];
+      test::set_model_key(m, "model.attn_sink", sinks[(i / 2 + pi) % 3]);
       // σReparam on four of every eight cases (with μP, GQA, gated MLPs and biases among them).
       m.sigma_reparam = i % 3 == 1 || i == 2;
       // Admin (post-norm sublayers, no residual scale): the profiled and the closed-form omega, on
@@ -219,7 +219,8 @@ std::vector<Case> make_cases() {
       if (m.sigma_reparam) c.name += "_sigma";
       if (m.rope_scaling != RopeScaling::none) c.name += fmt::format("_{}", to_string(m.rope_scaling));
       if (m.attn_gate != AttnGate::none) c.name += fmt::format("_gate{}", to_string(m.attn_gate));
-      if (m.attn_sink != AttnSink::none) c.name += fmt::format("_sink{}", to_string(m.attn_sink));
+      if (const std::string s = test::model_key(m, "attn_sink"); s != "none")
+        c.name += fmt::format("_sink{}", s);
       if (pl == Placement::ngpt) c.name += fmt::format("_alpha{}", m.ngpt_alpha_init);
       if (m.init == InitKind::admin) c.name += fmt::format("_admin_{}", to_string(m.admin_omega));
       if (m.hybrid_first_pre) c.name += "_firstpre";
@@ -408,7 +409,7 @@ TEST(ModelGradCheck, EveryOptionValueAppearsWithEveryPlacement) {
       seen["local_rope"].insert(fmt::format("{}", m.rope_local_theta > 0));
       seen["residual_scale"].insert(std::string(to_string(m.residual_scale)));
       seen["attn_gate"].insert(std::string(to_string(m.attn_gate)));
-      seen["attn_sink"].insert(std::string(to_string(m.attn_sink)));
+      seen["attn_sink"].insert(test::model_key(m, "attn_sink"));
       seen["sigma_reparam"].insert(fmt::format("{}", m.sigma_reparam));
       if (pl == Placement::ngpt) seen["ngpt_alpha_init"].insert(fmt::format("{}", m.ngpt_alpha_init));
       seen["init"].insert(m.init == InitKind::admin

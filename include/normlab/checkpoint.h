@@ -43,6 +43,9 @@ std::optional<std::string> checkpoint_damage(const std::string& ckpt_dir, bool w
 // The checkpoint folders of a run, RUN/checkpoints/step_N (complete or not; not the .tmp and
 // .damaged ones), oldest first.
 std::vector<std::string> run_checkpoints(const std::string& run_dir);
+// The step of a checkpoint folder named step_NNNNNNNN (any path to it); -1 for any other name
+// (step_12.tmp, step_x, latest).
+long checkpoint_step(const std::string& folder);
 
 // A checkpoint folder that cannot be used. what(): "[checkpoint] checkpoint RUN/checkpoints/
 // step_00000030 is damaged: model.safetensors is truncated (expected 5128 bytes, found 2564)", then

@@ -25,11 +25,6 @@ namespace normlab {
 namespace {
 using json = nlohmann::json;
 
-long step_of_folder(const std::string& folder) {
-  const std::string n = fs::path(folder).filename().string();
-  return n.rfind("step_", 0) == 0 ? std::atol(n.c_str() + 5) : -1;
-}
-
 // The k-th largest of xs (1-based), NaN when there are fewer.
 double kth_largest(std::vector<double> xs, std::size_t k) {
   if (xs.size() < k || k == 0) return NAN;
@@ -58,7 +53,7 @@ bool probe_checkpoint_intact(const fs::path& folder) {
   try {
     std::ifstream in(folder / "probe_checkpoint.json");
     const json m = json::parse(in);
-    if (m.at("step").get<long>() != step_of_folder(folder.string())) return false;
+    if (m.at("step").get<long>() != checkpoint_step(folder.string())) return false;
     for (const auto& [name, f] : m.at("files").items()) {
       std::error_code ec;
       const auto size = fs::file_size(folder / name, ec);
@@ -75,8 +70,8 @@ std::vector<std::pair<long, std::string>> intact_checkpoints(const std::string& 
   std::vector<std::pair<long, std::string>> out;
   for (const auto& c : run_checkpoints(run_dir)) {
     const bool probed = fs::exists(fs::path(c) / "probe_checkpoint.json");
-    if ((probed ? probe_checkpoint_intact(c) : !checkpoint_damage(c)) && step_of_folder(c) > 0)
-      out.emplace_back(step_of_folder(c), c);
+    if ((probed ? probe_checkpoint_intact(c) : !checkpoint_damage(c)) && checkpoint_step(c) > 0)
+      out.emplace_back(checkpoint_step(c), c);
   }
   return out;
 }

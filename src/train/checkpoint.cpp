@@ -66,14 +66,6 @@ bool is_checkpoint_name(const fs::path& p) {
   return n.rfind("step_", 0) == 0 && !p.has_extension();
 }
 
-// The step of a checkpoint folder step_NNNNNNNN (-1 when the name holds none).
-long step_of(const fs::path& dir) {
-  const std::string digits = dir.filename().string().substr(5);
-  if (digits.empty() || digits.size() > 18 ||
-      digits.find_first_not_of("0123456789") != std::string::npos)
-    return -1;
-  return std::stol(digits);
-}
 
 // What the reader says of a file whose header is not what the format wants.
 std::string reader_verdict(const fs::path& file, const std::string& name) {
@@ -179,7 +171,7 @@ std::string missing_checkpoint(const std::string& path) {
     names += fmt::format("{}{}{}", names.empty() ? "" : ", ", fs::path(h).filename().string(),
                          checkpoint_damage(h) ? " (damaged)" : "");
   msg += fmt::format("; the run's checkpoints ({}): {}", p.parent_path().string(), names);
-  const long want = step_of(p), oldest = step_of(have.front());
+  const long want = checkpoint_step(p.string()), oldest = checkpoint_step(have.front());
   if (want >= 0 && want < oldest) msg += " (train.keep_checkpoints removes the oldest ones)";
   return msg;
 }
@@ -211,6 +203,17 @@ std::optional<std::string> checkpoint_damage(const std::string& ckpt_dir, bool w
   if (with_state)
     return safetensors_damage(fs::path(ckpt_dir) / "state.safetensors", "state.safetensors");
   return std::nullopt;
+}
+
+long checkpoint_step(const std::string& folder) {
+  const fs::path p(folder);
+  const std::string n = p.filename().string();
+  if (n.rfind("step_", 0) != 0 || p.has_extension()) return -1;
+  const std::string digits = n.substr(5);
+  if (digits.empty() || digits.size() > 18 ||
+      digits.find_first_not_of("0123456789") != std::string::npos)
+    return -1;
+  return std::stol(digits);
 }
 
 std::vector<std::string> run_checkpoints(const std::string& run_dir) {

@@ -16,17 +16,6 @@ namespace fs = std::filesystem;
 
 namespace normlab {
 
-namespace {
-
-// The step of checkpoint folder step_NNNNNNNN, as its name says.
-std::string checkpoint_step(const std::string& ckpt) {
-  const std::string name = fs::path(ckpt).filename().string();
-  const auto digits = name.find_first_not_of('0', 5);
-  return digits == std::string::npos ? "0" : name.substr(digits);
-}
-
-}  // namespace
-
 std::string resume_checkpoint(const std::string& dir, const ResumeOptions& from) {
   if (from.checkpoint.empty()) return resume_point(dir).checkpoint;
   fs::path ck = fs::path(from.checkpoint).lexically_normal();

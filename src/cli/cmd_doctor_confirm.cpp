@@ -39,10 +39,8 @@ void print_plan(const ConfirmPlan& p, const std::string& out) {
   fmt::print("  start: step {}{} ({})\n", p.start_step,
              p.start_checkpoint.empty() ? "" : " from " + p.start_checkpoint, p.start_why);
   fmt::print("  window: steps {}..{} ({})\n", p.start_step + 1, p.window_end, p.window_why);
-  // An external command's arms (RUN/confirm/*_command) get the data order as {seed}.
-  const bool command = out.size() >= 8 && out.compare(out.size() - 8, 8, "_command") == 0;
   fmt::print("  arms ({} seeds each, data orders {} = 0..{}; in {}):\n", p.seeds,
-             command ? "{seed}" : "train.data_seed", p.seeds - 1, out);
+             p.external ? "{seed}" : "train.data_seed", p.seeds - 1, out);
   for (const auto& a : p.arms) {
     if (a.name == "control" && !a.cannot.empty())
       fmt::print("    control: not run ({})\n", a.cannot);

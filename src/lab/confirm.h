@@ -79,6 +79,9 @@ struct ConfirmPlan {
   int seeds = 3;
   std::vector<ArmPlan> arms;  // arms[0]: the control
   std::vector<std::string> notes;
+  // The arms run the user's command (doctor --confirm --command): their data orders are its
+  // {seed}, not train.data_seed.
+  bool external = false;
   long arms_run() const;
   long estimated_steps() const { return arms_run() * seeds * (window_end - start_step); }
 };

@@ -80,6 +80,7 @@ std::vector<ConfirmJob> confirm_jobs(const std::string& run_dir, const nlohmann:
     j.plan = plan_confirmation(p, run_cfg, checkpoints, reached, o.seeds, o.max_steps, cannot,
                                fixed);
     if (!onset_note.empty()) j.plan.notes.insert(j.plan.notes.begin(), onset_note);
+    j.plan.external = !o.command.empty();
     if (!o.command.empty()) {
       if (!has)
         j.plan.notes.push_back(

@@ -51,6 +51,11 @@ def test_dry_run_plans_without_training(attn_run):
     assert "start: step 0 (model.qk_norm cannot change on resume" in p.stdout, p.stdout
     assert "control: the run's config unchanged (seed 0 replays the run)" in p.stdout
     assert "[model.qk_norm = rmsnorm]" in p.stdout and "estimated:" in p.stdout
+    assert "data orders train.data_seed = 0..2" in p.stdout, p.stdout
+    # An external command's arms take the data order as its {seed}.
+    p = normlab("doctor", attn_run, "--confirm", "--dry-run", "--command",
+                "true {seed} {out} {model.qk_norm}", check=0)
+    assert "data orders {seed} = 0..2" in p.stdout, p.stdout
     assert not (attn_run / "confirm").exists()
     d = json.loads(normlab("doctor", attn_run, "--dry-run", "--json", check=0).stdout)
     c = confirmation(d, "attention_logit_growth")

@@ -189,22 +189,12 @@ def doctor(run: "Run | PathLike", *, confirm: bool = False, seeds: int = 3, jobs
 
 def _run_commands(lines: list[tuple[str, str]], jobs: int) -> None:
     """Runs each (arm directory, command line) through /bin/sh, ``jobs`` at a time, its output in
-    the directory's command.log, and judges the run it wrote as ``sweep --command`` does."""
+    the directory's command.log, and judges the run it wrote: the C++ runner ``sweep --command``
+    uses (lab/external_command.h), which releases the GIL while the command runs."""
     from concurrent.futures import ThreadPoolExecutor
 
-    def one(item: tuple[str, str]) -> str:
-        d, line = item
-        _Path(d).mkdir(parents=True, exist_ok=True)
-        log = _Path(d) / "command.log"
-        with open(log, "wb") as f:
-            rc = _subprocess.run(["/bin/sh", "-c", line], stdout=f,
-                                 stderr=_subprocess.STDOUT).returncode
-        note = (f"the command exited with status {rc} (output: {log})" if rc >= 0 else
-                f"the command was killed by signal {-rc} (output: {log})")
-        return _core.judge_external_point(d, rc if rc >= 0 else 128 - rc, note)
-
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
-        list(ex.map(one, lines))
+        list(ex.map(lambda item: _core.run_external_point(item[1], item[0]), lines))
 
 
 def gradflow(cfg: Config | Mapping[str, Any] | PathLike | None = None, *,

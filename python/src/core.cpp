@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "doctor/doctor.h"
+#include "lab/external_command.h"
 #include "lab/confirm_session.h"
 #include "lab/coordcheck.h"
 #include "lab/gradflow.h"
@@ -506,10 +507,11 @@ NB_MODULE(_core, m) {
       }
     return arms.dump();
   }, "run_dir"_a, "stage"_a, "seeds"_a, "jobs"_a, "max_steps"_a, "command"_a = "");
-  // An external command's arm after its process ended (sweep --command's judgement).
-  m.def("judge_external_point", [](const std::string& dir, int exit_code, const std::string& note) {
+  // An external command's arm, run to its end and judged as sweep --command judges it
+  // (lab/external_command.h); the GIL is released while it runs, so threads run several.
+  m.def("run_external_point", [](const std::string& line, const std::string& dir) {
     nb::gil_scoped_release nogil;
-    return judge_external_point(dir, exit_code, note);
+    return run_external_point(line, dir);
   });
   m.def("gradflow", &gradflow);
   m.def("coordcheck", &coordcheck);

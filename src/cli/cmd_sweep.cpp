@@ -21,6 +21,7 @@
 #include "cli/sweep_runner.h"
 #include "cli/summary_header.h"
 #include "doctor/doctor.h"
+#include "lab/external_command.h"
 #include "lab/sweep.h"
 #include "normlab/checkpoint.h"
 #include "normlab/config_file.h"
@@ -90,32 +91,6 @@ pid_t spawn_point(const Config& cfg, const std::string& dir) {
   if (posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv.data(), environ) != 0)
     throw Error("cannot start a sweep worker process");
   return pid;
-}
-
-// Starts `sh -c LINE` for a point run by an external command, its output to DIR/command.log;
-// returns its pid.
-pid_t spawn_command(const std::string& line, const std::string& dir) {
-  fs::create_directories(dir);
-  const std::string log = (fs::path(dir) / "command.log").string();
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  std::string sh = "/bin/sh", c = "-c", cmd = line;
-  char* argv[] = {sh.data(), c.data(), cmd.data(), nullptr};
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, "/bin/sh", &fa, nullptr, argv, environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) throw Error(fmt::format("cannot start /bin/sh for the command: {}", std::strerror(rc)));
-  return pid;
-}
-
-// How a command's process ended, for its run's message.
-std::string exit_note(int st, const std::string& dir) {
-  const std::string log = (fs::path(dir) / "command.log").string();
-  if (WIFEXITED(st)) return fmt::format("the command exited with status {} (output: {})", WEXITSTATUS(st), log);
-  if (WIFSIGNALED(st)) return fmt::format("the command was killed by signal {} (output: {})", WTERMSIG(st), log);
-  return "the command ended abnormally";
 }
 
 // "training", or "resuming at step S" for a point with a checkpoint.
@@ -216,8 +191,7 @@ void run_points(const SweepOptions& o, const std::vector<SweepPoint>& points,
         const std::string dir = (fs::path(o.out) / points[i].name).string();
         running.erase(pid);
         if (!o.command.empty()) {
-          const int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-          const std::string status = judge_external_point(dir, code, exit_note(st, dir));
+          const std::string status = judge_external_point(dir, exit_code(st), exit_note(st, dir));
           ended(i, status == "failed" ? "failed: " + read_sweep_run(dir, points[i]).message
                                       : point_outcome(dir, points[i], status));
           return;

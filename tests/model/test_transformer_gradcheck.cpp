@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <numeric>
 #include <set>
@@ -106,7 +107,7 @@ std::vector<Case> make_cases() {
       m.n_head = h.n_head;
       m.placement = pl;
       m.mix_ratio = kMixRatios[(i / 2) % 3];
-      const NormOpt& nk = kNorms[i % 7];
+      const NormOpt& nk = kNorms[i % std::size(kNorms)];
       m.norm = nk.kind;
       m.norm_bias = nk.bias;
       // DyT / Derf alphas start at 1 (before the perturbation below). With the defaults (0.2 in
@@ -114,7 +115,7 @@ std::vector<Case> make_cases() {
       // and are checked absolutely at the differences' own rounding noise: measured up to 8.4e-7
       // against kTol = 1e-6, 3.1e-7 at 1. (The sites' own starting values: test_norm_ops.cpp.)
       m.dyt_alpha_attn = m.dyt_alpha_mlp = m.dyt_alpha_final = m.dyt_alpha_qk = 1.0;
-      const QkOpt& q = kQk[(i + 4) % 7];
+      const QkOpt& q = kQk[(i + 4) % std::size(kQk)];
       m.qk_norm = q.kind;
       m.qk_norm_scope = q.scope;
       m.qk_norm_position = q.pos;
@@ -427,7 +428,7 @@ TEST(ModelGradCheck, EveryOptionValueAppearsWithEveryPlacement) {
       }
     }
     std::map<std::string, std::size_t> want = {
-        {"norm", 7},        {"qk", 7},  {"cap", 2},   {"z", 2},
+        {"norm", std::size(kNorms)}, {"qk", std::size(kQk)},  {"cap", 2},   {"z", 2},
         {"pos", 2},         {"mlp", 4}, {"bias", 2},  {"tie", 2},
         {"heads", 4},  // 1, 2, 3 and 4 heads
         {"norm_gain_offset", 2}, {"embed_scale", 2}, {"attn_scale", 2}, {"parametrization", 2},
